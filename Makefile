@@ -1,0 +1,43 @@
+# aqmlab — the two commands of the README, and helpers.
+#   make run    quick reproduction of the bundled example, ending in its summary
+#   make test   install what is needed, build the native module, run every test
+SHELL := /bin/bash
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+# Pinned Python dependencies (pyproject.toml lists the same runtime pins).
+PY_DEPS := pydantic==2.13.4 typer==0.29.1 rich==15.0.0 pyarrow==26.0.1 pandas==3.1.1 numpy==2.4.6 \
+           pytest==9.2.0 hypothesis==6.170.15 scipy==1.18.1 maturin==1.16.0
+STAMP := .make
+
+.PHONY: run test deps build rust-test py-test bench clean
+
+$(STAMP)/deps: Makefile
+	@mkdir -p $(STAMP)
+	$(PIP) install --quiet --disable-pip-version-check $(PY_DEPS)
+	@touch $@
+
+deps: $(STAMP)/deps
+
+# Build the native module (release) and install the package in editable mode: maturin puts
+# the extension into python/aqmlab/ and the package on sys.path.
+build: deps
+	$(PIP) install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
+	@$(PYTHON) -c "import aqmlab._native" || { echo "native module failed to build"; exit 1; }
+
+run: build
+	$(PYTHON) -m aqmlab run examples/dctcp-cubic-step.toml -o out/example --overwrite
+
+# The PyO3 crate links against libpython only when loaded by Python: test the others.
+rust-test:
+	cargo test --workspace --exclude aqmlab-py --release --quiet
+
+py-test: build
+	$(PYTHON) -m pytest -q tests
+
+test: deps rust-test py-test
+
+bench: build
+	cargo bench -p sim --bench throughput
+
+clean:
+	rm -rf target $(STAMP) out python/aqmlab/*.so

@@ -1,0 +1,106 @@
+//! `aqmlab._native`: the Python package's bridge to the simulator. Thin by design: it takes
+//! the engine config as JSON (the Python front validates and lowers scenarios), runs the
+//! simulator with the GIL released, and returns the summary and tables as plain Python
+//! objects (dicts and lists) that the front turns into DataFrames and Parquet.
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use sim::results::Column;
+
+fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    let json = py.import("json")?;
+    json.call_method1("loads", (v.to_string(),))
+}
+
+fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match c {
+        Column::F64(v) => PyList::new(py, v)?.into_any(),
+        Column::OptF64(v) => PyList::new(py, v)?.into_any(),
+        Column::U64(v) => PyList::new(py, v)?.into_any(),
+        Column::Str(v) => PyList::new(py, v)?.into_any(),
+        Column::Bool(v) => PyList::new(py, v)?.into_any(),
+    })
+}
+
+/// Validate an engine config without running it. Raises ValueError("dotted.key: message").
+#[pyfunction]
+fn check(config_json: &str) -> PyResult<()> {
+    let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
+    sim::World::new(cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(())
+}
+
+/// Run an engine config. `progress(fraction)` is called now and then with the fraction of
+/// simulated time done; Ctrl-C stops the run with KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (config_json, progress=None))]
+fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
+    let world = sim::World::new(cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let progress: Option<Py<PyAny>> = progress.map(|p| p.unbind());
+    let mut py_err: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut cb = |frac: f64| -> bool {
+            Python::attach(|py| {
+                if let Err(e) = py.check_signals() {
+                    py_err = Some(e);
+                    return false;
+                }
+                if let Some(p) = &progress {
+                    if let Err(e) = p.call1(py, (frac,)) {
+                        py_err = Some(e);
+                        return false;
+                    }
+                }
+                true
+            })
+        };
+        world.run(&mut cb)
+    });
+    let result = match result {
+        Ok(r) => r,
+        Err(sim::RunError::Interrupted) => {
+            return Err(py_err.unwrap_or_else(|| PyKeyboardInterrupt::new_err("interrupted")));
+        }
+        Err(e) => return Err(PyValueError::new_err(e.to_string())),
+    };
+    let out = PyDict::new(py);
+    let summary = json_to_py(py, &result.summary)?;
+    out.set_item("metrics", summary.get_item("metrics")?)?;
+    out.set_item("classes", summary.get_item("classes")?)?;
+    out.set_item("counters", json_to_py(py, &result.counters)?)?;
+    let tables = PyDict::new(py);
+    for (name, table) in &result.tables {
+        let t = PyDict::new(py);
+        for (col, c) in &table.columns {
+            t.set_item(col, column_to_py(py, c)?)?;
+        }
+        tables.set_item(name, t)?;
+    }
+    out.set_item("tables", tables)?;
+    Ok(out)
+}
+
+/// Names of the congestion controls this build provides.
+#[pyfunction]
+fn ccs() -> Vec<&'static str> {
+    vec!["reno", "cubic", "dctcp"]
+}
+
+/// Names of the queue disciplines this build provides.
+#[pyfunction]
+fn qdiscs() -> Vec<&'static str> {
+    aqm::QdiscConfig::names().to_vec()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(ccs, m)?)?;
+    m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

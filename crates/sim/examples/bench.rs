@@ -1,0 +1,52 @@
+//! Simulator speed and memory benchmark (issue "Simulator core", §Speed and memory):
+//! bottleneck packets simulated per wall-clock second on one core, and the process's peak
+//! resident memory. Run one scenario per process so peak memory is the scenario's own:
+//!
+//!   cargo run --release -p sim --example bench -- a
+//!   cargo run --release -p sim --example bench -- b
+//!
+//! (a) 1 Gbps, 10 ms, 20 CUBIC flows, 1-BDP TailDrop, 30 s simulated.
+//! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
+
+use serde_json::json;
+
+fn scenario(name: &str) -> serde_json::Value {
+    let (rate, rtt_ns, cc, count, buffer_bytes, aqm, secs): (u64, u64, &str, u32, u64, serde_json::Value, u64) = match name {
+        // BDP = 1e9/8 × 0.010 = 1 250 000 B.
+        "a" => (1_000_000_000, 10_000_000, "cubic", 20, 1_250_000, json!({"kind": "taildrop"}), 30),
+        // K = 0.17 × 1e10/8 × 0.005 = 1 062 500 B; buffer 500 ms = 625 000 000 B.
+        "b" => (10_000_000_000, 5_000_000, "dctcp", 100, 625_000_000, json!({"kind": "step", "threshold_bytes": 1_062_500u64}), 10),
+        other => panic!("unknown scenario {other:?} (expected a or b)"),
+    };
+    json!({
+        "name": format!("bench-{name}"), "seed": 1, "duration_ns": secs * 1_000_000_000, "warmup_ns": 0,
+        "bottleneck": {"rate_bps": rate, "buffer_packets": null, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
+        "classes": [{"name": cc, "cc": {"name": cc}, "count": count, "rtt_ns": rtt_ns, "ecn": false,
+                     "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64}, "size_bytes": null, "fq_pacing": false}],
+        "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
+    })
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn main() {
+    let name = std::env::args().nth(1).unwrap_or_else(|| "a".into());
+    let cfg = scenario(&name).to_string();
+    let t = std::time::Instant::now();
+    let r = sim::run_json(&cfg, &mut |_| true).expect("benchmark scenario runs");
+    let wall = t.elapsed().as_secs_f64();
+    let pkts = r.counters["bottleneck_pkts"].as_u64().unwrap();
+    let events = r.counters["events"].as_u64().unwrap();
+    println!(
+        "scenario={name} wall_s={wall:.3} bottleneck_pkts={pkts} pkts_per_s={:.0} events_per_s={:.0} utilization={:.4} peak_rss_mb={:.1}",
+        pkts as f64 / wall,
+        events as f64 / wall,
+        r.summary["metrics"]["utilization"].as_f64().unwrap(),
+        peak_rss_mb().unwrap_or(f64::NAN)
+    );
+}

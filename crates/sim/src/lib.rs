@@ -1,0 +1,27 @@
+//! # sim — a deterministic packet-level simulator of TCP flows through an AQM bottleneck
+//!
+//! Layers, bottom up: [`engine`] (integer-ns event queue, ties broken FIFO), the dumbbell
+//! topology (delay lines and the bottleneck link with its queue discipline from `crates/aqm`),
+//! the Linux-faithful TCP model ([`tcp`]) with its congestion controls ([`cc`]), and
+//! measurement ([`measure`]). The simulator knows nothing of files or Python: it takes an
+//! [`config::EngineConfig`] and returns a [`results::RunResult`].
+
+pub mod cc;
+pub mod config;
+pub mod engine;
+pub mod measure;
+pub mod net;
+pub mod packet;
+pub mod results;
+pub mod tcp;
+pub mod world;
+
+pub use config::EngineConfig;
+pub use results::RunResult;
+pub use world::{RunError, World};
+
+/// Parse an engine config and run it to the end.
+pub fn run_json(config_json: &str, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult, RunError> {
+    let cfg = EngineConfig::from_json(config_json).map_err(RunError::Config)?;
+    World::new(cfg)?.run(progress)
+}

@@ -1,0 +1,383 @@
+//! Turning a finished world into results: the summary metrics of DESIGN.md §Metrics and the
+//! tables of §Results store (`flows`, `classes`, `timeseries`, `queue`, `sojourn_hist`,
+//! `fct`), as plain columns the Python front writes to Parquet.
+
+use aqm::Qdisc;
+use serde_json::{json, Value};
+
+use crate::cc::{CaState, CongestionControl};
+use crate::measure::{jain, DROP_REASONS, MARK_REASONS};
+use crate::world::World;
+
+/// One column of a table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    F64(Vec<f64>),
+    OptF64(Vec<Option<f64>>),
+    U64(Vec<u64>),
+    Str(Vec<String>),
+    Bool(Vec<bool>),
+}
+
+impl Column {
+    pub fn len(&self) -> usize {
+        match self {
+            Column::F64(v) => v.len(),
+            Column::OptF64(v) => v.len(),
+            Column::U64(v) => v.len(),
+            Column::Str(v) => v.len(),
+            Column::Bool(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    pub columns: Vec<(String, Column)>,
+}
+
+impl Table {
+    fn push(&mut self, name: &str, c: Column) {
+        self.columns.push((name.to_string(), c));
+    }
+    pub fn get(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+    pub fn f64(&self, name: &str) -> Vec<f64> {
+        match self.get(name) {
+            Some(Column::F64(v)) => v.clone(),
+            Some(Column::U64(v)) => v.iter().map(|&x| x as f64).collect(),
+            other => panic!("column {name}: {other:?}"),
+        }
+    }
+    pub fn u64(&self, name: &str) -> Vec<u64> {
+        match self.get(name) {
+            Some(Column::U64(v)) => v.clone(),
+            other => panic!("column {name}: {other:?}"),
+        }
+    }
+}
+
+/// A per-flow time-series sample.
+#[derive(Clone, Debug)]
+pub struct SampleRow {
+    pub t_ns: u64,
+    pub flow: u32,
+    pub class: u32,
+    pub throughput_bps: f64,
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub inflight: u32,
+    pub srtt_us: u64,
+    pub pacing_rate_bps: f64,
+    pub ca_state: CaState,
+}
+
+/// A bottleneck time-series sample.
+#[derive(Clone, Debug)]
+pub struct QueueRow {
+    pub t_ns: u64,
+    pub qlen_pkts: u64,
+    pub backlog_bytes: u64,
+    pub sojourn_mean_ns: Option<f64>,
+    pub sojourn_max_ns: Option<u64>,
+    pub link_bytes: u64,
+    pub drops: u64,
+    pub marks: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// `{"metrics": {...}, "classes": [...]}` shaped as DESIGN.md §Results store.
+    pub summary: Value,
+    pub tables: Vec<(String, Table)>,
+    /// Engine counters: events run, bottleneck packets, and conservation totals.
+    pub counters: Value,
+}
+
+impl RunResult {
+    pub fn table(&self, name: &str) -> &Table {
+        &self.tables.iter().find(|(n, _)| n == name).expect("table exists").1
+    }
+}
+
+fn ns_to_ms(x: f64) -> f64 {
+    x / 1e6
+}
+
+pub fn collect(mut w: World) -> RunResult {
+    let cfg = w.cfg.clone();
+    let c_bps = cfg.bottleneck.rate_bps as f64;
+    let window_s = (cfg.duration_ns - cfg.warmup_ns) as f64 / 1e9;
+    let n_flows = w.flows.len();
+
+    // Packets still in the network at the end, per flow (for the conservation identity
+    // sent = received + dropped + in network).
+    let mut in_network = vec![0u64; n_flows];
+    for p in w.bottleneck.qdisc.reset() {
+        in_network[p.flow as usize] += 1;
+    }
+    if let Some(p) = w.bottleneck.in_tx() {
+        in_network[p.flow as usize] += 1;
+        // The part of the transmission in progress that falls inside the window.
+        let (s, e, len) = (w.bottleneck.tx_start_ns, w.bottleneck.tx_end_ns, p.wire_len);
+        w.qm.record_tx(len, s, e, cfg.warmup_ns, cfg.duration_ns);
+    }
+    for line in &w.fwd_lines {
+        for p in line.iter() {
+            in_network[p.flow as usize] += 1;
+        }
+    }
+
+    // Per-flow table.
+    let mut flows = Table::default();
+    let mut goodput = Vec::with_capacity(n_flows);
+    let mut col_flow = vec![];
+    let mut col_class = vec![];
+    let mut col_cc = vec![];
+    let mut col_rtt = vec![];
+    let mut col_start = vec![];
+    let mut col_delivered = vec![];
+    let mut col_arrived = vec![];
+    let mut col_dropped = vec![];
+    let mut col_marked = vec![];
+    let mut col_mark_ratio = vec![];
+    let mut col_drop_ratio = vec![];
+    let mut col_sent = vec![];
+    let mut col_wire = vec![];
+    let mut col_retrans = vec![];
+    let mut col_rto = vec![];
+    let mut col_tlp = vec![];
+    let mut col_rec = vec![];
+    let mut col_cwr = vec![];
+    let mut col_recv = vec![];
+    let mut col_total_drops = vec![];
+    let mut col_total_marks = vec![];
+    let mut col_innet = vec![];
+    let mut col_fct = vec![];
+    let mut drops_by: Vec<Vec<u64>> = vec![vec![]; DROP_REASONS.len()];
+    let mut marks_by: Vec<Vec<u64>> = vec![vec![]; MARK_REASONS.len()];
+    for (f, flow) in w.flows.iter().enumerate() {
+        let m = &w.fm[f];
+        let class = &cfg.classes[flow.class];
+        let delivered = flow.receiver.delivered_bytes - m.delivered_at_warmup.unwrap_or(0);
+        let g = delivered as f64 * 8.0 / window_s;
+        goodput.push(g);
+        col_flow.push(f as u64);
+        col_class.push(class.name.clone());
+        col_cc.push(flow.sender.cc.name().to_string());
+        col_rtt.push(class.rtt_ns as f64 / 1e6);
+        col_start.push(flow.start_ns as f64 / 1e9);
+        col_delivered.push(delivered);
+        col_arrived.push(m.arrived_bytes);
+        col_dropped.push(m.dropped_bytes);
+        col_marked.push(m.marked_bytes);
+        col_mark_ratio.push(ratio(m.marked_bytes, m.arrived_bytes));
+        col_drop_ratio.push(ratio(m.dropped_bytes, m.arrived_bytes));
+        let st = &flow.sender.stats;
+        col_sent.push(st.segs_sent);
+        col_wire.push(st.wire_bytes_sent);
+        col_retrans.push(st.retrans_segs);
+        col_rto.push(st.rto_count);
+        col_tlp.push(st.tlp_count);
+        col_rec.push(st.recoveries);
+        col_cwr.push(st.cwr_count);
+        col_recv.push(flow.receiver.segs_received);
+        col_total_drops.push(m.total_dropped_pkts);
+        col_total_marks.push(m.total_marked_pkts);
+        col_innet.push(in_network[f]);
+        col_fct.push(flow.receiver.completed_at.map(|t| (t - flow.start_ns) as f64 / 1e9));
+        for (k, v) in drops_by.iter_mut().enumerate() {
+            v.push(m.drops[k]);
+        }
+        for (k, v) in marks_by.iter_mut().enumerate() {
+            v.push(m.marks[k]);
+        }
+    }
+    flows.push("flow", Column::U64(col_flow.clone()));
+    flows.push("class", Column::Str(col_class.clone()));
+    flows.push("cc", Column::Str(col_cc));
+    flows.push("rtt_ms", Column::F64(col_rtt));
+    flows.push("start_s", Column::F64(col_start));
+    flows.push("goodput_bps", Column::F64(goodput.clone()));
+    flows.push("delivered_bytes", Column::U64(col_delivered));
+    flows.push("arrived_bytes", Column::U64(col_arrived.clone()));
+    flows.push("dropped_bytes", Column::U64(col_dropped.clone()));
+    flows.push("marked_bytes", Column::U64(col_marked.clone()));
+    flows.push("mark_ratio", Column::OptF64(col_mark_ratio));
+    flows.push("drop_ratio", Column::OptF64(col_drop_ratio));
+    for (k, (_, name)) in DROP_REASONS.iter().enumerate() {
+        flows.push(&format!("drops_{name}"), Column::U64(drops_by[k].clone()));
+    }
+    for (k, (_, name)) in MARK_REASONS.iter().enumerate() {
+        flows.push(&format!("marks_{name}"), Column::U64(marks_by[k].clone()));
+    }
+    flows.push("segs_sent", Column::U64(col_sent.clone()));
+    flows.push("wire_bytes_sent", Column::U64(col_wire));
+    flows.push("retrans_segs", Column::U64(col_retrans));
+    flows.push("rto_count", Column::U64(col_rto));
+    flows.push("tlp_count", Column::U64(col_tlp));
+    flows.push("recoveries", Column::U64(col_rec));
+    flows.push("cwr_count", Column::U64(col_cwr));
+    flows.push("segs_received", Column::U64(col_recv.clone()));
+    flows.push("total_dropped_pkts", Column::U64(col_total_drops.clone()));
+    flows.push("total_marked_pkts", Column::U64(col_total_marks));
+    flows.push("end_in_network_pkts", Column::U64(col_innet.clone()));
+    flows.push("fct_s", Column::OptF64(col_fct));
+
+    // Classes.
+    let fair_share = c_bps / n_flows.max(1) as f64;
+    let mut classes_json = Vec::new();
+    let mut classes = Table::default();
+    let (mut k_name, mut k_cc, mut k_rtt, mut k_count, mut k_good, mut k_rel, mut k_jain, mut k_mr, mut k_dr) =
+        (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (c, class) in cfg.classes.iter().enumerate() {
+        let idx: Vec<usize> = (0..n_flows).filter(|&f| w.flows[f].class == c).collect();
+        let g: Vec<f64> = idx.iter().map(|&f| goodput[f]).collect();
+        let sum: f64 = g.iter().sum();
+        let mean = if g.is_empty() { 0.0 } else { sum / g.len() as f64 };
+        let arrived: u64 = idx.iter().map(|&f| w.fm[f].arrived_bytes).sum();
+        let marked: u64 = idx.iter().map(|&f| w.fm[f].marked_bytes).sum();
+        let dropped: u64 = idx.iter().map(|&f| w.fm[f].dropped_bytes).sum();
+        let rel = mean / fair_share;
+        let j = jain(&g);
+        let cc_name = w.flows.get(*idx.first().unwrap_or(&0)).map(|f| f.sender.cc.name()).unwrap_or("");
+        classes_json.push(json!({
+            "name": class.name, "cc": cc_name, "rtt_ms": class.rtt_ns as f64 / 1e6, "count": class.count,
+            "goodput_bps": sum, "mean_goodput_bps": mean, "rel_throughput": rel, "jain": j,
+            "mark_ratio": ratio(marked, arrived), "drop_ratio": ratio(dropped, arrived),
+        }));
+        k_name.push(class.name.clone());
+        k_cc.push(cc_name.to_string());
+        k_rtt.push(class.rtt_ns as f64 / 1e6);
+        k_count.push(class.count as u64);
+        k_good.push(sum);
+        k_rel.push(rel);
+        k_jain.push(j);
+        k_mr.push(ratio(marked, arrived));
+        k_dr.push(ratio(dropped, arrived));
+    }
+    classes.push("class", Column::Str(k_name));
+    classes.push("cc", Column::Str(k_cc));
+    classes.push("rtt_ms", Column::F64(k_rtt));
+    classes.push("count", Column::U64(k_count));
+    classes.push("goodput_bps", Column::F64(k_good));
+    classes.push("rel_throughput", Column::F64(k_rel));
+    classes.push("jain", Column::OptF64(k_jain));
+    classes.push("mark_ratio", Column::OptF64(k_mr));
+    classes.push("drop_ratio", Column::OptF64(k_dr));
+
+    // Overall metrics.
+    let arrived: u64 = w.fm.iter().map(|m| m.arrived_bytes).sum();
+    let marked: u64 = w.fm.iter().map(|m| m.marked_bytes).sum();
+    let dropped: u64 = w.fm.iter().map(|m| m.dropped_bytes).sum();
+    let utilization = w.qm.link_bytes * 8.0 / (c_bps * window_s);
+    let mean = w.qm.mean_ns();
+    let target = cfg.bottleneck.delay_target_ns;
+    let metrics = json!({
+        "utilization": utilization,
+        "jain": jain(&goodput),
+        "goodput_bps": goodput.iter().sum::<f64>(),
+        "sojourn_ms": {
+            "mean": mean.map(ns_to_ms),
+            "p50": w.qm.quantile_ns(0.5).map(ns_to_ms),
+            "p99": w.qm.quantile_ns(0.99).map(ns_to_ms),
+            "max": (w.qm.sojourn_count > 0).then(|| w.qm.sojourn_max_ns as f64 / 1e6),
+        },
+        "sojourn_mean_rel_target": match (mean, target) { (Some(m), Some(t)) if t > 0 => Some(m / t as f64), _ => None },
+        "sojourn_max_rel_target": match target { Some(t) if t > 0 && w.qm.sojourn_count > 0 => Some(w.qm.sojourn_max_ns as f64 / t as f64), _ => None },
+        "mark_ratio": ratio(marked, arrived),
+        "drop_ratio": ratio(dropped, arrived),
+        "flows": n_flows,
+        "window_s": window_s,
+    });
+
+    // Time series.
+    let mut ts = Table::default();
+    let rows = &w.samples;
+    ts.push("t_s", Column::F64(rows.iter().map(|r| r.t_ns as f64 / 1e9).collect()));
+    ts.push("flow", Column::U64(rows.iter().map(|r| r.flow as u64).collect()));
+    ts.push("class", Column::Str(rows.iter().map(|r| cfg.classes[r.class as usize].name.clone()).collect()));
+    ts.push("throughput_bps", Column::F64(rows.iter().map(|r| r.throughput_bps).collect()));
+    ts.push("cwnd", Column::U64(rows.iter().map(|r| r.cwnd as u64).collect()));
+    ts.push("ssthresh", Column::U64(rows.iter().map(|r| r.ssthresh as u64).collect()));
+    ts.push("inflight", Column::U64(rows.iter().map(|r| r.inflight as u64).collect()));
+    ts.push("srtt_ms", Column::F64(rows.iter().map(|r| r.srtt_us as f64 / 1e3).collect()));
+    ts.push("pacing_rate_bps", Column::F64(rows.iter().map(|r| r.pacing_rate_bps).collect()));
+    ts.push("ca_state", Column::Str(rows.iter().map(|r| r.ca_state.to_string()).collect()));
+
+    let mut queue = Table::default();
+    let iv_s = cfg.measure.interval_ns as f64 / 1e9;
+    let q = &w.queue_samples;
+    queue.push("t_s", Column::F64(q.iter().map(|r| r.t_ns as f64 / 1e9).collect()));
+    queue.push("qlen_pkts", Column::U64(q.iter().map(|r| r.qlen_pkts).collect()));
+    queue.push("backlog_bytes", Column::U64(q.iter().map(|r| r.backlog_bytes).collect()));
+    queue.push("sojourn_mean_ms", Column::OptF64(q.iter().map(|r| r.sojourn_mean_ns.map(ns_to_ms)).collect()));
+    queue.push("sojourn_max_ms", Column::OptF64(q.iter().map(|r| r.sojourn_max_ns.map(|x| x as f64 / 1e6)).collect()));
+    queue.push("utilization", Column::F64(q.iter().map(|r| r.link_bytes as f64 * 8.0 / (c_bps * iv_s)).collect()));
+    queue.push("drops", Column::U64(q.iter().map(|r| r.drops).collect()));
+    queue.push("marks", Column::U64(q.iter().map(|r| r.marks).collect()));
+
+    let mut hist = Table::default();
+    let bins = w.qm.rebinned(cfg.measure.hist_bin_ns);
+    let total = w.qm.sojourn_count.max(1) as f64;
+    let bin_ms = cfg.measure.hist_bin_ns as f64 / 1e6;
+    hist.push("bin_lo_ms", Column::F64(bins.iter().map(|(lo, _)| *lo as f64 / 1e6).collect()));
+    hist.push("bin_hi_ms", Column::F64(bins.iter().map(|(lo, _)| *lo as f64 / 1e6 + bin_ms).collect()));
+    hist.push("count", Column::U64(bins.iter().map(|(_, c)| *c).collect()));
+    hist.push("fraction", Column::F64(bins.iter().map(|(_, c)| *c as f64 / total).collect()));
+
+    // Flow completion times (finite flows only); unfinished flows stay in the table.
+    let mut fct = Table::default();
+    let fin: Vec<usize> = (0..n_flows).filter(|&f| cfg.classes[w.flows[f].class].size_bytes.is_some()).collect();
+    fct.push("flow", Column::U64(fin.iter().map(|&f| f as u64).collect()));
+    fct.push("class", Column::Str(fin.iter().map(|&f| cfg.classes[w.flows[f].class].name.clone()).collect()));
+    fct.push("size_bytes", Column::U64(fin.iter().map(|&f| cfg.classes[w.flows[f].class].size_bytes.unwrap()).collect()));
+    fct.push("start_s", Column::F64(fin.iter().map(|&f| w.flows[f].start_ns as f64 / 1e9).collect()));
+    fct.push(
+        "fct_s",
+        Column::OptF64(fin.iter().map(|&f| w.flows[f].receiver.completed_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9)).collect()),
+    );
+    fct.push(
+        "slowdown",
+        Column::OptF64(
+            fin.iter()
+                .map(|&f| {
+                    let class = &cfg.classes[w.flows[f].class];
+                    // Ideal: size/C + base RTT (DESIGN.md §Metrics).
+                    let ideal = class.size_bytes.unwrap() as f64 * 8.0 / c_bps + class.rtt_ns as f64 / 1e9;
+                    w.flows[f].receiver.completed_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9 / ideal)
+                })
+                .collect(),
+        ),
+    );
+    fct.push("completed", Column::Bool(fin.iter().map(|&f| w.flows[f].receiver.completed_at.is_some()).collect()));
+    let unfinished = fin.iter().filter(|&&f| w.flows[f].receiver.completed_at.is_none()).count();
+
+    let counters = json!({
+        "events": w.sched.events_run,
+        "bottleneck_pkts": w.bottleneck_pkts,
+        "dropped_pkts": w.dropped_total,
+        "finite_flows": fin.len(),
+        "unfinished_flows": unfinished,
+    });
+    RunResult {
+        summary: json!({"metrics": metrics, "classes": classes_json}),
+        tables: vec![
+            ("flows".into(), flows),
+            ("classes".into(), classes),
+            ("timeseries".into(), ts),
+            ("queue".into(), queue),
+            ("sojourn_hist".into(), hist),
+            ("fct".into(), fct),
+        ],
+        counters,
+    }
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}

@@ -1,0 +1,369 @@
+//! Packet-level tests of the TCP model against Linux's documented behaviour
+//! (../shared/reference/cc.md §1). Each test scripts an exchange between a sender or a
+//! receiver and hand-made packets, with the expected values worked out in comments.
+
+use aqm::Ecn;
+
+use crate::cc::{CaState, CcConfig};
+use crate::engine::{Event, Nanos, Scheduler};
+use crate::packet::{ack_wire_len, flags, AckPkt, DataPkt, MAX_SACK_BLOCKS, MSS_BYTES};
+use crate::tcp::{EcnFeedback, Receiver, Sender, SenderConfig};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const MS: Nanos = 1_000_000;
+
+fn cc(name: &str) -> crate::cc::AnyCc {
+    let cfg: CcConfig = serde_json::from_str(&format!("{{\"name\": \"{name}\"}}")).unwrap();
+    cfg.build()
+}
+
+fn sender(name: &str, rtt_ns: Nanos, ecn: bool) -> Sender {
+    Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn, fq_pacing: false, handshake_rtt_ns: rtt_ns }, cc(name))
+}
+
+fn ack(n: u32, sack: &[(u32, u32)], ece: bool) -> AckPkt {
+    let mut s = [(0, 0); MAX_SACK_BLOCKS];
+    s[..sack.len()].copy_from_slice(sack);
+    AckPkt { flow: 0, ack: n, sack: s, n_sack: sack.len() as u8, ece, ce_count: 0, tsecr: 0, wire_len: ack_wire_len(sack.len()), hop: 0, enqueue_ns: 0 }
+}
+
+fn data(seq: u32, ecn: Ecn, f: u8) -> DataPkt {
+    DataPkt { flow: 0, seq, payload: MSS_BYTES, wire_len: 1500, ecn, flags: f, hop: 0, enqueue_ns: 0, value: 0, tsval: 1 }
+}
+
+/// Advance the scheduler to `t`, firing the sender's timers due until then.
+fn run_sender_timers(s: &mut Sender, sched: &mut Scheduler, t: Nanos, out: &mut Vec<DataPkt>) {
+    while let Some((_, ev)) = sched.pop_until(t) {
+        match ev {
+            Event::SenderTimer(_) => s.on_xmit_timer(sched, out),
+            Event::PacingTimer(_) => s.on_pacing_timer(sched, out),
+            _ => {}
+        }
+    }
+    sched.advance_to(t);
+}
+
+fn seqs(out: &[DataPkt]) -> Vec<u32> {
+    out.iter().map(|p| p.seq).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender: initial window and slow start
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn initial_window_is_ten_segments() {
+    // TCP_INIT_CWND = 10 (RFC 6928; include/net/tcp.h).
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, false);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    assert_eq!(seqs(&out), (0..10).collect::<Vec<_>>());
+    assert!(out.iter().all(|p| p.wire_len == 1500 && p.payload == 1448 && p.ecn == Ecn::NotEct));
+}
+
+#[test]
+fn slow_start_doubles_per_round_with_delayed_acks() {
+    // ABC without a per-ACK limit (cc.md §1.4): an ACK for 2 segments grows cwnd by 2, so the
+    // 5 ACKs of the first round take cwnd from 10 to 20, and each releases 4 segments.
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, false);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    sched.advance_to(10 * MS);
+    out.clear();
+    for k in 1..=5 {
+        s.on_ack(&ack(2 * k, &[], false), &mut sched, &mut out);
+    }
+    assert_eq!(s.tp.cwnd, 20);
+    assert_eq!(out.len(), 20);
+    assert_eq!(out[0].seq, 10);
+    assert_eq!(s.inflight(), 20);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender: RTO
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn rto_fires_at_srtt_plus_200ms_then_backs_off() {
+    // With the handshake sample of 10 ms, RTO = 10 + max(200, 4·5) = 210 ms (cc.md §1.8).
+    // The loss probe fires first (PTO = 2·SRTT + 2 ms = 22 ms with 10 segments out) and sends
+    // new data beyond cwnd; then the RTO, re-armed from the probe, fires 210 ms later:
+    // everything outstanding is marked lost, cwnd = 1, ssthresh = 10/2 = 5, the head is
+    // retransmitted, and the next RTO is doubled to 420 ms.
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, false);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    out.clear();
+    run_sender_timers(&mut s, &mut sched, 22 * MS, &mut out);
+    assert_eq!(seqs(&out), vec![10], "the tail loss probe sends one new segment at 22 ms");
+    out.clear();
+    run_sender_timers(&mut s, &mut sched, 22 * MS + 210 * MS - 1, &mut out);
+    assert!(out.is_empty(), "nothing before the RTO");
+    run_sender_timers(&mut s, &mut sched, 232 * MS, &mut out);
+    assert_eq!(seqs(&out), vec![0]);
+    assert!(out[0].flags & flags::RETRANS != 0);
+    assert_eq!(s.tp.ca_state, CaState::Loss);
+    assert_eq!(s.tp.cwnd, 1);
+    assert_eq!(s.tp.ssthresh, 5);
+    assert_eq!(s.rto_us(), 420_000);
+    out.clear();
+    run_sender_timers(&mut s, &mut sched, 232 * MS + 420 * MS, &mut out);
+    assert_eq!(seqs(&out), vec![0], "second timeout retransmits the head again");
+    assert_eq!(s.rto_us(), 840_000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender: RACK loss detection, recovery and PRR
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn rack_marks_a_hole_lost_once_three_segments_are_sacked() {
+    // Segment 0 of the initial window is lost. With no reordering seen and sacked_out ≥ 3 the
+    // RACK reordering window is 0 (cc.md §1.6), so on the ACK carrying SACK [1, 4) segment 0,
+    // sent in the same burst but before segment 3 and a full RACK RTT ago, is lost: Recovery
+    // starts with ssthresh = 10/2 = 5, and PRR forces the fast retransmit at once.
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, false);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    sched.advance_to(10 * MS);
+    out.clear();
+    s.on_ack(&ack(0, &[(1, 2)], false), &mut sched, &mut out);
+    s.on_ack(&ack(0, &[(1, 3)], false), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Disorder);
+    assert!(out.is_empty() || out.iter().all(|p| p.flags & flags::RETRANS == 0));
+    out.clear();
+    s.on_ack(&ack(0, &[(1, 4)], false), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Recovery);
+    assert_eq!(s.tp.ssthresh, 5);
+    assert_eq!(out.first().map(|p| (p.seq, p.flags & flags::RETRANS != 0)), Some((0, true)));
+}
+
+#[test]
+fn rack_reordering_timer_detects_a_loss_with_one_sack() {
+    // Only one segment SACKed: the reordering window is min_rtt/4 = 2.5 ms, so segment 0 is not
+    // lost on the ACK but when the RACK timer fires, at rtt + reo_wnd − elapsed + 2 ms
+    // (TCP_TIMEOUT_MIN) after the ACK: 0 + 2.5 + 2 = 4.5 ms.
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, false);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    sched.advance_to(10 * MS);
+    out.clear();
+    s.on_ack(&ack(0, &[(9, 10)], false), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Disorder);
+    let retrans: Vec<_> = out.iter().filter(|p| p.flags & flags::RETRANS != 0).collect();
+    assert!(retrans.is_empty());
+    out.clear();
+    run_sender_timers(&mut s, &mut sched, 10 * MS + 4_499_000, &mut out);
+    assert!(out.iter().all(|p| p.flags & flags::RETRANS == 0), "not yet");
+    run_sender_timers(&mut s, &mut sched, 10 * MS + 4_500_000, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Recovery);
+    assert!(out.iter().any(|p| p.seq == 0 && p.flags & flags::RETRANS != 0));
+}
+
+#[test]
+fn prr_paces_recovery_down_to_ssthresh_and_snaps_cwnd_at_exit() {
+    // cwnd 10, segment 0 lost, segments 1..9 SACKed one by one (worked by hand, RFC 6937 and
+    // tcp_cwnd_reduction):
+    // - SACK [1,2) and [1,3): Disorder; each SACKed segment leaves the pipe, so new segments
+    //   10 and 11 go out (inflight = packets_out − sacked_out < cwnd).
+    // - SACK [1,4): RACK marks 0 lost; Recovery with prior_cwnd 10, ssthresh 5, high_seq 12;
+    //   inflight = 12 − 3 − 1 = 8 > ssthresh, so PRR sends ⌈5·prr_delivered/10⌉ − prr_out:
+    //   delivered 1 → 1 (the retransmission of 0), 2 → 0, 3 → 1 (segment 12), 4 → 0,
+    //   5 → 1 (segment 13), 6 → 0; at the 7th delivery inflight = 14 − 9 − 1 + 1 = 5 =
+    //   ssthresh and the slow-start bound allows min(delta = 0, ·) = 0.
+    // - ACK 12 passes high_seq: Recovery ends with cwnd = ssthresh = 5.
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, false);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    sched.advance_to(10 * MS);
+    out.clear();
+    s.on_ack(&ack(0, &[(1, 2)], false), &mut sched, &mut out);
+    s.on_ack(&ack(0, &[(1, 3)], false), &mut sched, &mut out);
+    assert_eq!(seqs(&out), vec![10, 11]);
+    out.clear();
+    for k in 4..=10 {
+        s.on_ack(&ack(0, &[(1, k)], false), &mut sched, &mut out);
+    }
+    assert_eq!(s.tp.ca_state, CaState::Recovery);
+    assert_eq!(seqs(&out), vec![0, 12, 13]);
+    assert!(out[0].flags & flags::RETRANS != 0);
+    assert_eq!(s.tp.cwnd, 5);
+    sched.advance_to(20 * MS);
+    out.clear();
+    s.on_ack(&ack(12, &[], false), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Open);
+    assert_eq!(s.tp.cwnd, 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender: classic ECN
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn ece_reduces_once_per_window_and_sets_cwr_on_new_data() {
+    // RFC 3168 §6.1.2: ECE ⇒ CWR state, ssthresh = cwnd/2 (Reno), the next new segment carries
+    // CWR; later ECEs in the same window are ignored; CWR ends once snd_una passes high_seq.
+    let mut sched = Scheduler::new();
+    let mut s = sender("reno", 10 * MS, true);
+    let mut out = vec![];
+    s.start(&mut sched, &mut out);
+    assert!(out.iter().all(|p| p.ecn == Ecn::Ect0));
+    sched.advance_to(10 * MS);
+    out.clear();
+    s.on_ack(&ack(2, &[], true), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Cwr);
+    assert_eq!(s.tp.ssthresh, 5);
+    let first_new = out.first().expect("PRR lets something out");
+    assert!(first_new.flags & flags::CWR != 0);
+    assert!(out[1..].iter().all(|p| p.flags & flags::CWR == 0));
+    let high = s.tp.snd_nxt;
+    s.on_ack(&ack(4, &[], true), &mut sched, &mut out);
+    assert_eq!(s.tp.ssthresh, 5, "second ECE in the same window ignored");
+    assert_eq!(s.stats.cwr_count, 1);
+    // Acknowledging up to exactly high_seq keeps CWR (the CWR bit must be known delivered)...
+    let _ = high;
+    s.on_ack(&ack(10, &[], false), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Cwr);
+    // ...anything beyond ends it with cwnd = ssthresh.
+    s.on_ack(&ack(11, &[], false), &mut sched, &mut out);
+    assert_eq!(s.tp.ca_state, CaState::Open);
+    assert_eq!(s.tp.cwnd, 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiver: delayed ACKs
+// ---------------------------------------------------------------------------------------------
+
+fn receiver(ecn: EcnFeedback) -> Receiver {
+    Receiver::new(0, ecn, None, 10 * MS)
+}
+
+fn feed(r: &mut Receiver, sched: &mut Scheduler, seq: u32, ecn: Ecn, f: u8) -> Vec<AckPkt> {
+    let mut out = vec![];
+    r.on_data(&data(seq, ecn, f), sched, &mut out);
+    out
+}
+
+#[test]
+fn quick_acks_at_start_then_every_second_segment() {
+    // TCP_MAX_QUICKACKS = 16: the first 16 segments are acknowledged one by one; after that,
+    // every second full segment (rcv_nxt − rcv_wup > rcv_mss) triggers an ACK.
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Off);
+    let mut acks = vec![];
+    for seq in 0..26 {
+        sched.advance_to(seq as u64 * 100_000);
+        for a in feed(&mut r, &mut sched, seq, Ecn::NotEct, 0) {
+            acks.push(a.ack);
+        }
+    }
+    let expected: Vec<u32> = (1..=16).chain([18, 20, 22, 24, 26]).collect();
+    assert_eq!(acks, expected);
+}
+
+#[test]
+fn a_lone_segment_waits_for_the_40ms_delayed_ack_timer() {
+    // After quick-ACK mode, an odd segment is held for ATO = 40 ms (TCP_ATO_MIN, cc.md §1.9).
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Off);
+    for seq in 0..17 {
+        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
+    }
+    // Segment 16 arrived after the quick ACKs were used up: no ACK yet.
+    let t0 = sched.now();
+    let mut out = vec![];
+    let mut fired_at = None;
+    while let Some((t, ev)) = sched.pop_until(t0 + 500 * MS) {
+        if let Event::AckTimer(_) = ev {
+            r.on_delack_timer(&mut sched, &mut out);
+            if !out.is_empty() && fired_at.is_none() {
+                fired_at = Some(t);
+            }
+        }
+    }
+    assert_eq!(out.iter().map(|a| a.ack).collect::<Vec<_>>(), vec![17]);
+    assert_eq!(fired_at, Some(t0 + 40 * MS));
+}
+
+#[test]
+fn out_of_order_data_gets_immediate_dupacks_with_sack_then_compression() {
+    // The first three dupACKs for a hole go out at once (TCP_FASTRETRANS_THRESH), with the
+    // SACK block of the newest data first (RFC 2018 §4); later ones are compressed.
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Off);
+    for seq in 0..20 {
+        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
+    }
+    let mut acks = vec![];
+    for seq in 21..27 {
+        acks.extend(feed(&mut r, &mut sched, seq, Ecn::NotEct, 0));
+    }
+    assert_eq!(acks.len(), 3);
+    assert!(acks.iter().all(|a| a.ack == 20));
+    assert_eq!(acks[0].sack_blocks(), &[(21, 22)]);
+    assert_eq!(acks[2].sack_blocks(), &[(21, 24)]);
+    // Filling the hole is acknowledged at once and covers everything.
+    let a = feed(&mut r, &mut sched, 20, Ecn::NotEct, 0);
+    assert_eq!(a.last().map(|a| (a.ack, a.n_sack)), Some((27, 0)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiver: ECN feedback
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn classic_receiver_latches_ece_until_cwr() {
+    // RFC 3168 §6.1.3: after a CE segment every ACK carries ECE until a segment with CWR.
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Classic);
+    let a = feed(&mut r, &mut sched, 0, Ecn::Ce, 0);
+    assert!(a[0].ece);
+    let a = feed(&mut r, &mut sched, 1, Ecn::Ect0, 0);
+    assert!(a[0].ece, "still echoing");
+    let a = feed(&mut r, &mut sched, 2, Ecn::Ect0, flags::CWR);
+    assert!(!a[0].ece, "CWR clears the echo");
+}
+
+#[test]
+fn dctcp_receiver_flushes_a_delayed_ack_at_a_ce_change() {
+    // RFC 8257 §3.2 / dctcp_ece_ack_update: segments 16 (not CE) is held by the delayed-ACK
+    // timer; when CE segment 17 arrives, the receiver first sends the held ACK for 17
+    // (acknowledging through segment 16) with ECE = 0, then an immediate ACK for 18 with
+    // ECE = 1.
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Dctcp);
+    for seq in 0..16 {
+        feed(&mut r, &mut sched, seq, Ecn::Ect0, 0);
+    }
+    let held = feed(&mut r, &mut sched, 16, Ecn::Ect0, 0);
+    assert!(held.is_empty());
+    let a = feed(&mut r, &mut sched, 17, Ecn::Ce, 0);
+    assert_eq!(a.iter().map(|a| (a.ack, a.ece)).collect::<Vec<_>>(), vec![(17, false), (18, true)]);
+    // Two more CE segments: the ordinary every-second-segment rule, with ECE = 1.
+    assert!(feed(&mut r, &mut sched, 18, Ecn::Ce, 0).is_empty());
+    let a = feed(&mut r, &mut sched, 19, Ecn::Ce, 0);
+    assert_eq!(a.iter().map(|a| (a.ack, a.ece)).collect::<Vec<_>>(), vec![(20, true)]);
+}
+
+#[test]
+fn accurate_receiver_counts_every_ce_segment() {
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Accurate);
+    let mut last = 0;
+    for seq in 0..10 {
+        for a in feed(&mut r, &mut sched, seq, if seq % 3 == 0 { Ecn::Ce } else { Ecn::Ect1 }, 0) {
+            last = a.ce_count;
+        }
+    }
+    // Segments 0, 3, 6, 9 were CE.
+    assert_eq!(last, 4);
+}

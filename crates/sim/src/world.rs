@@ -1,0 +1,384 @@
+//! The simulated world: flows, the dumbbell topology, the event loop and the results.
+//!
+//! Topology (DESIGN.md, issue "Simulator core" item 3): each flow class has its own base RTT
+//! R. A sender's packets reach the bottleneck at once (no access delay), are queued and
+//! serialized at rate C, then travel R/2 to the receiver; ACKs travel R − R/2 back,
+//! uncongested. Routes are lists of hops ([`Hop`]), so a reverse-path bottleneck or a second
+//! bottleneck is a longer route, not a change to hosts or flows.
+
+use aqm::{PhysicalLimit, Qdisc};
+use rand_core::Rng as _;
+
+use crate::config::{EngineConfig, StartConfig};
+use crate::engine::{Event, Nanos, Scheduler};
+use crate::measure::{FlowMeasure, QueueMeasure, Sink};
+use crate::net::{Bottleneck, DelayLine, Hop};
+use crate::packet::{AckPkt, DataPkt};
+use crate::results::{RunResult, SampleRow};
+use crate::tcp::{EcnFeedback, Receiver, Sender, SenderConfig};
+
+/// One connection.
+pub struct Flow {
+    pub class: usize,
+    pub start_ns: Nanos,
+    pub sender: Sender,
+    pub receiver: Receiver,
+}
+
+/// Why a run stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    Config(String),
+    Interrupted,
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Config(m) => f.write_str(m),
+            RunError::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+pub struct World {
+    pub cfg: EngineConfig,
+    pub sched: Scheduler,
+    pub bottleneck: Bottleneck<DataPkt>,
+    /// Forward (bottleneck → receiver) lines, one per class; line id = class index.
+    pub fwd_lines: Vec<DelayLine<DataPkt>>,
+    /// Reverse (receiver → sender) lines, one per class; line id = n_classes + class index.
+    pub rev_lines: Vec<DelayLine<AckPkt>>,
+    fwd_routes: Vec<Vec<Hop>>,
+    rev_routes: Vec<Vec<Hop>>,
+    pub flows: Vec<Flow>,
+    pub fm: Vec<FlowMeasure>,
+    pub qm: QueueMeasure,
+    pub dropped_total: u64,
+    pub samples: Vec<SampleRow>,
+    pub queue_samples: Vec<crate::results::QueueRow>,
+    data_buf: Vec<DataPkt>,
+    ack_buf: Vec<AckPkt>,
+    /// Packets the bottleneck has accepted for transmission (for benchmarks).
+    pub bottleneck_pkts: u64,
+}
+
+/// Derive a component's seed from the run seed (SplitMix64 finalizer), so adding a component
+/// never shifts another's random stream.
+pub fn derive_seed(run_seed: u64, component: u64) -> u64 {
+    let mut z = run_seed ^ component.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+const SEED_QDISC: u64 = 1;
+const SEED_STARTS: u64 = 2;
+
+impl World {
+    pub fn new(cfg: EngineConfig) -> Result<World, RunError> {
+        cfg.check().map_err(RunError::Config)?;
+        let qdisc = cfg
+            .bottleneck
+            .aqm
+            .build::<DataPkt>(derive_seed(cfg.seed, SEED_QDISC))
+            .map_err(|e| RunError::Config(format!("bottleneck.aqm.{e}")))?;
+        let limit = PhysicalLimit { packets: cfg.bottleneck.buffer_packets, bytes: cfg.bottleneck.buffer_bytes };
+        let bottleneck = Bottleneck::new(0, cfg.bottleneck.rate_bps, limit, qdisc);
+        let n = cfg.classes.len();
+        let mut fwd_lines = Vec::new();
+        let mut rev_lines = Vec::new();
+        let mut fwd_routes = Vec::new();
+        let mut rev_routes = Vec::new();
+        for (c, class) in cfg.classes.iter().enumerate() {
+            let fwd = class.rtt_ns / 2;
+            fwd_lines.push(DelayLine::new(c as u32, fwd));
+            rev_lines.push(DelayLine::new((n + c) as u32, class.rtt_ns - fwd));
+            fwd_routes.push(vec![Hop::Bottleneck(0), Hop::Line(c as u32), Hop::Host]);
+            rev_routes.push(vec![Hop::Line((n + c) as u32), Hop::Host]);
+        }
+        let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
+        let mut flows = Vec::new();
+        for (c, class) in cfg.classes.iter().enumerate() {
+            for i in 0..class.count {
+                let id = flows.len() as u32;
+                let start_ns = match class.start {
+                    StartConfig::Fixed { at_ns } => at_ns,
+                    StartConfig::Uniform { lo_ns, hi_ns } => {
+                        let span = hi_ns - lo_ns;
+                        // Integer draw in [lo, hi]: exact and platform-independent.
+                        if span == 0 {
+                            lo_ns
+                        } else {
+                            lo_ns + start_rng.next_u64() % (span + 1)
+                        }
+                    }
+                    StartConfig::Staggered { first_ns, spacing_ns } => first_ns + i as u64 * spacing_ns,
+                };
+                let cc = class.cc.build();
+                let scfg = SenderConfig {
+                    flow: id,
+                    size_bytes: class.size_bytes,
+                    ecn: class.ecn,
+                    fq_pacing: class.fq_pacing,
+                    handshake_rtt_ns: class.rtt_ns,
+                };
+                let sender = Sender::new(&scfg, cc);
+                let feedback = if !sender.ecn_ok() {
+                    EcnFeedback::Off
+                } else {
+                    match sender.ecn_use() {
+                        crate::cc::EcnUse::Classic => EcnFeedback::Classic,
+                        crate::cc::EcnUse::Dctcp => EcnFeedback::Dctcp,
+                        crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
+                    }
+                };
+                let receiver = Receiver::new(id, feedback, class.size_bytes, class.rtt_ns);
+                flows.push(Flow { class: c, start_ns, sender, receiver });
+            }
+        }
+        let fm = vec![FlowMeasure::default(); flows.len()];
+        Ok(World {
+            cfg,
+            sched: Scheduler::new(),
+            bottleneck,
+            fwd_lines,
+            rev_lines,
+            fwd_routes,
+            rev_routes,
+            flows,
+            fm,
+            qm: QueueMeasure::default(),
+            dropped_total: 0,
+            samples: Vec::new(),
+            queue_samples: Vec::new(),
+            data_buf: Vec::with_capacity(64),
+            ack_buf: Vec::with_capacity(8),
+            bottleneck_pkts: 0,
+        })
+    }
+
+    #[inline]
+    fn in_window(&self) -> bool {
+        self.sched.now() >= self.cfg.warmup_ns
+    }
+
+    /// Run to the end of the scenario. `progress` gets the fraction of simulated time done,
+    /// now and then; returning false stops the run.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult, RunError> {
+        for f in 0..self.flows.len() {
+            let at = self.flows[f].start_ns;
+            if at < self.cfg.duration_ns {
+                self.sched.schedule(at, Event::FlowStart(f as u32));
+            }
+        }
+        if self.cfg.measure.interval_ns > 0 && self.cfg.measure.interval_ns <= self.cfg.duration_ns {
+            self.sched.schedule(self.cfg.measure.interval_ns, Event::Sample);
+        }
+        let end = self.cfg.duration_ns;
+        // Check progress every 2^16 events (a few ms of wall time).
+        let mut tick: u32 = 0;
+        let mut warmup_done = false;
+        while let Some((now, ev)) = self.sched.pop_until(end) {
+            if !warmup_done && now >= self.cfg.warmup_ns {
+                self.mark_window_start();
+                warmup_done = true;
+            }
+            self.dispatch(ev);
+            tick = tick.wrapping_add(1);
+            if tick & 0xFFFF == 0 && !progress(now as f64 / end as f64) {
+                return Err(RunError::Interrupted);
+            }
+        }
+        self.sched.advance_to(end);
+        if !warmup_done {
+            self.mark_window_start();
+        }
+        progress(1.0);
+        Ok(crate::results::collect(self))
+    }
+
+    fn mark_window_start(&mut self) {
+        for (f, flow) in self.flows.iter().enumerate() {
+            self.fm[f].delivered_at_warmup = Some(flow.receiver.delivered_bytes);
+        }
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::FlowStart(f) => {
+                let mut out = std::mem::take(&mut self.data_buf);
+                self.flows[f as usize].sender.start(&mut self.sched, &mut out);
+                self.route_data_batch(&mut out);
+                self.data_buf = out;
+            }
+            Event::LinkTxDone(_) => {
+                let (start, end) = (self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns);
+                let mut pkt = self.bottleneck.finish_tx();
+                self.qm.record_tx(pkt.wire_len, start, end, self.cfg.warmup_ns, self.cfg.duration_ns);
+                self.qm.iv_link_bytes += pkt.wire_len as u64;
+                pkt.hop += 1;
+                self.route_data(pkt);
+                self.start_tx();
+            }
+            Event::DelayLineHead(id) => {
+                let n = self.fwd_lines.len();
+                let id = id as usize;
+                let now = self.sched.now();
+                if id < n {
+                    self.fwd_lines[id].on_head_event();
+                    while let Some(mut p) = self.fwd_lines[id].pop_due(now) {
+                        p.hop += 1;
+                        self.route_data(p);
+                    }
+                    self.fwd_lines[id].reschedule(&mut self.sched);
+                } else {
+                    let k = id - n;
+                    self.rev_lines[k].on_head_event();
+                    while let Some(mut a) = self.rev_lines[k].pop_due(now) {
+                        a.hop += 1;
+                        self.route_ack(a);
+                    }
+                    self.rev_lines[k].reschedule(&mut self.sched);
+                }
+            }
+            Event::SenderTimer(f) => {
+                let mut out = std::mem::take(&mut self.data_buf);
+                self.flows[f as usize].sender.on_xmit_timer(&mut self.sched, &mut out);
+                self.route_data_batch(&mut out);
+                self.data_buf = out;
+            }
+            Event::PacingTimer(f) => {
+                let mut out = std::mem::take(&mut self.data_buf);
+                self.flows[f as usize].sender.on_pacing_timer(&mut self.sched, &mut out);
+                self.route_data_batch(&mut out);
+                self.data_buf = out;
+            }
+            Event::AckTimer(f) => {
+                let mut out = std::mem::take(&mut self.ack_buf);
+                self.flows[f as usize].receiver.on_delack_timer(&mut self.sched, &mut out);
+                self.route_ack_batch(&mut out);
+                self.ack_buf = out;
+            }
+            Event::CompSackTimer(f) => {
+                let mut out = std::mem::take(&mut self.ack_buf);
+                self.flows[f as usize].receiver.on_comp_sack_timer(&mut self.sched, &mut out);
+                self.route_ack_batch(&mut out);
+                self.ack_buf = out;
+            }
+            Event::Sample => {
+                self.take_sample();
+                let next = self.sched.now() + self.cfg.measure.interval_ns;
+                if next <= self.cfg.duration_ns {
+                    self.sched.schedule(next, Event::Sample);
+                }
+            }
+        }
+    }
+
+    fn route_data_batch(&mut self, out: &mut Vec<DataPkt>) {
+        for p in out.drain(..) {
+            self.route_data(p);
+        }
+    }
+
+    fn route_ack_batch(&mut self, out: &mut Vec<AckPkt>) {
+        for a in out.drain(..) {
+            self.route_ack(a);
+        }
+    }
+
+    /// Hand a data packet to the hop its route names next.
+    fn route_data(&mut self, pkt: DataPkt) {
+        let class = self.flows[pkt.flow as usize].class;
+        match self.fwd_routes[class][pkt.hop as usize] {
+            Hop::Bottleneck(_) => {
+                let in_window = self.in_window();
+                if in_window {
+                    let f = &mut self.fm[pkt.flow as usize];
+                    f.arrived_bytes += pkt.wire_len as u64;
+                    f.arrived_pkts += 1;
+                }
+                let now = self.sched.now();
+                let mut sink = Sink { flows: &mut self.fm, queue: &mut self.qm, in_window, dropped_total: &mut self.dropped_total };
+                self.bottleneck.arrive(pkt, now, &mut sink);
+                self.start_tx();
+            }
+            Hop::Line(l) => self.fwd_lines[l as usize].push(&mut self.sched, pkt),
+            Hop::Host => {
+                let mut acks = std::mem::take(&mut self.ack_buf);
+                self.flows[pkt.flow as usize].receiver.on_data(&pkt, &mut self.sched, &mut acks);
+                self.route_ack_batch(&mut acks);
+                self.ack_buf = acks;
+            }
+        }
+    }
+
+    fn route_ack(&mut self, ack: AckPkt) {
+        let class = self.flows[ack.flow as usize].class;
+        match self.rev_routes[class][ack.hop as usize] {
+            Hop::Line(l) => {
+                let n = self.fwd_lines.len();
+                self.rev_lines[l as usize - n].push(&mut self.sched, ack);
+            }
+            Hop::Host => {
+                let mut out = std::mem::take(&mut self.data_buf);
+                self.flows[ack.flow as usize].sender.on_ack(&ack, &mut self.sched, &mut out);
+                self.route_data_batch(&mut out);
+                self.data_buf = out;
+            }
+            Hop::Bottleneck(_) => unreachable!("no reverse-path bottleneck in this topology"),
+        }
+    }
+
+    /// If the link is idle, start the next transmission.
+    fn start_tx(&mut self) {
+        if self.bottleneck.is_busy() {
+            return;
+        }
+        let in_window = self.in_window();
+        let mut sink = Sink { flows: &mut self.fm, queue: &mut self.qm, in_window, dropped_total: &mut self.dropped_total };
+        if let Some(p) = self.bottleneck.try_start(&mut self.sched, &mut sink) {
+            let sojourn = self.sched.now() - p.enqueue_ns;
+            self.qm.record_sojourn(sojourn, in_window);
+            self.bottleneck_pkts += 1;
+        }
+    }
+
+    fn take_sample(&mut self) {
+        let now = self.sched.now();
+        let iv = self.cfg.measure.interval_ns;
+        for (f, flow) in self.flows.iter().enumerate() {
+            if flow.start_ns > now {
+                continue;
+            }
+            let d = flow.receiver.delivered_bytes;
+            let prev = self.fm[f].delivered_at_last_sample;
+            self.fm[f].delivered_at_last_sample = d;
+            let s = &flow.sender;
+            self.samples.push(SampleRow {
+                t_ns: now,
+                flow: f as u32,
+                class: flow.class as u32,
+                throughput_bps: (d - prev) as f64 * 8e9 / iv as f64,
+                cwnd: s.tp.cwnd,
+                ssthresh: s.tp.ssthresh,
+                inflight: s.inflight(),
+                srtt_us: s.srtt_us(),
+                pacing_rate_bps: s.tp.pacing_rate as f64 * 8.0,
+                ca_state: s.tp.ca_state,
+            });
+        }
+        let (sum, cnt, max, link, drops, marks) = self.qm.take_interval();
+        self.queue_samples.push(crate::results::QueueRow {
+            t_ns: now,
+            qlen_pkts: self.bottleneck.qdisc.len() as u64,
+            backlog_bytes: self.bottleneck.qdisc.backlog_bytes(),
+            sojourn_mean_ns: if cnt > 0 { Some(sum as f64 / cnt as f64) } else { None },
+            sojourn_max_ns: if cnt > 0 { Some(max) } else { None },
+            link_bytes: link,
+            drops,
+            marks,
+        });
+    }
+}

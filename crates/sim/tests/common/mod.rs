@@ -1,0 +1,73 @@
+//! Shared helpers for the simulator's integration tests: build engine configs in code.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use sim::results::{Column, RunResult};
+
+pub const MSS: f64 = 1448.0;
+
+pub struct Class {
+    pub cc: Value,
+    pub count: u32,
+    pub rtt_ms: f64,
+    pub ecn: bool,
+    pub start: Value,
+    pub size_bytes: Option<u64>,
+}
+
+pub fn class(cc: &str, count: u32, rtt_ms: f64) -> Class {
+    Class { cc: json!({"name": cc}), count, rtt_ms, ecn: false, start: json!({"kind": "fixed", "at_ns": 0}), size_bytes: None }
+}
+
+pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u64>, aqm: Value, classes: &[Class], duration_s: f64, warmup_s: f64, seed: u64) -> String {
+    let cls: Vec<Value> = classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({
+                "name": format!("c{i}"), "cc": c.cc, "count": c.count, "rtt_ns": (c.rtt_ms * 1e6) as u64,
+                "ecn": c.ecn, "start": c.start, "size_bytes": c.size_bytes, "fq_pacing": false,
+            })
+        })
+        .collect();
+    json!({
+        "name": "test", "seed": seed,
+        "duration_ns": (duration_s * 1e9) as u64, "warmup_ns": (warmup_s * 1e9) as u64,
+        "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
+        "classes": cls,
+        "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
+    })
+    .to_string()
+}
+
+pub fn run(cfg: &str) -> RunResult {
+    sim::run_json(cfg, &mut |_| true).expect("run succeeds")
+}
+
+pub fn metric(r: &RunResult, key: &str) -> f64 {
+    r.summary["metrics"][key].as_f64().unwrap_or_else(|| panic!("metric {key}"))
+}
+
+pub fn col_f64(r: &RunResult, table: &str, col: &str) -> Vec<f64> {
+    r.table(table).f64(col)
+}
+
+pub fn col_u64(r: &RunResult, table: &str, col: &str) -> Vec<u64> {
+    r.table(table).u64(col)
+}
+
+pub fn col_opt(r: &RunResult, table: &str, col: &str) -> Vec<Option<f64>> {
+    match r.table(table).get(col) {
+        Some(Column::OptF64(v)) => v.clone(),
+        other => panic!("{col}: {other:?}"),
+    }
+}
+
+/// Mean cwnd (segments) of flow `flow` over time-series samples with t ≥ from_s.
+pub fn mean_cwnd(r: &RunResult, flow: u64, from_s: f64) -> f64 {
+    let t = col_f64(r, "timeseries", "t_s");
+    let f = col_u64(r, "timeseries", "flow");
+    let w = col_u64(r, "timeseries", "cwnd");
+    let xs: Vec<f64> = (0..t.len()).filter(|&i| f[i] == flow && t[i] >= from_s).map(|i| w[i] as f64).collect();
+    xs.iter().sum::<f64>() / xs.len() as f64
+}

@@ -1,0 +1,236 @@
+//! Whole-simulator validation: conservation laws, analytic oracles (../shared/reference/cc.md
+//! §8), behaviour the literature documents, and determinism. Run in release mode
+//! (`cargo test --release`); each test simulates seconds to minutes of traffic.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+const GBPS: u64 = 1_000_000_000;
+const MBPS: u64 = 1_000_000;
+
+fn taildrop() -> serde_json::Value {
+    json!({"kind": "taildrop"})
+}
+
+fn bernoulli(drop: f64, mark: f64) -> serde_json::Value {
+    json!({"kind": "bernoulli", "drop": drop, "mark": mark})
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conservation
+// ---------------------------------------------------------------------------------------------
+
+/// Every data segment sent is, at the end, received, dropped at the bottleneck, or still in
+/// the network; every drop and mark is counted under exactly one reason.
+fn assert_conservation(r: &sim::RunResult) {
+    let sent = col_u64(r, "flows", "segs_sent");
+    let recv = col_u64(r, "flows", "segs_received");
+    let dropped = col_u64(r, "flows", "total_dropped_pkts");
+    let marked = col_u64(r, "flows", "total_marked_pkts");
+    let innet = col_u64(r, "flows", "end_in_network_pkts");
+    let flows = r.table("flows");
+    for f in 0..sent.len() {
+        assert_eq!(sent[f], recv[f] + dropped[f] + innet[f], "flow {f}: sent = received + dropped + in network");
+        // Warmup is 0 in these runs, so the per-reason (window) counters cover the whole run.
+        let by_reason: u64 =
+            flows.columns.iter().filter(|(n, _)| n.starts_with("drops_")).map(|(n, _)| flows.u64(n)[f]).sum();
+        assert_eq!(by_reason, dropped[f], "flow {f}: drops by reason");
+        let marks_by_reason: u64 =
+            flows.columns.iter().filter(|(n, _)| n.starts_with("marks_")).map(|(n, _)| flows.u64(n)[f]).sum();
+        assert_eq!(marks_by_reason, marked[f], "flow {f}: marks by reason");
+    }
+}
+
+#[test]
+fn conservation_with_tail_drops() {
+    // 5 CUBIC flows into a 20-packet buffer at 100 Mbps: plenty of overflow drops, RTOs and
+    // recoveries, and a run that ends with packets in flight.
+    let cfg = config(100 * MBPS, None, Some(20), taildrop(), &[class("cubic", 5, 20.0)], 20.0, 0.0, 7);
+    let r = run(&cfg);
+    assert!(col_u64(&r, "flows", "total_dropped_pkts").iter().sum::<u64>() > 100);
+    assert_conservation(&r);
+}
+
+#[test]
+fn conservation_with_marks_and_drops() {
+    // Random drops and marks on ECN flows of three CCs.
+    let mut classes = vec![class("dctcp", 2, 10.0), class("reno", 2, 30.0), class("cubic", 2, 50.0)];
+    classes[1].ecn = true;
+    let cfg = config(200 * MBPS, Some(2_000_000), None, bernoulli(0.002, 0.01), &classes, 10.0, 0.0, 3);
+    let r = run(&cfg);
+    assert!(col_u64(&r, "flows", "total_marked_pkts").iter().all(|&m| m > 0));
+    assert_conservation(&r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Analytic oracles (cc.md §8)
+// ---------------------------------------------------------------------------------------------
+
+/// Goodput of the single flow of a run, in segments per RTT.
+fn window_segments(r: &sim::RunResult, rtt_s: f64) -> f64 {
+    let g = col_f64(r, "flows", "goodput_bps")[0];
+    g / 8.0 / MSS * rtt_s
+}
+
+#[test]
+fn reno_matches_mathis_under_random_loss() {
+    // Mathis et al. 1997: W = √(3/(2p)) ≈ 1.22/√p segments per RTT (cc.md §8.1; Linux counts
+    // acked segments, so delayed ACKs do not change the constant). A 10 Gbps link keeps the
+    // flow far below capacity, so the RTT is the 50 ms base RTT and losses come only from the
+    // Bernoulli dropper.
+    for (p, secs) in [(1e-4, 600.0), (1e-3, 200.0), (1e-2, 200.0)] {
+        let cfg = config(10 * GBPS, None, None, bernoulli(p, 0.0), &[class("reno", 1, 50.0)], secs, 20.0, 11);
+        let r = run(&cfg);
+        let w = window_segments(&r, 0.050);
+        let oracle = (1.5f64 / p).sqrt();
+        let err = (w - oracle).abs() / oracle;
+        println!("reno p={p}: W={w:.1} oracle={oracle:.1} err={:.1}%", err * 100.0);
+        assert!(err < 0.15, "p={p}: W={w:.1} segments/RTT vs Mathis {oracle:.1}");
+    }
+}
+
+#[test]
+fn cubic_matches_rfc9438_response() {
+    // RFC 9438 §5.1 with Linux's β = 717/1024 and C = 0.4: W = 1.054·(R/p)^¾ ... precisely
+    // W = 1.054·R^0.75/p^0.75, never below the Reno-friendly √(3/(2p)) (cc.md §8.2).
+    for (rtt_ms, p, secs) in [(100.0, 1e-5, 900.0), (100.0, 1e-4, 300.0), (10.0, 1e-3, 120.0)] {
+        let rtt = rtt_ms / 1000.0;
+        let cfg = config(10 * GBPS, None, None, bernoulli(p, 0.0), &[class("cubic", 1, rtt_ms)], secs, 30.0, 5);
+        let r = run(&cfg);
+        let w = window_segments(&r, rtt);
+        let cubic = 1.054 * f64::powf(rtt, 0.75) / f64::powf(p, 0.75);
+        let reno = (1.5f64 / p).sqrt();
+        let oracle = cubic.max(reno);
+        let err = (w - oracle).abs() / oracle;
+        println!("cubic rtt={rtt_ms}ms p={p}: W={w:.1} oracle={oracle:.1} (cubic {cubic:.1}, reno {reno:.1}) err={:.1}%", err * 100.0);
+        assert!(err < 0.20, "rtt={rtt_ms} ms p={p}: W={w:.1} vs oracle {oracle:.1}");
+    }
+}
+
+#[test]
+fn dctcp_under_fixed_marking_lands_in_the_linux_band() {
+    // cc.md §8.3b: the idealised law is W = 2/p; Linux DCTCP suspends additive increase
+    // during the CWR round and cannot reduce again until CWR ends, which a mean-field argument
+    // puts at W ≈ √2/p. Expect 1.4/p ≤ W ≤ 2/p. The flow sees no loss (mark only) and runs far
+    // below the 10 Gbps link.
+    for p in [0.005, 0.01, 0.02, 0.05] {
+        let mut c = class("dctcp", 1, 10.0);
+        c.ecn = true;
+        let cfg = config(10 * GBPS, None, None, bernoulli(0.0, p), &[c], 60.0, 10.0, 9);
+        let r = run(&cfg);
+        let w = window_segments(&r, 0.010);
+        let k = w * p;
+        println!("dctcp p={p}: W={w:.1} segments, W·p = {k:.2}");
+        assert!((1.4..=2.0).contains(&k), "p={p}: W·p = {k:.2} outside [1.4, 2.0]");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Documented behaviour
+// ---------------------------------------------------------------------------------------------
+
+/// Bytes in one BDP of `rate` × `rtt`.
+fn bdp_bytes(rate: u64, rtt_ms: f64) -> u64 {
+    (rate as f64 / 8.0 * rtt_ms / 1000.0) as u64
+}
+
+#[test]
+fn one_flow_fills_the_link_with_a_one_bdp_buffer() {
+    // With a buffer of one BDP, halving (Reno) or ×0.7 (CUBIC) from a full pipe plus full
+    // buffer leaves at least one BDP in flight: the link stays busy (the classic rule of thumb,
+    // Villamizar & Song 1994). Expect ≥ 95 % utilization after slow start.
+    for cc in ["reno", "cubic"] {
+        let cfg = config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 60.0, 10.0, 1);
+        let r = run(&cfg);
+        let u = metric(&r, "utilization");
+        println!("{cc}: utilization {u:.4}");
+        assert!(u >= 0.95, "{cc}: utilization {u:.3}");
+    }
+}
+
+#[test]
+fn ten_cubic_flows_share_fairly() {
+    let mut c = class("cubic", 10, 20.0);
+    c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let cfg = config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[c], 60.0, 0.0, 2);
+    let r = run(&cfg);
+    let j = metric(&r, "jain");
+    println!("10 cubic: jain {j:.4}");
+    assert!(j >= 0.95, "Jain {j:.3}");
+}
+
+#[test]
+fn reno_favours_the_short_rtt_flow() {
+    // Reno's throughput falls with RTT: 1/RTT at equal loss probability (Mathis), up to 1/RTT²
+    // with synchronized drop-tail losses (Lakshman & Madhow 1997). For 10 vs 100 ms the short
+    // flow should get between 3× and 100× the long flow's rate.
+    let cfg = config(
+        100 * MBPS,
+        Some(bdp_bytes(100 * MBPS, 10.0)),
+        None,
+        taildrop(),
+        &[class("reno", 1, 10.0), class("reno", 1, 100.0)],
+        120.0,
+        20.0,
+        4,
+    );
+    let r = run(&cfg);
+    let g = col_f64(&r, "flows", "goodput_bps");
+    let ratio = g[0] / g[1];
+    println!("reno 10ms vs 100ms: {:.1} vs {:.1} Mbps, ratio {ratio:.1}", g[0] / 1e6, g[1] / 1e6);
+    assert!((3.0..=100.0).contains(&ratio), "ratio {ratio:.2}");
+}
+
+#[test]
+fn step_keeps_the_dctcp_queue_near_its_threshold() {
+    // DCTCP's fluid model (Alizadeh et al. 2010 §3.3; cc.md §8.3a): N synchronized flows over
+    // a STEP marker at K packets keep the queue between K + N − A and K + N, where
+    // A = ½·√(2N(C·R + K)), and the link full when K > C·R/7.
+    // 1 Gbps, 5 ms: C·R = 625000 B ≈ 416.7 packets of 1500 B; K = 0.17·C·R = 106250 B
+    // ≈ 70.8 packets; N = 10 ⇒ A = ½·√(20·487.5) ≈ 49.4, so the band is [31.4, 80.8] packets.
+    let k_bytes = 106_250u64;
+    let mut c = class("dctcp", 10, 5.0);
+    c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let cfg = config(GBPS, Some(62_500_000), None, json!({"kind": "step", "threshold_bytes": k_bytes}), &[c], 20.0, 5.0, 8);
+    let r = run(&cfg);
+    let u = metric(&r, "utilization");
+    let t = col_f64(&r, "queue", "t_s");
+    let b = col_u64(&r, "queue", "backlog_bytes");
+    let xs: Vec<f64> = (0..t.len()).filter(|&i| t[i] >= 5.0).map(|i| b[i] as f64 / 1500.0).collect();
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    println!("dctcp step: utilization {u:.4}, mean queue {mean:.1} packets (K = 70.8)");
+    assert!(u >= 0.98, "utilization {u:.3}");
+    assert!((31.4..=80.8).contains(&mean), "mean queue {mean:.1} packets outside the fluid model's band");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Determinism
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn same_scenario_and_seed_give_identical_results_on_any_thread() {
+    let mut a = class("cubic", 3, 10.0);
+    a.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 500_000_000u64});
+    let mut b = class("dctcp", 3, 30.0);
+    b.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 500_000_000u64});
+    let cfg = config(100 * MBPS, Some(300_000), None, bernoulli(0.0005, 0.005), &[a, b], 10.0, 1.0, 42);
+    let first = run(&cfg);
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let c = cfg.clone();
+            std::thread::spawn(move || run(&c))
+        })
+        .collect();
+    for h in handles {
+        let other = h.join().unwrap();
+        assert_eq!(first.summary, other.summary);
+        assert_eq!(first.tables, other.tables);
+        assert_eq!(first.counters, other.counters);
+    }
+    // A different seed changes the start times, hence the results.
+    let other_seed = cfg.replace("\"seed\":42", "\"seed\":43");
+    assert_ne!(other_seed, cfg);
+    assert_ne!(run(&other_seed).tables, first.tables);
+}
