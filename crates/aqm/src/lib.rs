@@ -19,14 +19,19 @@
 //! Beneath every discipline the caller applies a physical buffer limit ([`PhysicalLimit`]),
 //! as the papers distinguish "buffer length 500 ms" from an AQM's delay target.
 
+pub mod any;
 pub mod bernoulli;
+pub mod fifo;
 pub mod limit;
 pub mod red;
 pub mod step;
 pub mod taildrop;
 #[cfg(test)]
 pub mod testing;
+#[cfg(test)]
+mod proptests;
 
+pub use any::{AnyQdisc, QdiscConfig};
 pub use limit::PhysicalLimit;
 
 /// Time in nanoseconds since the start of the run. Never wraps (u64 ns = 584 years).

@@ -86,7 +86,7 @@ fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAn
 /// Names of the congestion controls this build provides.
 #[pyfunction]
 fn ccs() -> Vec<&'static str> {
-    vec!["reno", "cubic", "dctcp"]
+    sim::cc::CcConfig::names().to_vec()
 }
 
 /// Names of the queue disciplines this build provides.

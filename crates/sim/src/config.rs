@@ -108,6 +108,7 @@ impl EngineConfig {
                     return Err(format!("flows[{i}].start: uniform(a, b) needs a <= b"));
                 }
             }
+            c.cc.validate().map_err(|e| format!("flows[{i}].cc_params.{e}"))?;
             if c.size_bytes == Some(0) {
                 return Err(format!("flows[{i}].size: must be positive"));
             }

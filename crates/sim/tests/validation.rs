@@ -58,6 +58,7 @@ fn conservation_with_marks_and_drops() {
     // Random drops and marks on ECN flows of three CCs.
     let mut classes = vec![class("dctcp", 2, 10.0), class("reno", 2, 30.0), class("cubic", 2, 50.0)];
     classes[1].ecn = true;
+    classes[2].ecn = true;
     let cfg = config(200 * MBPS, Some(2_000_000), None, bernoulli(0.002, 0.01), &classes, 10.0, 0.0, 3);
     let r = run(&cfg);
     assert!(col_u64(&r, "flows", "total_marked_pkts").iter().all(|&m| m > 0));
@@ -113,18 +114,36 @@ fn cubic_matches_rfc9438_response() {
 fn dctcp_under_fixed_marking_lands_in_the_linux_band() {
     // cc.md §8.3b: the idealised law is W = 2/p; Linux DCTCP suspends additive increase
     // during the CWR round and cannot reduce again until CWR ends, which a mean-field argument
-    // puts at W ≈ √2/p. Expect 1.4/p ≤ W ≤ 2/p. The flow sees no loss (mark only) and runs far
-    // below the 10 Gbps link.
-    for p in [0.005, 0.01, 0.02, 0.05] {
-        let mut c = class("dctcp", 1, 10.0);
-        c.ecn = true;
-        let cfg = config(10 * GBPS, None, None, bernoulli(0.0, p), &[c], 60.0, 10.0, 9);
-        let r = run(&cfg);
-        let w = window_segments(&r, 0.010);
+    // puts at W ≈ √2/p. Expect 1.4/p ≤ W ≤ 2/p where Linux's α can resolve p. The flow sees
+    // no loss (marks only) and runs far below the 10 Gbps link.
+    //
+    // Where in the band: measured W·p ≈ 1.75–1.85 for p = 0.05–0.2, i.e. between the two
+    // laws and nearer 2/p, because with W·p ≈ 2 marks per window the next ECE often arrives
+    // within the RTT after CWR ends, so the Open period is shorter than the mean-field 1/p
+    // packets assumes and less growth is lost than √2/p predicts.
+    for p in [0.05, 0.1, 0.2] {
+        let w = dctcp_window(p);
         let k = w * p;
         println!("dctcp p={p}: W={w:.1} segments, W·p = {k:.2}");
         assert!((1.4..=2.0).contains(&k), "p={p}: W·p = {k:.2} outside [1.4, 2.0]");
     }
+    // Below p ≈ 1/32 Linux's fixed point cannot represent α ≈ p: each window adds
+    // g·F = (Dce << 6)/D, truncated, so with F = p·(1 ± noise) and D ≈ W segments the increment
+    // is ⌊64·p⌋ ∈ {0, 1} most of the time, and the min_not_zero quirk sends any α < 16 to 0.
+    // α underestimates p, reductions shrink, and W·p exceeds the idealised 2 (at p = 0.01,
+    // 64·p = 0.64 ⇒ the increment is usually 0). This is Linux's behaviour, not a model error.
+    for p in [0.01, 0.02] {
+        let w = dctcp_window(p);
+        println!("dctcp p={p}: W={w:.1} segments, W·p = {:.2} (α resolution limit)", w * p);
+        assert!(w * p > 2.0, "p={p}: W·p = {:.2}", w * p);
+    }
+}
+
+fn dctcp_window(p: f64) -> f64 {
+    let mut c = class("dctcp", 1, 10.0);
+    c.ecn = true;
+    let cfg = config(10 * GBPS, None, None, bernoulli(0.0, p), &[c], 60.0, 10.0, 9);
+    window_segments(&run(&cfg), 0.010)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -151,6 +151,8 @@ pub struct TcpState {
     pub pacing_rate: u64,
     /// The socket is paced (CC requested it, or the host paces like the fq qdisc).
     pub paced: bool,
+    /// Time of the last data transmission (`lsndtime`), ns.
+    pub lsndtime_ns: u64,
 }
 
 impl TcpState {
@@ -177,6 +179,7 @@ impl TcpState {
             ca_state: CaState::Open,
             pacing_rate: 0,
             paced: false,
+            lsndtime_ns: 0,
         }
     }
 
@@ -263,7 +266,7 @@ pub trait CongestionControl {
 /// Which CC a flow class runs, with its tunables (module parameters in Linux). Deserialized
 /// from the engine config: `{"name": "cubic", "beta": 717, ...}`; unknown keys are refused.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(tag = "name", rename_all = "snake_case")]
+#[serde(tag = "name", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CcConfig {
     Reno(reno::Params),
     Cubic(cubic::Params),
@@ -279,6 +282,20 @@ pub enum AnyCc {
 }
 
 impl CcConfig {
+    /// The names of every CC this build provides.
+    pub fn names() -> &'static [&'static str] {
+        &["reno", "cubic", "dctcp"]
+    }
+
+    /// Range-check the tunables. Messages start with the parameter name.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            CcConfig::Reno(_) => Ok(()),
+            CcConfig::Cubic(p) => p.validate(),
+            CcConfig::Dctcp(p) => p.validate(),
+        }
+    }
+
     pub fn build(&self) -> AnyCc {
         match self {
             CcConfig::Reno(p) => AnyCc::Reno(reno::Reno::new(p.clone())),

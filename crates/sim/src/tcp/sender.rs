@@ -500,6 +500,7 @@ impl Sender {
         let wire_len = payload + TCP_IP_HEADER_BYTES;
         self.stats.segs_sent += 1;
         self.stats.wire_bytes_sent += wire_len as u64;
+        self.tp.lsndtime_ns = now;
         DataPkt {
             flow: self.flow,
             seq,

@@ -1,0 +1,96 @@
+//! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
+//! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
+
+use crate::{bernoulli, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
+pub enum QdiscConfig {
+    Taildrop(taildrop::Params),
+    Red(red::TcOptions),
+    Step(step::Params),
+    Bernoulli(bernoulli::Params),
+}
+
+pub enum AnyQdisc<P> {
+    Taildrop(taildrop::TailDrop<P>),
+    Red(red::Red<P>),
+    Step(step::Step<P>),
+    Bernoulli(bernoulli::Bernoulli<P>),
+}
+
+impl QdiscConfig {
+    /// The discipline kinds this build provides.
+    pub fn names() -> &'static [&'static str] {
+        &["taildrop", "red", "step", "bernoulli"]
+    }
+
+    /// Build the discipline; `seed` seeds its random stream. Errors start with the option
+    /// name ("burst: ...").
+    pub fn build<P: Packet>(&self, seed: u64) -> Result<AnyQdisc<P>, String> {
+        Ok(match self {
+            QdiscConfig::Taildrop(p) => AnyQdisc::Taildrop(taildrop::TailDrop::new(p.clone())),
+            QdiscConfig::Red(o) => AnyQdisc::Red(red::Red::new(o.derive()?, crate::rng_from_seed(seed))),
+            QdiscConfig::Step(p) => AnyQdisc::Step(step::Step::new(p.threshold()?)),
+            QdiscConfig::Bernoulli(p) => {
+                p.validate()?;
+                AnyQdisc::Bernoulli(bernoulli::Bernoulli::new(p.clone(), crate::rng_from_seed(seed)))
+            }
+        })
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $q:ident => $e:expr) => {
+        match $self {
+            AnyQdisc::Taildrop($q) => $e,
+            AnyQdisc::Red($q) => $e,
+            AnyQdisc::Step($q) => $e,
+            AnyQdisc::Bernoulli($q) => $e,
+        }
+    };
+}
+
+impl<P: Packet> Qdisc<P> for AnyQdisc<P> {
+    #[inline]
+    fn enqueue(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        dispatch!(self, q => q.enqueue(pkt, now, out))
+    }
+    #[inline]
+    fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
+        dispatch!(self, q => q.dequeue(now, out))
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        dispatch!(self, q => q.len())
+    }
+    #[inline]
+    fn backlog_bytes(&self) -> u64 {
+        dispatch!(self, q => q.backlog_bytes())
+    }
+    fn head_enqueue_ns(&self) -> Option<Nanos> {
+        dispatch!(self, q => q.head_enqueue_ns())
+    }
+    fn reset(&mut self) -> Vec<P> {
+        dispatch!(self, q => q.reset())
+    }
+    fn owns_limit(&self) -> bool {
+        dispatch!(self, q => q.owns_limit())
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_options_are_refused_inside_a_tagged_variant() {
+        let ok: QdiscConfig = serde_json::from_str(r#"{"kind": "step", "threshold_bytes": 1000}"#).unwrap();
+        assert_eq!(ok, QdiscConfig::Step(step::Params { threshold_bytes: Some(1000), threshold_packets: None }));
+        let err = serde_json::from_str::<QdiscConfig>(r#"{"kind": "step", "treshold_bytes": 1000}"#).unwrap_err();
+        assert!(err.to_string().contains("treshold_bytes"), "{err}");
+        let err = serde_json::from_str::<QdiscConfig>(r#"{"kind": "red", "limit": 1, "avpkt": 1, "burts": 3}"#).unwrap_err();
+        assert!(err.to_string().contains("burts"), "{err}");
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "pie"}"#).is_err());
+    }
+}
