@@ -32,6 +32,19 @@ fn check(config_json: &str) -> PyResult<()> {
     Ok(())
 }
 
+/// Validate one CC config `{"name": ..., tunables...}`. Returns the error message, or None.
+#[pyfunction]
+fn check_cc(cc_json: &str) -> Option<String> {
+    match serde_json::from_str::<sim::cc::CcConfig>(cc_json) {
+        // serde's message ends with " at line L column C" of the JSON we built: drop it.
+        Err(e) => {
+            let m = e.to_string();
+            Some(m.split(" at line ").next().unwrap_or(&m).to_string())
+        }
+        Ok(c) => c.validate().err(),
+    }
+}
+
 /// Run an engine config. `progress(fraction)` is called now and then with the fraction of
 /// simulated time done; Ctrl-C stops the run with KeyboardInterrupt.
 #[pyfunction]
@@ -98,6 +111,7 @@ fn qdiscs() -> Vec<&'static str> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(check_cc, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;

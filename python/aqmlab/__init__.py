@@ -1,0 +1,20 @@
+"""aqmlab: TCP congestion controls sharing an AQM bottleneck — scenarios, a fast Linux-faithful
+simulator, Parquet results.
+
+    import aqmlab
+    res = aqmlab.run("examples/dctcp-cubic-step.toml")
+    res.classes          # DataFrame
+    res.save("out/example")
+"""
+
+from ._results import Result, load_result
+from ._run import VERSION as __version__
+from ._run import run
+from ._scenario import Scenario, ScenarioError, load_scenario
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "__version__"]
+
+
+def validate_file(path: str) -> Scenario:
+    """Load and fully validate a scenario file (including the engine's own checks)."""
+    return load_scenario(path)

@@ -1,0 +1,3 @@
+from aqmlab.cli.main import main
+
+main()

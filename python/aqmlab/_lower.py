@@ -1,0 +1,172 @@
+"""Lowering: a validated scenario → the engine config (all integers: ns, bit/s, bytes).
+
+Conversions (docs/scenario.md): a time-sized buffer or threshold is bytes at line rate
+(``time × C / 8``, as seeds 003/004 define buffers); ``bdp`` is ``rate × rtt_ref / 8`` bytes;
+``K rtt`` is ``K × rtt_ref``; a size in ``pkt`` is that many packets where the engine counts
+packets (buffers, TailDrop/STEP limits) and ``pkt × 1500`` bytes where it counts bytes (RED).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from . import _units as u
+
+if TYPE_CHECKING:
+    from ._scenario import Scenario
+
+__all__ = ["lower", "check_with_engine"]
+
+
+def _bytes(q: u.Quantity, rate_bps: int, rtt_ref_ns: int) -> int:
+    if q.unit == "bytes":
+        v = q.value
+    elif q.unit == "packets":
+        v = q.value * u.PACKET_BYTES
+    elif q.unit == "ns":
+        v = q.value * rate_bps / Fraction(8 * 10**9)
+    elif q.unit == "bdp":
+        v = q.value * rate_bps * rtt_ref_ns / Fraction(8 * 10**9)
+    else:  # pragma: no cover - parse_size never yields other units
+        raise ValueError(q.unit)
+    return math.floor(v)
+
+
+def _limit(text: str | None, rate: int, rtt_ref: int) -> tuple[int | None, int | None]:
+    """(packets, bytes) for a buffer or FIFO limit."""
+    if text is None:
+        return None, None
+    q = u.parse_size(text)
+    if q.unit == "packets":
+        return int(q.value), None
+    return None, _bytes(q, rate, rtt_ref)
+
+
+def _target_ns(text: str, rtt_ref: int) -> int:
+    q = u.parse_target(text)
+    return math.floor(q.value * rtt_ref) if q.unit == "rtt" else int(q.value)
+
+
+def _start(text: str) -> dict[str, Any]:
+    m = re.match(r"^(uniform|staggered)\((.+), (.+)\)$", text)
+    if m:
+        a, b = u.parse_time(m.group(2)), u.parse_time(m.group(3))
+        if m.group(1) == "uniform":
+            return {"kind": "uniform", "lo_ns": a, "hi_ns": b}
+        return {"kind": "staggered", "first_ns": a, "spacing_ns": b}
+    return {"kind": "fixed", "at_ns": u.parse_time(text)}
+
+
+def lower(s: "Scenario") -> dict[str, Any]:
+    b = s.bottleneck
+    rate = u.parse_rate(b.rate)
+    rtt_ref = s.rtt_ref_ns()
+    buf_pkts, buf_bytes = _limit(b.buffer, rate, rtt_ref)
+    aqm = b.aqm
+    delay_target_ns: int | None = None
+    if aqm.kind == "taildrop":
+        lp, lb = _limit(aqm.limit, rate, rtt_ref)
+        engine_aqm: dict[str, Any] = {"kind": "taildrop", "limit_packets": lp, "limit_bytes": lb}
+    elif aqm.kind == "red":
+        engine_aqm = {"kind": "red"}
+        for key in ("limit", "min", "max", "avpkt"):
+            v = getattr(aqm, key)
+            if v is not None:
+                engine_aqm[key] = _bytes(u.parse_size(v), rate, rtt_ref)
+        if aqm.limit is None:
+            # Default child limit: the physical buffer.
+            engine_aqm["limit"] = buf_bytes if buf_bytes is not None else (buf_pkts or 0) * u.PACKET_BYTES
+        if aqm.burst is not None:
+            engine_aqm["burst"] = aqm.burst
+        if aqm.probability is not None:
+            engine_aqm["probability"] = aqm.probability
+        if aqm.bandwidth is not None:
+            engine_aqm["bandwidth"] = u.parse_rate(aqm.bandwidth)
+        for flag in ("ecn", "harddrop", "nodrop", "adaptive", "gentle"):
+            engine_aqm[flag] = getattr(aqm, flag)
+    elif aqm.kind == "step":
+        if aqm.target is not None:
+            delay_target_ns = _target_ns(aqm.target, rtt_ref)
+            # L_target = D_target · C (seed 003 §III).
+            engine_aqm = {"kind": "step", "threshold_bytes": math.floor(Fraction(delay_target_ns) * rate / (8 * 10**9))}
+        else:
+            q = u.parse_size(aqm.threshold)
+            if q.unit == "packets":
+                engine_aqm = {"kind": "step", "threshold_packets": int(q.value)}
+            else:
+                engine_aqm = {"kind": "step", "threshold_bytes": _bytes(q, rate, rtt_ref)}
+    elif aqm.kind == "bernoulli":
+        engine_aqm = {"kind": "bernoulli", "drop": aqm.drop, "mark": aqm.mark}
+    else:  # pragma: no cover - the model refuses other kinds
+        raise ValueError(aqm.kind)
+
+    classes = []
+    for f, name in zip(s.flows, s.class_names()):
+        size_bytes = None
+        if f.size is not None:
+            q = u.parse_size(f.size, allow_time=False)
+            size_bytes = int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value)
+        classes.append(
+            {
+                "name": name,
+                "cc": {"name": f.cc, **f.cc_params},
+                "count": f.count,
+                "rtt_ns": u.parse_time(f.rtt),
+                "ecn": f.ecn,
+                "start": _start(f.start),
+                "size_bytes": size_bytes,
+                "fq_pacing": f.fq_pacing,
+            }
+        )
+    return {
+        "name": s.name,
+        "seed": s.seed,
+        "duration_ns": u.parse_time(s.duration),
+        "warmup_ns": u.parse_time(s.warmup),
+        "bottleneck": {
+            "rate_bps": rate,
+            "buffer_packets": buf_pkts,
+            "buffer_bytes": buf_bytes,
+            "aqm": engine_aqm,
+            "delay_target_ns": delay_target_ns,
+        },
+        "classes": classes,
+        "measure": {"interval_ns": u.parse_time(s.measure.interval), "hist_bin_ns": u.parse_time(s.measure.hist_bin)},
+    }
+
+
+def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | None = None) -> None:
+    """Ask the engine to validate what only it knows; raise a located ScenarioError."""
+    from . import _native
+    from ._locate import locate
+    from ._scenario import ScenarioError
+
+    def fail(key: str, msg: str) -> None:
+        line = locate(text, key) if text is not None else None
+        raise ScenarioError(msg, file=file, line=line, key=key)
+
+    for i, f in enumerate(s.flows):
+        err = _native.check_cc(json.dumps({"name": f.cc, **f.cc_params}))
+        if err:
+            m = re.match(r"^unknown field `([^`]+)`(.*)$", err)
+            if m:
+                fail(f"flows[{i}].cc_params.{m.group(1)}", f"unknown {f.cc} parameter{m.group(2)}")
+            m = re.match(r"^([a-z_]+): (.*)$", err)
+            if m:
+                fail(f"flows[{i}].cc_params.{m.group(1)}", m.group(2))
+            fail(f"flows[{i}].cc_params", err)
+    try:
+        _native.check(json.dumps(lower(s)))
+    except ValueError as e:
+        msg = str(e)
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_.\[\]]*): (.*)$", msg)
+        if m:
+            key, detail = m.group(1), m.group(2)
+            # Engine option names are the scenario's (tc's) names.
+            key = key.replace("threshold_bytes", "target").replace("threshold_packets", "threshold")
+            fail(key, detail)
+        fail("bottleneck", msg)

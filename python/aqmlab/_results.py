@@ -1,0 +1,107 @@
+"""Run results: a summary (DESIGN.md §Results store) and tables as pandas DataFrames, saved
+atomically as ``summary.json`` plus one Parquet file per table."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["Result", "load_result", "TABLES"]
+
+#: The tables every run writes, in order.
+TABLES = ("flows", "classes", "timeseries", "queue", "sojourn_hist", "fct")
+
+
+class Result:
+    """One run: `.summary` (dict) and the tables as DataFrames (`.flows`, `.classes`,
+    `.timeseries`, `.queue`, `.sojourn_hist`, `.fct`)."""
+
+    def __init__(self, summary: dict[str, Any], tables: dict[str, pd.DataFrame]):
+        self.summary = summary
+        self.tables = tables
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(name)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.summary["metrics"]
+
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the results store atomically: everything goes to a temporary directory beside
+        the target, is fsynced, then renamed into place — a killed run leaves no partial
+        directory under the target name."""
+        target = Path(directory)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
+            raise FileExistsError(f"{target} exists and is not empty (use overwrite)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            _write_json(tmp / "summary.json", self.summary)
+            for name in TABLES:
+                table = pa.Table.from_pandas(self.tables[name], preserve_index=False)
+                pq.write_table(table, tmp / f"{name}.parquet")
+                _fsync(tmp / f"{name}.parquet")
+            _fsync_dir(tmp)
+            if target.exists():
+                trash = target.parent / f".{target.name}.old-{os.getpid()}"
+                os.rename(target, trash)
+                os.rename(tmp, target)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.rename(tmp, target)
+            _fsync_dir(target.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return target
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=False, allow_nan=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load_result(directory: str | Path) -> Result:
+    """Read a results directory written by `Result.save`."""
+    d = Path(directory)
+    summary_path = d / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{d} is not a results directory (no summary.json)")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    tables = {name: pq.read_table(d / f"{name}.parquet").to_pandas() for name in TABLES}
+    return Result(summary, tables)
+
+
+def frames_from_native(tables: dict[str, dict[str, list[Any]]]) -> dict[str, pd.DataFrame]:
+    return {name: pd.DataFrame(tables[name]) for name in TABLES}

@@ -1,0 +1,386 @@
+"""The scenario model: typed, validated, frozen; loaded from TOML or built in Python.
+
+Every quantity is a string with a unit (see ``_units``); validation parses it, refuses what
+does not parse, and stores the canonical spelling, so a scenario's canonical JSON (and its
+hash) does not depend on how the user wrote ``1000Mbps`` or ``1Gbps``. Bad input raises
+``ScenarioError`` with one message naming the file, line and dotted key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from . import _units as u
+from ._locate import locate
+
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KNOWN_FUTURE_AQMS"]
+
+#: Names the project plans but this version does not implement (for a helpful refusal).
+KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
+KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "gsp", "ckcd", "ppv", "csaqm")
+
+
+class ScenarioError(ValueError):
+    """Bad scenario input: one message naming where and what."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
+        self.file, self.line, self.key, self.detail = file, line, key, message
+        where = ""
+        if file:
+            where = f"{file}:{line}: " if line else f"{file}: "
+        super().__init__(f"{where}{key + ': ' if key else ''}{message}")
+
+
+# ------------------------------------------------------------------------------------------
+# Quantity fields
+# ------------------------------------------------------------------------------------------
+
+
+def _rate(v: str) -> str:
+    return u.format_rate(u.parse_rate(v))
+
+
+def _time(v: str) -> str:
+    return u.format_time(u.parse_time(v))
+
+
+def _positive_time(v: str) -> str:
+    if u.parse_time(v) <= 0:
+        raise ValueError(f"{v!r} must be positive")
+    return _time(v)
+
+
+def _size(v: str) -> str:
+    q = u.parse_size(v)
+    if q.value <= 0:
+        raise ValueError(f"{v!r} must be positive")
+    return u.format_size(q)
+
+
+def _size_or_zero(v: str) -> str:
+    return u.format_size(u.parse_size(v))
+
+
+def _target(v: str) -> str:
+    q = u.parse_target(v)
+    if q.value <= 0:
+        raise ValueError(f"{v!r} must be positive")
+    return u.format_size(q) if q.unit == "rtt" else u.format_time(q.value)
+
+
+_START = re.compile(r"^\s*(uniform|staggered)\s*\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)\s*$")
+
+
+def _start(v: str) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"{v!r} is not a start time")
+    m = _START.match(v)
+    if m:
+        a, b = u.parse_time(m.group(2)), u.parse_time(m.group(3))
+        if m.group(1) == "uniform" and a > b:
+            raise ValueError(f"{v!r}: uniform(a, b) needs a <= b")
+        if m.group(1) == "staggered" and b <= 0:
+            raise ValueError(f"{v!r}: staggered(first, spacing) needs a positive spacing")
+        return f"{m.group(1)}({u.format_time(a)}, {u.format_time(b)})"
+    try:
+        return u.format_time(u.parse_time(v))
+    except ValueError:
+        raise ValueError(f"{v!r} is not a start (expected a time such as 0s, uniform(0s, 1s) or staggered(0s, 10s))") from None
+
+
+Rate = Annotated[str, AfterValidator(_rate)]
+Time = Annotated[str, AfterValidator(_time)]
+PositiveTime = Annotated[str, AfterValidator(_positive_time)]
+Size = Annotated[str, AfterValidator(_size)]
+SizeOrZero = Annotated[str, AfterValidator(_size_or_zero)]
+Target = Annotated[str, AfterValidator(_target)]
+Start = Annotated[str, AfterValidator(_start)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+# ------------------------------------------------------------------------------------------
+# Queue disciplines
+# ------------------------------------------------------------------------------------------
+
+
+class TaildropAqm(_Model):
+    """FIFO dropping arrivals when full; `limit` optional (the physical buffer applies anyway)."""
+
+    kind: Literal["taildrop"] = "taildrop"
+    limit: Size | None = None
+
+
+class RedAqm(_Model):
+    """RED with tc's option names (tc-red(8)); sizes as bytes, pkt, bdp or time at line rate."""
+
+    kind: Literal["red"] = "red"
+    limit: Size | None = None
+    min: SizeOrZero | None = None
+    max: Size | None = None
+    avpkt: Size | None = None
+    burst: Annotated[int, Field(ge=1)] | None = None
+    probability: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    bandwidth: Rate | None = None
+    ecn: bool = False
+    harddrop: bool = False
+    nodrop: bool = False
+    adaptive: bool = False
+    gentle: bool = False
+
+
+class StepAqm(_Model):
+    """STEP marker: mark while the instantaneous queue exceeds a delay `target` or a size."""
+
+    kind: Literal["step"] = "step"
+    target: Target | None = None
+    threshold: Size | None = None
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> "StepAqm":
+        if (self.target is None) == (self.threshold is None):
+            raise ValueError("give exactly one of target (a delay such as 1ms or 0.17rtt) or threshold (a size)")
+        return self
+
+
+class BernoulliAqm(_Model):
+    """Ideal random dropper/marker (validation): drop with `drop`, mark ECT with `mark`."""
+
+    kind: Literal["bernoulli"] = "bernoulli"
+    drop: Probability = 0.0
+    mark: Probability = 0.0
+
+
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, BernoulliAqm], Field(discriminator="kind")]
+
+
+def _available(what: str) -> list[str]:
+    from . import _native
+
+    return list(_native.ccs() if what == "cc" else _native.qdiscs())
+
+
+class Bottleneck(_Model):
+    rate: Rate
+    buffer: Size
+    rtt_ref: PositiveTime | None = None
+    aqm: AqmSpec = Field(default_factory=TaildropAqm)
+
+    @field_validator("aqm", mode="before")
+    @classmethod
+    def _known_aqm(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            kind = v.get("kind")
+            available = _available("aqm")
+            if kind is None:
+                raise ValueError(f"missing 'kind' (one of: {', '.join(available)})")
+            if kind not in available:
+                if kind in KNOWN_FUTURE_AQMS:
+                    raise ValueError(f"aqm kind {kind!r} is not implemented yet in this version (available: {', '.join(available)})")
+                raise ValueError(f"unknown aqm kind {kind!r} (available: {', '.join(available)})")
+        return v
+
+
+class Flows(_Model):
+    """One connection class: the same CC and base RTT."""
+
+    cc: str
+    count: Annotated[int, Field(ge=1)] = 1
+    rtt: PositiveTime
+    start: Start = "0s"
+    size: Size | None = None
+    ecn: bool = False
+    fq_pacing: bool = False
+    name: str | None = None
+    cc_params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("cc")
+    @classmethod
+    def _known_cc(cls, v: str) -> str:
+        available = _available("cc")
+        if v not in available:
+            if v in KNOWN_FUTURE_CCS:
+                raise ValueError(f"cc {v!r} is not implemented yet in this version (available: {', '.join(available)})")
+            raise ValueError(f"unknown cc {v!r} (available: {', '.join(available)})")
+        return v
+
+    @field_validator("size")
+    @classmethod
+    def _size_in_bytes(cls, v: str | None) -> str | None:
+        if v is not None and u.parse_size(v, allow_time=False).unit not in ("bytes", "packets"):
+            raise ValueError(f"{v!r}: a flow size is bytes (e.g. 1MB) or packets")
+        return v
+
+
+class Measure(_Model):
+    interval: Time = "100ms"
+    hist_bin: PositiveTime = "1ms"
+
+
+class Scenario(_Model):
+    """A scenario. Build it from TOML (``Scenario.from_toml``) or directly in Python."""
+
+    name: str = "scenario"
+    duration: PositiveTime
+    warmup: Time = "0s"
+    seed: Annotated[int, Field(ge=0, lt=2**64)] = 1
+    bottleneck: Bottleneck
+    flows: Annotated[list[Flows], Field(min_length=1)]
+    measure: Measure = Field(default_factory=Measure)
+
+    @model_validator(mode="after")
+    def _checks(self) -> "Scenario":
+        if u.parse_time(self.warmup) >= u.parse_time(self.duration):
+            raise ValueError(f"warmup ({self.warmup}) must be shorter than duration ({self.duration})")
+        return self
+
+    # -- derived ---------------------------------------------------------------------------
+
+    def class_names(self) -> list[str]:
+        names: list[str] = []
+        for f in self.flows:
+            base = f.name or f"{f.cc}-{f.rtt}"
+            n, k = base, 2
+            while n in names:
+                n, k = f"{base}-{k}", k + 1
+            names.append(n)
+        return names
+
+    def rtt_ref_ns(self) -> int:
+        if self.bottleneck.rtt_ref is not None:
+            return u.parse_time(self.bottleneck.rtt_ref)
+        return min(u.parse_time(f.rtt) for f in self.flows)
+
+    def canonical(self) -> dict[str, Any]:
+        """Every default filled in, quantities in canonical spelling, rtt_ref explicit."""
+        d = self.model_dump(mode="json")
+        d["bottleneck"]["rtt_ref"] = u.format_time(self.rtt_ref_ns())
+        for f, name in zip(d["flows"], self.class_names()):
+            f["name"] = name
+        return d
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+
+    def hash(self) -> str:
+        """First 16 hex digits of the SHA-256 of the canonical JSON."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Scenario":
+        return load_scenario(path)
+
+    def engine_config(self) -> dict[str, Any]:
+        from ._lower import lower
+
+        return lower(self)
+
+
+# ------------------------------------------------------------------------------------------
+# Loading, with errors located in the file
+# ------------------------------------------------------------------------------------------
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("taildrop", "red", "step", "bernoulli") and out.endswith("aqm"):
+            continue  # pydantic's discriminator tag in the location
+        elif isinstance(part, str) and (part.startswith("function-") or part.endswith("]")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model at `loc` (for "did you mean" suggestions)."""
+    m: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if part in ("taildrop", "red", "step", "bernoulli"):
+            m = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "bernoulli": BernoulliAqm}[part]
+            continue
+        fields = getattr(m, "model_fields", {})
+        if part not in fields:
+            return []
+        ann = fields[part].annotation
+        for cand in (Bottleneck, Flows, Measure):
+            if cand is ann or (getattr(ann, "__args__", None) and cand in ann.__args__):
+                m = cand
+                break
+        else:
+            if part == "aqm":
+                return []
+    return list(getattr(m, "model_fields", {}).keys())
+
+
+def error_from_validation(e: ValidationError, text: str | None, file: str | None) -> ScenarioError:
+    err = e.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    key = _dotted(loc)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(Scenario, loc)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        msg = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(allowed)})" if allowed else "")
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    else:
+        msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
+        if err["type"] not in ("value_error",) and "input" in err and not isinstance(err["input"], (dict, list)):
+            msg = f"{err['input']!r}: {msg}"
+    line = locate(text, key) if text is not None and key else None
+    return ScenarioError(msg, file=file, line=line, key=key or None)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a TOML scenario file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ScenarioError(f"cannot read the file ({e.strerror})", file=str(path)) from None
+    return parse_scenario(text, file=str(path), default_name=p.stem)
+
+
+def parse_scenario(text: str, *, file: str | None = None, default_name: str = "scenario") -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
+        line = int(m.group(1)) if m else None
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
+        raise ScenarioError(f"TOML syntax: {msg}", file=file, line=line) from None
+    data.setdefault("name", default_name)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise error_from_validation(e, text, file) from None
+    # The engine checks what only it knows (RED's tc derivation, CC tunables).
+    from ._lower import check_with_engine
+
+    check_with_engine(scenario, text=text, file=file)
+    return scenario

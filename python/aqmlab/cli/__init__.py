@@ -1,0 +1,1 @@
+"""The `aqmlab` command line: one module per command group, joined in `main`."""

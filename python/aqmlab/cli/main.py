@@ -1,0 +1,25 @@
+"""The root `aqmlab` command."""
+
+from __future__ import annotations
+
+import typer
+
+from . import run as run_cmds
+
+app = typer.Typer(
+    name="aqmlab",
+    help="Simulate TCP congestion controls sharing an AQM bottleneck.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("run")(run_cmds.run)
+app.command("validate")(run_cmds.validate)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

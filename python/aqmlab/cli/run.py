@@ -1,0 +1,103 @@
+"""`aqmlab run` and `aqmlab validate`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .._run import run as run_scenario
+from .._scenario import Scenario, ScenarioError, load_scenario
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(e: ScenarioError | Exception) -> None:
+    err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _load(path: Path) -> Scenario:
+    try:
+        return load_scenario(path)
+    except ScenarioError as e:
+        _fail(e)
+        raise  # unreachable
+
+
+def validate(file: Annotated[Path, typer.Argument(help="Scenario TOML file")]) -> None:
+    """Check a scenario file without running it."""
+    s = _load(file)
+    flows = ", ".join(f"{f.count}×{f.cc} {f.rtt}" for f in s.flows)
+    out.print(f"ok: {s.name}: {s.bottleneck.rate}, buffer {s.bottleneck.buffer}, aqm {s.bottleneck.aqm.kind}; {flows}; {s.duration} (hash {s.hash()})", highlight=False)
+
+
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{100 * x:.2f}%"
+
+
+def _num(x: Any, fmt: str = ".3f") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    m = summary["metrics"]
+    t = Table(title=f"{summary['scenario']['name']} — per class", title_justify="left")
+    for col in ("class", "flows", "goodput", "rel. throughput", "Jain", "mark ratio", "drop ratio"):
+        t.add_column(col, justify="left" if col == "class" else "right")
+    for c in summary["classes"]:
+        t.add_row(c["name"], str(c["count"]), f"{c['goodput_bps'] / 1e6:.1f} Mbps", _num(c["rel_throughput"]), _num(c["jain"]), _pct(c["mark_ratio"]), _pct(c["drop_ratio"]))
+    out.print(t)
+    s = m["sojourn_ms"]
+    out.print(
+        f"utilization {_pct(m['utilization'])}   Jain {_num(m['jain'])}   goodput {m['goodput_bps'] / 1e6:.1f} Mbps   "
+        f"mark {_pct(m['mark_ratio'])}   drop {_pct(m['drop_ratio'])}",
+        highlight=False,
+    )
+    out.print(
+        f"queueing delay (ms): mean {_num(s['mean'])}  p50 {_num(s['p50'])}  p99 {_num(s['p99'])}  max {_num(s['max'])}"
+        + (f"   mean/target {_num(m['sojourn_mean_rel_target'], '.2f')}" if m.get("sojourn_mean_rel_target") is not None else ""),
+        highlight=False,
+    )
+    unfinished = summary.get("counters", {}).get("unfinished_flows", 0)
+    if unfinished:
+        out.print(f"[yellow]{unfinished} finite flow(s) did not complete within the run[/]")
+
+
+def run(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Results directory (default runs/<name>-<hash>)")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing results directory")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no summary")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """Run a scenario, write its results store, print a summary."""
+    s = _load(file)
+    target = output or Path("runs") / f"{s.name}-{s.hash()}"
+    if target.exists() and any(target.iterdir()) and not overwrite:
+        _fail(ScenarioError(f"{target} exists and is not empty (pass --overwrite to replace it)"))
+    show = not quiet and not as_json and sys.stderr.isatty()
+    try:
+        if show:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}% of simulated time"), TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True) as bar:
+                task = bar.add_task(s.name, total=1.0)
+                res = run_scenario(s, progress=lambda f: bar.update(task, completed=f))
+        else:
+            res = run_scenario(s)
+    except KeyboardInterrupt:
+        err.print("interrupted: nothing written")
+        raise typer.Exit(130) from None
+    res.save(target, overwrite=overwrite)
+    if as_json:
+        print(json.dumps(res.summary, indent=2))
+        return
+    if not quiet:
+        print_summary(res.summary)
+        out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False)
