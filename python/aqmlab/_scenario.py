@@ -338,7 +338,9 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 
 
 def error_from_validation(e: ValidationError, text: str | None, file: str | None) -> ScenarioError:
-    err = e.errors(include_url=False)[0]
+    errors = e.errors(include_url=False)
+    # A misspelt key also makes the right one "missing": report the misspelling.
+    err = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
     loc = tuple(err["loc"])
     key = _dotted(loc)
     msg = err["msg"]

@@ -28,7 +28,9 @@ __all__ = [
 #: Bytes of one packet when a size is given in ``pkt`` and bytes are needed (1500-byte MTU).
 PACKET_BYTES = 1500
 
-_NUM = r"(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+_NUM = r"(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?)"
+#: Largest value any quantity may take (ns, bit/s or bytes): the engine's u64 with headroom.
+_MAX = 2**62
 _RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[A-Za-zµ]+)\s*$")
 
 _RATE = {
@@ -60,7 +62,10 @@ def _split(text: object, what: str, examples: str) -> tuple[Fraction, str]:
     m = _RE.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a {what} (expected e.g. {examples})")
-    return Fraction(m.group("num")), m.group("unit")
+    num = Fraction(m.group("num"))
+    if num > _MAX:
+        raise ValueError(f"{text!r} is too large")
+    return num, m.group("unit")
 
 
 def parse_rate(text: object) -> int:
@@ -69,6 +74,8 @@ def parse_rate(text: object) -> int:
     if unit not in _RATE:
         raise ValueError(f"{text!r} is not a rate: unknown unit {unit!r} (use bps, Kbps, Mbps, Gbps)")
     v = num * _RATE[unit]
+    if v > _MAX:
+        raise ValueError(f"{text!r} is too large")
     if v <= 0 or v.denominator != 1:
         raise ValueError(f"{text!r} is not a positive whole number of bit/s")
     return int(v)
@@ -80,6 +87,8 @@ def parse_time(text: object) -> int:
     if unit not in _TIME:
         raise ValueError(f"{text!r} is not a time: unknown unit {unit!r} (use ns, us, ms, s)")
     v = num * _TIME[unit]
+    if v > _MAX:
+        raise ValueError(f"{text!r} is too large")
     if v.denominator != 1:
         raise ValueError(f"{text!r} is not a whole number of nanoseconds")
     return int(v)
@@ -90,6 +99,8 @@ def parse_size(text: object, *, allow_time: bool = True) -> Quantity:
     num, unit = _split(text, "size", "64KB, 80pkt, 0.5bdp, 500ms")
     if unit in _SIZE:
         v = num * _SIZE[unit]
+        if v > _MAX:
+            raise ValueError(f"{text!r} is too large")
         if v.denominator != 1:
             raise ValueError(f"{text!r} is not a whole number of bytes")
         return Quantity(v, "bytes")

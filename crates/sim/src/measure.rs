@@ -74,7 +74,11 @@ pub struct QueueMeasure {
     pub iv_sojourn_sum_ns: u128,
     pub iv_sojourn_count: u64,
     pub iv_sojourn_max_ns: u64,
-    pub iv_link_bytes: u64,
+    /// Wire bytes transmitted since the last sample (a transmission spanning a sample time
+    /// is split between the two intervals in proportion to its time in each).
+    pub iv_link_bytes: f64,
+    /// Time of the last sample.
+    pub iv_start: Nanos,
     pub iv_drops: u64,
     pub iv_marks: u64,
 }
@@ -95,7 +99,8 @@ impl Default for QueueMeasure {
             iv_sojourn_sum_ns: 0,
             iv_sojourn_count: 0,
             iv_sojourn_max_ns: 0,
-            iv_link_bytes: 0,
+            iv_link_bytes: 0.0,
+            iv_start: 0,
             iv_drops: 0,
             iv_marks: 0,
         }
@@ -186,7 +191,26 @@ impl QueueMeasure {
         out.into_iter().enumerate().map(|(k, c)| (k as u64 * bin_ns, c)).collect()
     }
 
-    pub fn take_interval(&mut self) -> (u128, u64, u64, u64, u64, u64) {
+    /// A transmission of `bytes` over [start, end) completed: credit the part after the last
+    /// sample to the current interval.
+    pub fn record_tx_interval(&mut self, bytes: u32, start: Nanos, end: Nanos) {
+        let from = start.max(self.iv_start);
+        if end > from {
+            self.iv_link_bytes += bytes as f64 * (end - from) as f64 / (end - start) as f64;
+        } else if end == start {
+            self.iv_link_bytes += bytes as f64;
+        }
+    }
+
+    /// Close the interval at `now`, crediting the elapsed part of a transmission in progress.
+    pub fn take_interval(&mut self, now: Nanos, in_tx: Option<(u32, Nanos, Nanos)>) -> (u128, u64, u64, f64, u64, u64) {
+        if let Some((bytes, start, end)) = in_tx {
+            let from = start.max(self.iv_start);
+            if now > from && end > start {
+                self.iv_link_bytes += bytes as f64 * (now - from) as f64 / (end - start) as f64;
+            }
+        }
+        self.iv_start = now;
         let r = (
             self.iv_sojourn_sum_ns,
             self.iv_sojourn_count,
@@ -198,7 +222,7 @@ impl QueueMeasure {
         self.iv_sojourn_sum_ns = 0;
         self.iv_sojourn_count = 0;
         self.iv_sojourn_max_ns = 0;
-        self.iv_link_bytes = 0;
+        self.iv_link_bytes = 0.0;
         self.iv_drops = 0;
         self.iv_marks = 0;
         r

@@ -84,7 +84,7 @@ pub struct QueueRow {
     pub backlog_bytes: u64,
     pub sojourn_mean_ns: Option<f64>,
     pub sojourn_max_ns: Option<u64>,
-    pub link_bytes: u64,
+    pub link_bytes: f64,
     pub drops: u64,
     pub marks: u64,
 }
@@ -317,7 +317,7 @@ pub fn collect(mut w: World) -> RunResult {
     queue.push("backlog_bytes", Column::U64(q.iter().map(|r| r.backlog_bytes).collect()));
     queue.push("sojourn_mean_ms", Column::OptF64(q.iter().map(|r| r.sojourn_mean_ns.map(ns_to_ms)).collect()));
     queue.push("sojourn_max_ms", Column::OptF64(q.iter().map(|r| r.sojourn_max_ns.map(|x| x as f64 / 1e6)).collect()));
-    queue.push("utilization", Column::F64(q.iter().map(|r| r.link_bytes as f64 * 8.0 / (c_bps * iv_s)).collect()));
+    queue.push("utilization", Column::F64(q.iter().map(|r| r.link_bytes * 8.0 / (c_bps * iv_s)).collect()));
     queue.push("drops", Column::U64(q.iter().map(|r| r.drops).collect()));
     queue.push("marks", Column::U64(q.iter().map(|r| r.marks).collect()));
 

@@ -216,7 +216,7 @@ impl World {
                 let (start, end) = (self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns);
                 let mut pkt = self.bottleneck.finish_tx();
                 self.qm.record_tx(pkt.wire_len, start, end, self.cfg.warmup_ns, self.cfg.duration_ns);
-                self.qm.iv_link_bytes += pkt.wire_len as u64;
+                self.qm.record_tx_interval(pkt.wire_len, start, end);
                 pkt.hop += 1;
                 self.route_data(pkt);
                 self.start_tx();
@@ -369,7 +369,8 @@ impl World {
                 ca_state: s.tp.ca_state,
             });
         }
-        let (sum, cnt, max, link, drops, marks) = self.qm.take_interval();
+        let in_tx = self.bottleneck.in_tx().map(|p| (p.wire_len, self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns));
+        let (sum, cnt, max, link, drops, marks) = self.qm.take_interval(now, in_tx);
         self.queue_samples.push(crate::results::QueueRow {
             t_ns: now,
             qlen_pkts: self.bottleneck.qdisc.len() as u64,

@@ -1,0 +1,125 @@
+"""Bad input is refused before anything runs: one message naming the file, line and key,
+exit status 2, and nothing written (DESIGN.md §Scenario format)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import aqmlab
+
+GOOD = """\
+name = "t"
+duration = "2s"
+warmup = "0s"
+seed = 1
+
+[bottleneck]
+rate = "100Mbps"
+buffer = "1bdp"
+aqm = { kind = "taildrop" }
+
+[[flows]]
+cc = "cubic"
+count = 2
+rtt = "10ms"
+
+[[flows]]
+cc = "dctcp"
+rtt = "20ms"
+start = "uniform(0s, 1s)"
+"""
+
+
+def edit(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new, 1)
+
+
+# (id, scenario text, expected "line: key" prefix, a fragment of the message)
+CASES = [
+    ("unknown-top-level-key", GOOD.replace('seed = 1', 'seed = 1\nsed = 2'), "5: sed", "did you mean 'seed'"),
+    ("misspelt-bottleneck-key", edit('rate = "100Mbps"', 'rtae = "100Mbps"'), "7: bottleneck.rtae", "did you mean 'rate'"),
+    ("misspelt-flow-key", edit('count = 2', 'cuont = 2'), "13: flows[0].cuont", "did you mean 'count'"),
+    ("misspelt-aqm-option", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "taildrop", limt = "10pkt" }'), "9: bottleneck.aqm.limt", "unknown key"),
+    ("unknown-aqm-kind", edit('kind = "taildrop"', 'kind = "droptail"'), "9: bottleneck.aqm", "unknown aqm kind 'droptail'"),
+    ("unimplemented-aqm", edit('kind = "taildrop"', 'kind = "pie"'), "9: bottleneck.aqm", "not implemented yet"),
+    ("unknown-cc", edit('cc = "cubic"', 'cc = "cubik"'), "12: flows[0].cc", "unknown cc 'cubik'"),
+    ("unimplemented-cc", edit('cc = "dctcp"', 'cc = "bbr2"'), "17: flows[1].cc", "'bbr2' is not implemented yet"),
+    ("unparsable-rate", edit('"100Mbps"', '"100 parsecs"'), "7: bottleneck.rate", "is not a rate"),
+    ("rate-unit-unknown", edit('"100Mbps"', '"100Mbq"'), "7: bottleneck.rate", "unknown unit 'Mbq'"),
+    ("negative-time", edit('rtt = "10ms"', 'rtt = "-10ms"'), "14: flows[0].rtt", "is not a time"),
+    ("zero-rtt", edit('rtt = "10ms"', 'rtt = "0ms"'), "14: flows[0].rtt", "must be positive"),
+    ("zero-rate", edit('"100Mbps"', '"0Mbps"'), "7: bottleneck.rate", "positive"),
+    ("count-zero", edit('count = 2', 'count = 0'), "13: flows[0].count", "greater than or equal to 1"),
+    ("warmup-too-long", edit('warmup = "0s"', 'warmup = "5s"'), "", "warmup (5s) must be shorter than duration (2s)"),
+    ("toml-syntax", edit('seed = 1', 'seed = = 1'), "4", "TOML syntax"),
+    ("uniform-reversed", edit('uniform(0s, 1s)', 'uniform(2s, 1s)'), "19: flows[1].start", "needs a <= b"),
+    ("probability-above-one", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "bernoulli", drop = 1.5 }'), "9: bottleneck.aqm.drop", "less than or equal to 1"),
+    ("buffer-with-a-rate", edit('buffer = "1bdp"', 'buffer = "10Mbps"'), "8: bottleneck.buffer", "is not a size"),
+    ("missing-duration", GOOD.replace('duration = "2s"\n', ''), "", "duration: required key is missing"),
+    ("missing-flows", GOOD.split("[[flows]]")[0], "", "flows: required key is missing"),
+    ("red-min-above-max", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "red", min = "30KB", max = "20KB", avpkt = "1500B" }'), "9: bottleneck.aqm.max", "below min"),
+    ("red-burst-too-small", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "red", min = "30KB", max = "90KB", avpkt = "1000B", burst = 2 }'), "9: bottleneck.aqm.burst", "too small"),
+    ("red-missing-avpkt", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "red", min = "30KB" }'), "9: bottleneck.aqm.avpkt", "required"),
+    ("step-without-threshold", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "step" }'), "9: bottleneck.aqm", "give exactly one of target"),
+    ("unknown-cc-param", edit('count = 2', 'count = 2\ncc_params = { bta = 700 }'), "14: flows[0].cc_params.bta", "unknown cubic parameter"),
+    ("cc-param-out-of-range", edit('cc = "dctcp"', 'cc = "dctcp"\ncc_params = { shift_g = 12 }'), "18: flows[1].cc_params.shift_g", "must be 0..=10"),
+    ("flow-size-as-time", edit('rtt = "20ms"', 'rtt = "20ms"\nsize = "1s"'), "19: flows[1].size", "is not a size"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_library_error_names_line_and_key(case, tmp_path: Path) -> None:
+    _, text, where, fragment = case
+    path = tmp_path / "scen.toml"
+    path.write_text(text)
+    with pytest.raises(aqmlab.ScenarioError) as exc:
+        aqmlab.load_scenario(path)
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}:{where}" if where else str(path)), msg
+    assert fragment in msg, msg
+    assert "\n" not in msg, "one message, one line"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aqmlab", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_cli_exits_2_and_writes_nothing(case, tmp_path: Path) -> None:
+    _, text, where, fragment = case
+    path = tmp_path / "scen.toml"
+    path.write_text(text)
+    v = _cli("validate", str(path), cwd=tmp_path)
+    assert v.returncode == 2, v.stderr
+    assert fragment in " ".join(v.stderr.split()), v.stderr
+    assert "Traceback" not in v.stderr
+    out_dir = tmp_path / "results"
+    r = _cli("run", str(path), "-o", str(out_dir), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert not out_dir.exists()
+    assert not (tmp_path / "runs").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["scen.toml"]
+
+
+def test_the_good_scenario_validates(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text(GOOD)
+    r = _cli("validate", str(path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok: t:")
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    r = _cli("validate", str(tmp_path / "nope.toml"), cwd=tmp_path)
+    assert r.returncode == 2
+    assert "cannot read the file" in r.stderr
+
+
+def test_case_table_is_large_enough() -> None:
+    assert len(CASES) >= 15

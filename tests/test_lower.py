@@ -1,0 +1,78 @@
+"""Lowering a scenario to the engine config, with every value computed by hand here."""
+
+from __future__ import annotations
+
+import aqmlab
+
+
+def scenario(**aqm) -> aqmlab.Scenario:
+    return aqmlab.Scenario(
+        name="x",
+        duration="10s",
+        warmup="1s",
+        seed=7,
+        bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": aqm or {"kind": "taildrop"}},
+        flows=[
+            {"cc": "dctcp", "count": 5, "rtt": "5ms", "start": "uniform(0s, 1s)"},
+            {"cc": "cubic", "count": 2, "rtt": "50ms", "ecn": True, "size": "1MB", "start": "staggered(0s, 2s)"},
+        ],
+    )
+
+
+def test_full_lowering() -> None:
+    cfg = scenario(kind="step", target="0.17rtt").engine_config()
+    # rtt_ref defaults to the smallest class RTT, 5 ms. Target 0.17 × 5 ms = 850 µs;
+    # threshold = 850e-6 s × 1e9 bit/s / 8 = 106 250 B. Buffer 500 ms × 1e9/8 = 62.5 MB.
+    assert cfg["bottleneck"] == {
+        "rate_bps": 1_000_000_000,
+        "buffer_packets": None,
+        "buffer_bytes": 62_500_000,
+        "aqm": {"kind": "step", "threshold_bytes": 106_250},
+        "delay_target_ns": 850_000,
+    }
+    assert (cfg["duration_ns"], cfg["warmup_ns"], cfg["seed"]) == (10 * 10**9, 10**9, 7)
+    a, b = cfg["classes"]
+    assert a == {
+        "name": "dctcp-5ms", "cc": {"name": "dctcp"}, "count": 5, "rtt_ns": 5_000_000, "ecn": False,
+        "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 10**9}, "size_bytes": None, "fq_pacing": False,
+    }
+    assert b["name"] == "cubic-50ms" and b["ecn"] is True and b["size_bytes"] == 1_000_000
+    assert b["start"] == {"kind": "staggered", "first_ns": 0, "spacing_ns": 2 * 10**9}
+    assert cfg["measure"] == {"interval_ns": 100_000_000, "hist_bin_ns": 1_000_000}
+
+
+def test_red_as_transcribed_from_tc() -> None:
+    # Seed 002: red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
+    cfg = scenario(kind="red", limit="1600000B", min="120000B", max="360000B", avpkt="1000B", burst=220, ecn=True, bandwidth="40Mbit").engine_config()
+    assert cfg["bottleneck"]["aqm"] == {
+        "kind": "red", "limit": 1_600_000, "min": 120_000, "max": 360_000, "avpkt": 1000, "burst": 220,
+        "bandwidth": 40_000_000, "ecn": True, "harddrop": False, "nodrop": False, "adaptive": False, "gentle": False,
+    }
+
+
+def test_buffer_in_packets_and_bdp() -> None:
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt"}, flows=[{"cc": "reno", "rtt": "20ms"}])
+    assert s.engine_config()["bottleneck"]["buffer_packets"] == 80
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "2bdp", "rtt_ref": "10ms"}, flows=[{"cc": "reno", "rtt": "20ms"}])
+    # 2 × 100e6/8 × 0.010 = 250 000 B.
+    assert s.engine_config()["bottleneck"]["buffer_bytes"] == 250_000
+
+
+def test_canonical_form_and_hash_ignore_spelling() -> None:
+    a = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1000Mbps", "buffer": "0.5bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}])
+    b = aqmlab.Scenario(duration="1000ms", bottleneck={"rate": "1Gbps", "buffer": "0.5bdp"}, flows=[{"cc": "reno", "rtt": "10000us"}])
+    assert a.canonical() == b.canonical()
+    assert a.hash() == b.hash()
+    c = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "0.5bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}], seed=2)
+    assert c.hash() != a.hash()
+    # Every default is filled in.
+    canon = a.canonical()
+    assert canon["bottleneck"]["rtt_ref"] == "10ms"
+    assert canon["bottleneck"]["aqm"] == {"kind": "taildrop", "limit": None}
+    assert canon["flows"][0]["name"] == "reno-10ms"
+    assert canon["measure"] == {"interval": "100ms", "hist_bin": "1ms"}
+
+
+def test_duplicate_class_names_are_made_unique() -> None:
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}, {"cc": "reno", "rtt": "10ms"}])
+    assert s.class_names() == ["reno-10ms", "reno-10ms-2"]
