@@ -37,7 +37,9 @@ py-test: build
 test: deps rust-test py-test
 
 bench: build
-	cargo bench -p sim --bench throughput
+	cargo build --release -q -p sim --example bench
+	./target/release/examples/bench a
+	./target/release/examples/bench b
 
 clean:
 	rm -rf target $(STAMP) out python/aqmlab/*.so
