@@ -36,7 +36,7 @@ py-test: build
 
 test: deps rust-test py-test
 
-bench: build
+bench:
 	cargo build --release -q -p sim --example bench
 	./target/release/examples/bench a
 	./target/release/examples/bench b

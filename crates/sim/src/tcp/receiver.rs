@@ -178,8 +178,10 @@ impl Receiver {
         if seq <= self.rcv_wup {
             self.ts_recent = self.ts_recent.max(tsval_of(pkt));
         }
-        // tcp_ecn_accept_cwr: CWR clears DEMAND_CWR and asks for an immediate ACK.
-        if pkt.flags & flags::CWR != 0 && self.ecn == EcnFeedback::Classic {
+        // tcp_ecn_accept_cwr: CWR clears DEMAND_CWR and asks for an immediate ACK ("the
+        // sender's cwnd may be very low"). A DCTCP receiver then re-derives DEMAND_CWR from
+        // the CE state of this segment (dctcp_ece_ack_cwr), so only the ACK remains.
+        if pkt.flags & flags::CWR != 0 && matches!(self.ecn, EcnFeedback::Classic | EcnFeedback::Dctcp) {
             self.demand_cwr = false;
             self.ack_now = true;
         }
