@@ -5,7 +5,7 @@
 //! oracles (Mathis et al. 1997 for Reno; RFC 9438 §5.1 for CUBIC; the DCTCP/PI2 "2/p" law of
 //! De Schepper et al. 2016 — ../shared/reference/cc.md §8).
 
-use crate::fifo::Fifo;
+use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -67,25 +67,8 @@ impl<P: Packet> Qdisc<P> for Bernoulli<P> {
         self.queue.push(pkt);
     }
 
-    fn dequeue(&mut self, _now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
-        self.queue.pop()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn backlog_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.queue.head_enqueue_ns()
-    }
-
-    fn reset(&mut self) -> Vec<P> {
-        self.queue.drain()
-    }
+    fifo_dequeue_and_reset!();
+    fifo_accessors!();
 }
 
 #[cfg(test)]

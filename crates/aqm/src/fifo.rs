@@ -50,3 +50,37 @@ impl<P: Packet> Fifo<P> {
         self.q.drain(..).collect()
     }
 }
+
+/// The `Qdisc` methods a discipline that keeps its packets in one `queue: Fifo<P>` field
+/// delegates unchanged: `len`, `backlog_bytes`, `head_enqueue_ns`.
+macro_rules! fifo_accessors {
+    () => {
+        #[inline]
+        fn len(&self) -> usize {
+            self.queue.len()
+        }
+        #[inline]
+        fn backlog_bytes(&self) -> u64 {
+            self.queue.bytes()
+        }
+        fn head_enqueue_ns(&self) -> Option<$crate::Nanos> {
+            self.queue.head_enqueue_ns()
+        }
+    };
+}
+
+/// `dequeue` and `reset` for a single-FIFO discipline with no dequeue-side logic and no
+/// control state to clear.
+macro_rules! fifo_dequeue_and_reset {
+    () => {
+        #[inline]
+        fn dequeue(&mut self, _now: $crate::Nanos, _out: &mut impl $crate::Verdicts<P>) -> Option<P> {
+            self.queue.pop()
+        }
+        fn reset(&mut self) -> Vec<P> {
+            self.queue.drain()
+        }
+    };
+}
+
+pub(crate) use {fifo_accessors, fifo_dequeue_and_reset};

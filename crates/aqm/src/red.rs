@@ -23,7 +23,7 @@
 //! hard marks only from 2·max. Adaptive RED runs lazily from `now` (every 500 ms), not from a
 //! timer.
 
-use crate::fifo::Fifo;
+use crate::fifo::{fifo_accessors, Fifo};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// tc's default `probability` (tc/q_red.c).
@@ -342,17 +342,7 @@ impl<P: Packet> Qdisc<P> for Red<P> {
         p
     }
 
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn backlog_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.queue.head_enqueue_ns()
-    }
+    fifo_accessors!();
 
     fn reset(&mut self) -> Vec<P> {
         self.vars = Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p: self.params.max_p, next_adapt: None };

@@ -9,7 +9,7 @@
 //! randomness. Unlike a tc RED configured as a step (which cannot set W = 1, so it is an EWMA
 //! with w = 1/2), this is the exact instantaneous rule.
 
-use crate::fifo::Fifo;
+use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 
 /// The marking threshold on the instantaneous queue.
@@ -87,25 +87,8 @@ impl<P: Packet> Qdisc<P> for Step<P> {
         self.queue.push(pkt);
     }
 
-    fn dequeue(&mut self, _now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
-        self.queue.pop()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn backlog_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.queue.head_enqueue_ns()
-    }
-
-    fn reset(&mut self) -> Vec<P> {
-        self.queue.drain()
-    }
+    fifo_dequeue_and_reset!();
+    fifo_accessors!();
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! every discipline ([`crate::PhysicalLimit`]) is usually the one that bites. A time limit is a
 //! byte limit at line rate, converted by the caller.
 
-use crate::fifo::Fifo;
+use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,25 +51,8 @@ impl<P: Packet> Qdisc<P> for TailDrop<P> {
         self.queue.push(pkt);
     }
 
-    fn dequeue(&mut self, _now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
-        self.queue.pop()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    fn backlog_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.queue.head_enqueue_ns()
-    }
-
-    fn reset(&mut self) -> Vec<P> {
-        self.queue.drain()
-    }
+    fifo_dequeue_and_reset!();
+    fifo_accessors!();
 }
 
 #[cfg(test)]
