@@ -17,7 +17,7 @@ impl PhysicalLimit {
     /// Whether a packet of `pkt_len` bytes fits beside `qlen` packets and `backlog_bytes`.
     #[inline]
     pub fn admits(&self, qlen: usize, backlog_bytes: u64, pkt_len: u32) -> bool {
-        self.packets.map_or(true, |n| (qlen as u64) < n) && self.bytes.map_or(true, |b| backlog_bytes + pkt_len as u64 <= b)
+        self.packets.is_none_or(|n| (qlen as u64) < n) && self.bytes.is_none_or(|b| backlog_bytes + pkt_len as u64 <= b)
     }
 
     /// Offer `pkt` to `q` through the limit: refused arrivals are dropped as `Overflow` before

@@ -107,7 +107,7 @@ impl Scheduler {
 
     /// Move the clock forward to `t` (no event may be pending before it).
     pub fn advance_to(&mut self, t: Nanos) {
-        debug_assert!(self.heap.peek().map_or(true, |e| e.at >= t));
+        debug_assert!(self.heap.peek().is_none_or(|e| e.at >= t));
         if t > self.now {
             self.now = t;
         }
@@ -146,7 +146,7 @@ impl TimerSlot {
     #[inline]
     pub fn arm(&mut self, sched: &mut Scheduler, at: Nanos, event: Event) {
         self.deadline = Some(at);
-        if self.queued_at.map_or(true, |q| at < q) {
+        if self.queued_at.is_none_or(|q| at < q) {
             sched.schedule(at, event);
             self.queued_at = Some(at);
         }
@@ -170,7 +170,7 @@ impl TimerSlot {
                 true
             }
             Some(d) => {
-                if self.queued_at.map_or(true, |q| d < q) {
+                if self.queued_at.is_none_or(|q| d < q) {
                     sched.schedule(d, event);
                     self.queued_at = Some(d);
                 }

@@ -268,7 +268,7 @@ impl Sender {
     }
 
     fn has_new_data(&self) -> bool {
-        self.total_segs.map_or(true, |n| self.tp.snd_nxt < n)
+        self.total_segs.is_none_or(|n| self.tp.snd_nxt < n)
     }
 
     fn sync_tp(&mut self, now: Nanos) {
@@ -876,14 +876,13 @@ impl Sender {
         // D. State exits when high_seq is acknowledged.
         if self.tp.ca_state != CaState::Open && snd_una >= self.high_seq {
             match self.tp.ca_state {
-                CaState::Cwr => {
+                CaState::Cwr
                     // Held until something *above* high_seq is acked, so that the CWR bit is
                     // known to have reached the receiver.
-                    if snd_una != self.high_seq {
+                    if snd_una != self.high_seq => {
                         self.end_cwnd_reduction();
                         self.set_ca_state(CaState::Open);
                     }
-                }
                 CaState::Recovery => {
                     self.end_cwnd_reduction();
                     self.set_ca_state(CaState::Open);
