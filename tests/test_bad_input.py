@@ -69,6 +69,8 @@ CASES = [
     ("step-without-threshold", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "step" }'), "9: bottleneck.aqm", "give exactly one of target"),
     ("unknown-cc-param", edit('count = 2', 'count = 2\ncc_params = { bta = 700 }'), "14: flows[0].cc_params.bta", "unknown cubic parameter"),
     ("cc-param-out-of-range", edit('cc = "dctcp"', 'cc = "dctcp"\ncc_params = { shift_g = 12 }'), "18: flows[1].cc_params.shift_g", "must be 0..=10"),
+    ("choke-threshold-in-bytes", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "choke", min = "6KB" }'), "9: bottleneck.aqm.min", "counts packets"),
+    ("choke-min-above-max", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "choke", min = "30pkt", max = "20pkt" }'), "9: bottleneck.aqm.min", "must be below max"),
     ("flow-size-as-time", edit('rtt = "20ms"', 'rtt = "20ms"\nsize = "1s"'), "19: flows[1].size", "is not a size"),
 ]
 

@@ -76,3 +76,9 @@ def test_canonical_form_and_hash_ignore_spelling() -> None:
 def test_duplicate_class_names_are_made_unique() -> None:
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}, {"cc": "reno", "rtt": "10ms"}])
     assert s.class_names() == ["reno-10ms", "reno-10ms-2"]
+
+
+def test_choke_defaults_to_the_buffer_and_link_rate() -> None:
+    # Seed 001: "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "choke"}}, flows=[{"cc": "reno", "rtt": "20ms"}])
+    assert s.engine_config()["bottleneck"]["aqm"] == {"kind": "choke", "limit": 80, "bandwidth": 100_000_000, "ecn": False, "harddrop": False}

@@ -99,6 +99,23 @@ def lower(s: "Scenario") -> dict[str, Any]:
                 engine_aqm = {"kind": "step", "threshold_packets": int(q.value)}
             else:
                 engine_aqm = {"kind": "step", "threshold_bytes": _bytes(q, rate, rtt_ref)}
+    elif aqm.kind == "choke":
+        engine_aqm = {"kind": "choke"}
+        for key in ("limit", "min", "max"):
+            v = getattr(aqm, key)
+            if v is not None:
+                engine_aqm[key] = int(u.parse_size(v).value)
+        if aqm.limit is None:
+            # Default: the physical buffer, in packets (1500-byte packets if given in bytes).
+            engine_aqm["limit"] = buf_pkts if buf_pkts is not None else max(1, (buf_bytes or 0) // u.PACKET_BYTES)
+        if aqm.burst is not None:
+            engine_aqm["burst"] = aqm.burst
+        if aqm.probability is not None:
+            engine_aqm["probability"] = aqm.probability
+        # tc choke requires a bandwidth; the natural one is the link's.
+        engine_aqm["bandwidth"] = u.parse_rate(aqm.bandwidth) if aqm.bandwidth is not None else rate
+        engine_aqm["ecn"] = aqm.ecn
+        engine_aqm["harddrop"] = aqm.harddrop
     elif aqm.kind == "bernoulli":
         engine_aqm = {"kind": "bernoulli", "drop": aqm.drop, "mark": aqm.mark}
     else:  # pragma: no cover - the model refuses other kinds

@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "gsp", "ckcd", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "gsp", "ckcd", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -162,6 +162,30 @@ class StepAqm(_Model):
         return self
 
 
+def _packets(v: str) -> str:
+    q = u.parse_size(v, allow_time=False)
+    if q.unit != "packets" or q.value <= 0:
+        raise ValueError(f"{v!r}: CHOKe counts packets (e.g. 20pkt)")
+    return u.format_size(q)
+
+
+Packets = Annotated[str, AfterValidator(_packets)]
+
+
+class ChokeAqm(_Model):
+    """CHOKe with tc-choke's options, in packets; `bandwidth` defaults to the link rate."""
+
+    kind: Literal["choke"] = "choke"
+    limit: Packets | None = None
+    min: Packets | None = None
+    max: Packets | None = None
+    burst: Annotated[int, Field(ge=1)] | None = None
+    probability: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    bandwidth: Rate | None = None
+    ecn: bool = False
+    harddrop: bool = False
+
+
 class BernoulliAqm(_Model):
     """Ideal random dropper/marker (validation): drop with `drop`, mark ECT with `mark`."""
 
@@ -170,7 +194,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, ChokeAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -300,12 +324,15 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "choke": ChokeAqm, "bernoulli": BernoulliAqm}
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("taildrop", "red", "step", "bernoulli") and out.endswith("aqm"):
+        elif part in _AQM_MODELS and out.endswith("aqm"):
             continue  # pydantic's discriminator tag in the location
         elif isinstance(part, str) and (part.startswith("function-") or part.endswith("]")):
             continue
@@ -320,8 +347,8 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        if part in ("taildrop", "red", "step", "bernoulli"):
-            m = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "bernoulli": BernoulliAqm}[part]
+        if part in _AQM_MODELS:
+            m = _AQM_MODELS[part]
             continue
         fields = getattr(m, "model_fields", {})
         if part not in fields:

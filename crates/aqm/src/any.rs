@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -10,6 +10,7 @@ pub enum QdiscConfig {
     Red(red::TcOptions),
     Step(step::Params),
     Bernoulli(bernoulli::Params),
+    Choke(choke::TcOptions),
 }
 
 pub enum AnyQdisc<P> {
@@ -17,12 +18,13 @@ pub enum AnyQdisc<P> {
     Red(red::Red<P>),
     Step(step::Step<P>),
     Bernoulli(bernoulli::Bernoulli<P>),
+    Choke(choke::Choke<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "bernoulli"]
+        &["taildrop", "red", "step", "choke", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -36,6 +38,7 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::Bernoulli(bernoulli::Bernoulli::new(p.clone(), crate::rng_from_seed(seed)))
             }
+            QdiscConfig::Choke(o) => AnyQdisc::Choke(choke::Choke::new(o.derive()?, crate::rng_from_seed(seed))),
         })
     }
 }
@@ -47,6 +50,7 @@ macro_rules! dispatch {
             AnyQdisc::Red($q) => $e,
             AnyQdisc::Step($q) => $e,
             AnyQdisc::Bernoulli($q) => $e,
+            AnyQdisc::Choke($q) => $e,
         }
     };
 }

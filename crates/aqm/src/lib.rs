@@ -21,6 +21,7 @@
 
 pub mod any;
 pub mod bernoulli;
+pub mod choke;
 pub mod fifo;
 pub mod limit;
 pub mod red;

@@ -45,6 +45,7 @@ fn configs() -> Vec<QdiscConfig> {
         red(true, false, true),
         QdiscConfig::Step(crate::step::Params { threshold_bytes: Some(5_000), threshold_packets: None }),
         QdiscConfig::Bernoulli(crate::bernoulli::Params { drop: 0.1, mark: 0.3 }),
+        QdiscConfig::Choke(crate::choke::TcOptions { limit: Some(30), min: Some(2), max: Some(8), bandwidth: Some(10_000_000), ecn: true, ..Default::default() }),
     ]
 }
 

@@ -84,7 +84,7 @@ pub struct Params {
 }
 
 /// `tc_red_eval_ewma`: the smallest Wlog ≥ 1 with burst + 1 − min/avpkt ≤ (1 − (1−W)^burst)/W.
-fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, String> {
+pub(crate) fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, String> {
     let a = burst as f64 + 1.0 - min as f64 / avpkt as f64;
     if a < 1.0 {
         return Err(format!("burst: {burst} is too small for min {min} and avpkt {avpkt}; try burst {}", 1 + min / avpkt));
@@ -174,49 +174,73 @@ pub struct Stats {
 
 /// What `red_action` decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Action {
+pub enum Action {
     DontMark,
     ProbMark,
     HardMark,
 }
 
+/// The RED control law, shared by RED (queue measured in bytes, as sch_red) and CHOKe
+/// (packets, as sch_choke): the EWMA with idle decay, the count/U spacing of marks, Floyd's
+/// gentle ramp and adaptive max_p (include/net/red.h).
 #[derive(Clone, Debug)]
-pub struct Red<P> {
-    pub params: Params,
+pub struct RedLaw {
+    /// Thresholds on the average, in the queue's unit.
+    pub min: f64,
+    pub max: f64,
+    /// EWMA weight W = 2^−Wlog.
+    pub wlog: u32,
+    /// The configured max_p (adaptive RED starts from it).
+    pub max_p: f64,
+    pub gentle: bool,
+    pub adaptive: bool,
+    /// Transmission time of an average packet at `bandwidth`, ns: the idle-decay unit.
+    pub xmit_ns: f64,
     pub vars: Vars,
-    pub stats: Stats,
     rng: Rng,
-    queue: Fifo<P>,
 }
 
-impl<P: Packet> Red<P> {
-    pub fn new(params: Params, rng: Rng) -> Self {
-        let vars = Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p: params.max_p, next_adapt: None };
-        Red { params, vars, stats: Stats::default(), rng, queue: Fifo::default() }
+impl RedLaw {
+    pub fn new(min: f64, max: f64, wlog: u32, max_p: f64, avpkt_bytes: u64, bandwidth_bps: u64, gentle: bool, adaptive: bool, rng: Rng) -> Self {
+        RedLaw {
+            min,
+            max,
+            wlog,
+            max_p,
+            gentle,
+            adaptive,
+            xmit_ns: avpkt_bytes as f64 * 8.0 * 1e9 / bandwidth_bps as f64,
+            vars: Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p, next_adapt: None },
+            rng,
+        }
+    }
+
+    /// Clear the control state, keep the parameters (`red_restart`).
+    pub fn reset(&mut self) {
+        self.vars = Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p: self.max_p, next_adapt: None };
     }
 
     fn w(&self) -> f64 {
-        (-(self.params.wlog as f64)).exp2()
+        (-(self.wlog as f64)).exp2()
     }
 
-    /// `red_calc_qavg`: the EWMA, or the idle decay when the queue has been idle.
-    fn calc_avg(&self, now: Nanos) -> f64 {
+    /// `red_calc_qavg`: the EWMA of `q`, or the idle decay when the queue has been idle.
+    pub fn calc_avg(&self, now: Nanos, q: f64) -> f64 {
         match self.vars.idle_since {
             Some(t0) => {
                 // m = idle time / transmission time of an average packet at `bandwidth`.
-                let xmit_ns = self.params.avpkt_bytes as f64 * 8.0 * 1e9 / self.params.bandwidth_bps as f64;
-                let m = (now - t0) as f64 / xmit_ns;
+                let m = (now - t0) as f64 / self.xmit_ns;
                 self.vars.avg * (1.0 - self.w()).powf(m)
             }
-            None => self.vars.avg + (self.queue.bytes() as f64 - self.vars.avg) * self.w(),
+            None => self.vars.avg + (q - self.vars.avg) * self.w(),
         }
     }
 
     /// p_b at the current average, with the gentle extension above max.
-    fn prob(&self, avg: f64) -> f64 {
-        let (min, max) = (self.params.min_bytes, self.params.max_bytes);
+    pub fn prob(&self, avg: f64) -> f64 {
+        let (min, max) = (self.min, self.max);
         if avg < max {
-            // Linux: a band of width 0 (min == max) is treated as 1 byte wide.
+            // Linux: a band of width 0 (min == max) is treated as 1 unit wide.
             let delta = (max - min).max(1.0);
             self.vars.max_p * (avg - min) / delta
         } else {
@@ -226,9 +250,9 @@ impl<P: Packet> Red<P> {
     }
 
     /// `red_action`.
-    fn action(&mut self, avg: f64) -> Action {
-        let (min, max) = (self.params.min_bytes, self.params.max_bytes);
-        let hard_from = if self.params.gentle { 2.0 * max } else { max };
+    pub fn action(&mut self, avg: f64) -> Action {
+        let (min, max) = (self.min, self.max);
+        let hard_from = if self.gentle { 2.0 * max } else { max };
         if avg < min {
             self.vars.count = -1;
             return Action::DontMark;
@@ -237,38 +261,53 @@ impl<P: Packet> Red<P> {
             self.vars.count = -1;
             return Action::HardMark;
         }
+        if self.band_step(avg) {
+            Action::ProbMark
+        } else {
+            Action::DontMark
+        }
+    }
+
+    /// One arrival in the band between the thresholds: the divisionless spacing of
+    /// `red_action`/`red_mark_probability`. Returns whether to mark.
+    pub fn band_step(&mut self, avg: f64) -> bool {
         self.vars.count += 1;
         if self.vars.count > 0 {
             // red_mark_probability: mark when p_b·count ≥ U.
             if self.prob(avg) * self.vars.count as f64 >= self.vars.u {
                 self.vars.count = 0;
                 self.vars.u = uniform01(&mut self.rng);
-                return Action::ProbMark;
+                return true;
             }
         } else {
             // First arrival in the band: draw U, never mark.
             self.vars.u = uniform01(&mut self.rng);
         }
-        Action::DontMark
+        false
     }
 
-    /// `red_adaptative_algo`, run for every 500 ms tick up to `now`.
-    fn adapt(&mut self, now: Nanos) {
-        if !self.params.adaptive {
+    /// A uniform index in [0, n) from the law's random stream (CHOKe's victim draw).
+    pub fn random_index(&mut self, n: usize) -> usize {
+        use rand_core::Rng as _;
+        (self.rng.next_u64() % n as u64) as usize
+    }
+
+    /// `red_adaptative_algo`, run for every 500 ms tick up to `now`; `q` is the queue now.
+    pub fn adapt(&mut self, now: Nanos, q: f64) {
+        if !self.adaptive {
             return;
         }
         let next = *self.vars.next_adapt.get_or_insert(ADAPTIVE_INTERVAL_NS);
         if next > now {
             return;
         }
-        let (min, max) = (self.params.min_bytes, self.params.max_bytes);
-        let delta = max - min;
-        let (target_min, target_max) = (min + 2.0 * delta / 5.0, min + 3.0 * delta / 5.0);
+        let delta = self.max - self.min;
+        let (target_min, target_max) = (self.min + 2.0 * delta / 5.0, self.min + 3.0 * delta / 5.0);
         let mut t = next;
         let mut n = 0;
         while t <= now {
             if n < ADAPTIVE_MAX_CATCHUP {
-                let avg = self.calc_avg(t);
+                let avg = self.calc_avg(t, q);
                 if avg > target_max && self.vars.max_p <= MAX_P_MAX {
                     // max_p += alpha, alpha = min(0.01, max_p/4).
                     self.vars.max_p += MAX_P_MIN.min(self.vars.max_p / 4.0);
@@ -281,6 +320,37 @@ impl<P: Packet> Red<P> {
             t += ADAPTIVE_INTERVAL_NS;
         }
         self.vars.next_adapt = Some(t);
+    }
+
+    /// An arrival finds the queue at `q`: adapt, update the average, end any idle period,
+    /// and decide.
+    pub fn on_arrival(&mut self, now: Nanos, q: f64) -> Action {
+        self.adapt(now, q);
+        self.vars.avg = self.calc_avg(now, q);
+        self.vars.idle_since = None;
+        self.action(self.vars.avg)
+    }
+
+    /// A dequeue found the queue empty (`red_start_of_idle_period`).
+    pub fn start_idle(&mut self, now: Nanos) {
+        if self.vars.idle_since.is_none() {
+            self.vars.idle_since = Some(now);
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Red<P> {
+    pub params: Params,
+    pub law: RedLaw,
+    pub stats: Stats,
+    queue: Fifo<P>,
+}
+
+impl<P: Packet> Red<P> {
+    pub fn new(params: Params, rng: Rng) -> Self {
+        let law = RedLaw::new(params.min_bytes, params.max_bytes, params.wlog, params.max_p, params.avpkt_bytes, params.bandwidth_bps, params.gentle, params.adaptive, rng);
+        Red { params, law, stats: Stats::default(), queue: Fifo::default() }
     }
 
     fn mark_or_drop(&mut self, mut pkt: P, now: Nanos, hard: bool, out: &mut impl Verdicts<P>) -> Option<P> {
@@ -313,10 +383,7 @@ impl<P: Packet> Red<P> {
 
 impl<P: Packet> Qdisc<P> for Red<P> {
     fn enqueue(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
-        self.adapt(now);
-        self.vars.avg = self.calc_avg(now);
-        self.vars.idle_since = None;
-        let pkt = match self.action(self.vars.avg) {
+        let pkt = match self.law.on_arrival(now, self.queue.bytes() as f64) {
             Action::DontMark => Some(pkt),
             Action::ProbMark => self.mark_or_drop(pkt, now, false, out),
             Action::HardMark => self.mark_or_drop(pkt, now, true, out),
@@ -333,11 +400,10 @@ impl<P: Packet> Qdisc<P> for Red<P> {
     }
 
     fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
-        self.adapt(now);
+        self.law.adapt(now, self.queue.bytes() as f64);
         let p = self.queue.pop();
-        if p.is_none() && self.vars.idle_since.is_none() {
-            // red_start_of_idle_period.
-            self.vars.idle_since = Some(now);
+        if p.is_none() {
+            self.law.start_idle(now);
         }
         p
     }
@@ -345,7 +411,7 @@ impl<P: Packet> Qdisc<P> for Red<P> {
     fifo_accessors!();
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars = Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p: self.params.max_p, next_adapt: None };
+        self.law.reset();
         self.queue.drain()
     }
 }
@@ -412,23 +478,23 @@ mod tests {
             q.enqueue(pkt(i, 1000, Ecn::Ect0), 0, &mut r);
         }
         assert!(r.marks.is_empty() && r.drops.is_empty());
-        assert_eq!(q.vars.count, -1);
+        assert_eq!(q.law.vars.count, -1);
     }
 
     #[test]
     fn above_max_ecn_marks_ect_and_drops_not_ect_unless_harddrop() {
         // Fill to a backlog far above max so avg (W = 1/2) exceeds 6000 B.
         let mut q = red(true, false, false);
-        q.vars.avg = 50_000.0;
-        q.vars.idle_since = None;
+        q.law.vars.avg = 50_000.0;
+        q.law.vars.idle_since = None;
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 1000, Ecn::Ect0), 0, &mut r);
         q.enqueue(pkt(1, 1000, Ecn::NotEct), 0, &mut r);
         assert_eq!(r.marks.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(0, MarkReason::Forced)]);
         assert_eq!(r.drops.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(1, DropReason::Forced)]);
         let mut q = red(true, true, false);
-        q.vars.avg = 50_000.0;
-        q.vars.idle_since = None;
+        q.law.vars.avg = 50_000.0;
+        q.law.vars.idle_since = None;
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 1000, Ecn::Ect0), 0, &mut r);
         assert!(r.marks.is_empty());
@@ -449,8 +515,8 @@ mod tests {
         let mut r = Recorder::default();
         let n = 200_000;
         for i in 0..n {
-            q.vars.avg = 12_000.0;
-            q.vars.idle_since = None;
+            q.law.vars.avg = 12_000.0;
+            q.law.vars.idle_since = None;
             // Zero-byte packets leave the backlog (and so the EWMA input) at 0; the average is
             // re-pinned before each arrival.
             q.enqueue(pkt(i, 0, Ecn::Ect0), 0, &mut r);
@@ -470,36 +536,36 @@ mod tests {
         p.wlog = 1;
         let mut q: Red<crate::testing::TestPkt> = Red::new(p, rng_from_seed(1));
         let mut r = Recorder::default();
-        q.vars.avg = 8000.0;
-        q.vars.idle_since = None;
+        q.law.vars.avg = 8000.0;
+        q.law.vars.idle_since = None;
         assert!(q.dequeue(1_000_000, &mut r).is_none()); // empty: idle from t = 1 ms
         q.enqueue(pkt(0, 1000, Ecn::NotEct), 4_000_000, &mut r);
-        assert!((q.vars.avg - 1000.0).abs() < 1e-9, "avg {}", q.vars.avg);
+        assert!((q.law.vars.avg - 1000.0).abs() < 1e-9, "avg {}", q.law.vars.avg);
     }
 
     #[test]
     fn adaptive_red_raises_max_p_when_above_target_and_lowers_it_when_below() {
         let mut q = red(true, false, false);
-        q.params.adaptive = true;
+        q.law.adaptive = true;
         let mut r = Recorder::default();
-        q.vars.idle_since = None;
+        q.law.vars.idle_since = None;
         // Target band: [3000 + 1200, 3000 + 1800] = [4200, 4800]. Above it at the 500 ms tick:
-        q.vars.avg = 5500.0;
+        q.law.vars.avg = 5500.0;
         q.queue.push(pkt(0, 5500, Ecn::Ect0));
         q.dequeue(499_999_999, &mut r);
         q.queue.push(pkt(0, 5500, Ecn::Ect0));
-        let before = q.vars.max_p;
+        let before = q.law.vars.max_p;
         q.enqueue(pkt(1, 1, Ecn::Ect0), 500_000_000, &mut r);
         // alpha = min(0.01, 0.1/4) = 0.01.
-        assert!((q.vars.max_p - (before + 0.01)).abs() < 1e-12);
+        assert!((q.law.vars.max_p - (before + 0.01)).abs() < 1e-12);
         // Below the band: ×0.9 at the next tick.
         q.reset();
-        q.vars.avg = 0.0;
-        q.vars.idle_since = None;
-        q.vars.next_adapt = Some(1_000_000_000);
-        q.vars.max_p = 0.2;
+        q.law.vars.avg = 0.0;
+        q.law.vars.idle_since = None;
+        q.law.vars.next_adapt = Some(1_000_000_000);
+        q.law.vars.max_p = 0.2;
         q.enqueue(pkt(2, 1, Ecn::Ect0), 1_000_000_000, &mut r);
-        assert!((q.vars.max_p - 0.18).abs() < 1e-12);
+        assert!((q.law.vars.max_p - 0.18).abs() < 1e-12);
     }
 
     #[test]
@@ -507,11 +573,11 @@ mod tests {
         // At 1.5·max = 9000 B: p_b = 0.1 + 0.9·(9000 − 6000)/6000 = 0.55; hard marks only from
         // 12000 B.
         let q = red(true, false, true);
-        assert!((q.prob(9000.0) - 0.55).abs() < 1e-12);
+        assert!((q.law.prob(9000.0) - 0.55).abs() < 1e-12);
         let mut q = red(true, false, true);
-        q.vars.avg = 11_000.0;
-        q.vars.idle_since = None;
-        assert_eq!(q.action(11_000.0), Action::DontMark, "first arrival in the band is never marked");
-        assert_eq!(q.action(12_000.0), Action::HardMark);
+        q.law.vars.avg = 11_000.0;
+        q.law.vars.idle_since = None;
+        assert_eq!(q.law.action(11_000.0), Action::DontMark, "first arrival in the band is never marked");
+        assert_eq!(q.law.action(12_000.0), Action::HardMark);
     }
 }

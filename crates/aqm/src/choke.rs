@@ -1,0 +1,327 @@
+//! CHOKe — "CHOose and Keep for responsive flows, CHOose and Kill for unresponsive flows"
+//! (aqm.md §7).
+//!
+//! Sources: Pan, Prabhakar, Psounis, "CHOKe: A Stateless Active Queue Management Scheme for
+//! Approximating Fair Bandwidth Allocation", IEEE INFOCOM 2000; Linux net/sched/sch_choke.c
+//! (`choke_enqueue`, `choke_match_random`, `choke_peek_random`, `choke_drop_by_idx`,
+//! `choke_dequeue`); iproute2 tc/q_choke.c for the parameter derivation (in packets).
+//!
+//! Per arrival, with RED's average of the queue length in **packets** ([`crate::red::RedLaw`]):
+//! at or below min nothing happens; above it one queued packet is drawn at random and, if it
+//! belongs to the arrival's flow, both are dropped (`FlowMatch`); otherwise RED applies —
+//! above max a forced mark/drop, in the band the probabilistic one. Then the packet limit.
+//! Linux's comparisons are kept: `avg ≤ min` skips, `avg > max` forces (RED itself uses `<` and
+//! `≥`). Like Linux, the queue is a ring whose victim slots become holes skipped at dequeue; a
+//! draw that hits a hole is retried up to 3 times, then the head is taken. ECN marks replace
+//! only RED's drops, never the flow-match drops. One candidate per arrival (Linux; the paper's
+//! m > 1 variant is not offered).
+
+use std::collections::VecDeque;
+
+use crate::red::{RedLaw, DEFAULT_PROBABILITY};
+use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
+
+/// `avpkt` tc choke uses internally; thresholds are packets, so it cancels out (q_choke.c).
+const CHOKE_AVPKT: u64 = 1000;
+/// Retries of the random draw when it hits a hole (`choke_peek_random`).
+const PEEK_RETRIES: u32 = 3;
+
+/// tc-choke's options (packets; `bandwidth` in bit/s, required by tc choke).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+pub struct TcOptions {
+    pub limit: Option<u64>,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub burst: Option<u64>,
+    pub probability: Option<f64>,
+    pub bandwidth: Option<u64>,
+    pub ecn: bool,
+    /// Kernel flag (not exposed by tc choke): drop instead of marking above max.
+    pub harddrop: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    pub limit: u64,
+    pub min: u64,
+    pub max: u64,
+    pub burst: u64,
+    pub wlog: u32,
+    pub max_p: f64,
+    pub bandwidth_bps: u64,
+    pub ecn: bool,
+    pub harddrop: bool,
+}
+
+impl TcOptions {
+    /// Derive as tc/q_choke.c: max = limit/4, min = max/3, burst = (2·min + max)/3, the EWMA
+    /// weight by tc's RED rule. Errors name the option.
+    pub fn derive(&self) -> Result<Params, String> {
+        let limit = self.limit.ok_or("limit: required (packets, as in tc choke)")?;
+        let bandwidth = self.bandwidth.ok_or("bandwidth: required (as in tc choke)")?;
+        if bandwidth == 0 {
+            return Err("bandwidth: must be positive".into());
+        }
+        let max = self.max.unwrap_or(limit / 4);
+        let min = self.min.unwrap_or(max / 3);
+        if min >= max {
+            return Err(format!("min: {min} must be below max {max}"));
+        }
+        if max > limit {
+            return Err(format!("max: {max} must not exceed limit {limit}"));
+        }
+        let burst = self.burst.unwrap_or((2 * min + max) / 3);
+        let wlog = crate::red::eval_ewma(min * CHOKE_AVPKT, burst, CHOKE_AVPKT)?;
+        let max_p = self.probability.unwrap_or(DEFAULT_PROBABILITY);
+        if !(max_p > 0.0 && max_p <= 1.0) {
+            return Err(format!("probability: {max_p} is not in (0, 1]"));
+        }
+        Ok(Params { limit, min, max, burst, wlog, max_p, bandwidth_bps: bandwidth, ecn: self.ecn, harddrop: self.harddrop })
+    }
+}
+
+/// `struct choke_sched_data` statistics (tc -s names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub prob_drop: u64,
+    pub prob_mark: u64,
+    pub forced_drop: u64,
+    pub forced_mark: u64,
+    pub pdrop: u64,
+    /// Arrivals that matched a random queued packet (each drops two packets).
+    pub matched: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Choke<P> {
+    pub params: Params,
+    pub law: RedLaw,
+    pub stats: Stats,
+    /// The ring: `None` marks a hole left by a victim.
+    ring: VecDeque<Option<P>>,
+    qlen: usize,
+    bytes: u64,
+}
+
+impl<P: Packet> Choke<P> {
+    pub fn new(params: Params, rng: Rng) -> Self {
+        let law = RedLaw::new(params.min as f64, params.max as f64, params.wlog, params.max_p, CHOKE_AVPKT, params.bandwidth_bps, false, false, rng);
+        Choke { params, law, stats: Stats::default(), ring: VecDeque::new(), qlen: 0, bytes: 0 }
+    }
+
+    /// `choke_peek_random`: a random slot, retried on holes, else the head.
+    fn peek_random(&mut self) -> usize {
+        for _ in 0..PEEK_RETRIES {
+            let i = self.law.random_index(self.ring.len());
+            if self.ring[i].is_some() {
+                return i;
+            }
+        }
+        0
+    }
+
+    fn drop_arrival(&mut self, pkt: P, reason: DropReason, now: Nanos, out: &mut impl Verdicts<P>) {
+        out.dropped(pkt, reason, now);
+    }
+
+    /// Pop holes off the front so the head is a packet (or the ring is empty).
+    fn trim_front(&mut self) {
+        while matches!(self.ring.front(), Some(None)) {
+            self.ring.pop_front();
+        }
+    }
+}
+
+impl<P: Packet> Qdisc<P> for Choke<P> {
+    fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        let qlen = self.qlen as f64;
+        self.law.adapt(now, qlen);
+        self.law.vars.avg = self.law.calc_avg(now, qlen);
+        self.law.vars.idle_since = None;
+        let avg = self.law.vars.avg;
+        if avg <= self.law.min {
+            self.law.vars.count = -1;
+        } else {
+            // Draw a packet at random from the queue and compare flows.
+            if self.qlen > 0 {
+                let i = self.peek_random();
+                if self.ring[i].as_ref().is_some_and(|v| v.flow_key() == pkt.flow_key()) {
+                    if let Some(victim) = self.ring[i].take() {
+                        self.stats.matched += 1;
+                        self.qlen -= 1;
+                        self.bytes -= victim.wire_len() as u64;
+                        self.trim_front();
+                        out.dropped(victim, DropReason::FlowMatch, now);
+                        self.drop_arrival(pkt, DropReason::FlowMatch, now, out);
+                        return;
+                    }
+                }
+            }
+            if avg > self.law.max {
+                // Queue is large: always mark/drop.
+                self.law.vars.count = -1;
+                if self.params.harddrop || !self.params.ecn || !pkt.ecn().is_ect_or_ce() {
+                    self.stats.forced_drop += 1;
+                    self.drop_arrival(pkt, DropReason::Forced, now, out);
+                    return;
+                }
+                pkt.set_ce();
+                self.stats.forced_mark += 1;
+                out.marked(&pkt, MarkReason::Forced, now);
+            } else if self.law.band_step(avg) {
+                if !self.params.ecn || !pkt.ecn().is_ect_or_ce() {
+                    self.stats.prob_drop += 1;
+                    self.drop_arrival(pkt, DropReason::Early, now, out);
+                    return;
+                }
+                pkt.set_ce();
+                self.stats.prob_mark += 1;
+                out.marked(&pkt, MarkReason::Prob, now);
+            }
+        }
+        // Admit the new packet.
+        if (self.qlen as u64) < self.params.limit {
+            pkt.set_enqueue_ns(now);
+            self.bytes += pkt.wire_len() as u64;
+            self.qlen += 1;
+            self.ring.push_back(Some(pkt));
+            return;
+        }
+        self.stats.pdrop += 1;
+        self.drop_arrival(pkt, DropReason::Overflow, now, out);
+    }
+
+    fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
+        self.law.adapt(now, self.qlen as f64);
+        self.trim_front();
+        match self.ring.pop_front() {
+            Some(Some(p)) => {
+                self.qlen -= 1;
+                self.bytes -= p.wire_len() as u64;
+                self.trim_front();
+                Some(p)
+            }
+            _ => {
+                self.law.start_idle(now);
+                None
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.qlen
+    }
+
+    fn backlog_bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn head_enqueue_ns(&self) -> Option<Nanos> {
+        self.ring.iter().flatten().next().map(|p| p.enqueue_ns())
+    }
+
+    fn reset(&mut self) -> Vec<P> {
+        self.law.reset();
+        self.qlen = 0;
+        self.bytes = 0;
+        self.ring.drain(..).flatten().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng_from_seed;
+    use crate::testing::{pkt, Recorder};
+    use crate::Ecn;
+
+    fn opts(limit: u64) -> TcOptions {
+        TcOptions { limit: Some(limit), bandwidth: Some(100_000_000), ..Default::default() }
+    }
+
+    #[test]
+    fn seed_001_defaults() {
+        // limit 80: max = 80/4 = 20, min = 20/3 = 6, burst = (12 + 20)/3 = 10; Wlog: a =
+        // 10 + 1 − 6 = 5; W = 1/4: 4·(1 − 0.75^10) = 3.77 < 5; W = 1/8: 8·(1 − 0.875^10) = 5.90
+        // ≥ 5 ⇒ Wlog 3 (aqm.md §7).
+        let p = opts(80).derive().unwrap();
+        assert_eq!((p.max, p.min, p.burst, p.wlog, p.max_p), (20, 6, 10, 3, 0.02));
+    }
+
+    #[test]
+    fn derivation_errors() {
+        assert!(TcOptions { limit: None, ..opts(1) }.derive().unwrap_err().starts_with("limit:"));
+        assert!(TcOptions { bandwidth: None, ..opts(80) }.derive().unwrap_err().starts_with("bandwidth:"));
+        assert!(TcOptions { min: Some(20), max: Some(20), ..opts(80) }.derive().unwrap_err().starts_with("min:"));
+        assert!(TcOptions { max: Some(100), ..opts(80) }.derive().unwrap_err().starts_with("max:"));
+    }
+
+    #[test]
+    fn a_match_drops_both_the_arrival_and_the_victim() {
+        // A queue holding only flow 7, average above min: the random draw always finds flow 7,
+        // so a flow-7 arrival kills itself and one queued packet.
+        let mut q: Choke<crate::testing::TestPkt> = Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
+        let mut r = Recorder::default();
+        for _ in 0..10 {
+            q.ring.push_back(Some(pkt(7, 1000, Ecn::NotEct)));
+            q.qlen += 1;
+            q.bytes += 1000;
+        }
+        q.law.vars.avg = 10.0;
+        q.law.vars.idle_since = None;
+        q.enqueue(pkt(7, 1000, Ecn::NotEct), 0, &mut r);
+        assert_eq!(r.drops.len(), 2);
+        assert!(r.drops.iter().all(|(p, why)| p.flow == 7 && *why == DropReason::FlowMatch));
+        assert_eq!((q.len(), q.backlog_bytes()), (9, 9000));
+        // Another flow's arrival never matches.
+        q.enqueue(pkt(8, 1000, Ecn::NotEct), 0, &mut r);
+        assert!(r.drops.iter().all(|(p, _)| p.flow == 7) || r.drops.last().unwrap().1 != DropReason::FlowMatch);
+    }
+
+    #[test]
+    fn below_min_no_comparison_happens() {
+        let mut q: Choke<crate::testing::TestPkt> = Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
+        let mut r = Recorder::default();
+        for _ in 0..5 {
+            q.enqueue(pkt(1, 1000, Ecn::NotEct), 0, &mut r);
+        }
+        // avg of 0..4 packets with W = 1/8 stays far below min = 6.
+        assert!(r.drops.is_empty());
+        assert_eq!(q.len(), 5);
+    }
+
+    #[test]
+    fn a_flow_is_hit_in_proportion_to_its_share_of_the_queue() {
+        // Pan et al. §III: the random draw matches an arrival's flow with probability equal to
+        // that flow's share of the queue. Queue: 18 packets of flow 0, 2 of flow 1 (average
+        // pinned at 10, between min 6 and max 20). Over 5 000 single arrivals per flow the match
+        // fractions should be 18/20 = 0.9 and 2/20 = 0.1 (binomial σ ≈ 0.004; allow ±0.02).
+        let params = opts(80).derive().unwrap();
+        let mut q: Choke<crate::testing::TestPkt> = Choke::new(params, rng_from_seed(5));
+        let trials = 5_000;
+        let mut matched = [0u32; 2];
+        for f in 0..2u64 {
+            for _ in 0..trials {
+                q.reset();
+                for i in 0..20 {
+                    q.ring.push_back(Some(pkt(if i < 18 { 0 } else { 1 }, 1000, Ecn::NotEct)));
+                }
+                q.qlen = 20;
+                q.bytes = 20_000;
+                q.law.vars.avg = 10.0;
+                q.law.vars.idle_since = None;
+                let mut r = Recorder::default();
+                // The EWMA moves avg toward 20 by W = 1/8: 11.25, still in the band.
+                q.enqueue(pkt(f, 1000, Ecn::NotEct), 0, &mut r);
+                if r.drops.iter().any(|(_, why)| *why == DropReason::FlowMatch) {
+                    matched[f as usize] += 1;
+                }
+            }
+        }
+        let m0 = matched[0] as f64 / trials as f64;
+        let m1 = matched[1] as f64 / trials as f64;
+        assert!((m0 - 0.9).abs() < 0.02, "flow 0 matched {m0:.3}");
+        assert!((m1 - 0.1).abs() < 0.02, "flow 1 matched {m1:.3}");
+    }
+}
