@@ -14,7 +14,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -126,12 +126,16 @@ class _Model(BaseModel):
 class TaildropAqm(_Model):
     """FIFO dropping arrivals when full; `limit` optional (the physical buffer applies anyway)."""
 
+    SOURCE: ClassVar[str] = "Linux net/sched/sch_fifo.c (pfifo/bfifo)"
+
     kind: Literal["taildrop"] = "taildrop"
     limit: Size | None = None
 
 
 class RedAqm(_Model):
     """RED with tc's option names (tc-red(8)); sizes as bytes, pkt, bdp or time at line rate."""
+
+    SOURCE: ClassVar[str] = "Floyd & Jacobson 1993; Linux net/sched/sch_red.c, include/net/red.h; tc/q_red.c"
 
     kind: Literal["red"] = "red"
     limit: Size | None = None
@@ -150,6 +154,8 @@ class RedAqm(_Model):
 
 class StepAqm(_Model):
     """STEP marker: mark while the instantaneous queue exceeds a delay `target` or a size."""
+
+    SOURCE: ClassVar[str] = "Alizadeh et al., DCTCP, SIGCOMM 2010 §3.1; RFC 8257 §3.1; seed 003 §III"
 
     kind: Literal["step"] = "step"
     target: Target | None = None
@@ -175,6 +181,8 @@ Packets = Annotated[str, AfterValidator(_packets)]
 class ChokeAqm(_Model):
     """CHOKe with tc-choke's options, in packets; `bandwidth` defaults to the link rate."""
 
+    SOURCE: ClassVar[str] = "Pan, Prabhakar, Psounis, INFOCOM 2000; Linux net/sched/sch_choke.c; tc/q_choke.c"
+
     kind: Literal["choke"] = "choke"
     limit: Packets | None = None
     min: Packets | None = None
@@ -188,6 +196,8 @@ class ChokeAqm(_Model):
 
 class BernoulliAqm(_Model):
     """Ideal random dropper/marker (validation): drop with `drop`, mark ECT with `mark`."""
+
+    SOURCE: ClassVar[str] = "an ideal random dropper/marker for analytic validation (no real AQM)"
 
     kind: Literal["bernoulli"] = "bernoulli"
     drop: Probability = 0.0

@@ -102,6 +102,12 @@ fn ccs() -> Vec<&'static str> {
     sim::cc::CcConfig::names().to_vec()
 }
 
+/// Every CC with its source and its tunables' defaults.
+#[pyfunction]
+fn describe_ccs(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    json_to_py(py, &sim::cc::CcConfig::describe())
+}
+
 /// Names of the queue disciplines this build provides.
 #[pyfunction]
 fn qdiscs() -> Vec<&'static str> {
@@ -114,6 +120,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_cc, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(ccs, m)?)?;
+    m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from . import listing
 from . import run as run_cmds
 
 app = typer.Typer(
@@ -15,6 +16,7 @@ app = typer.Typer(
 )
 app.command("run")(run_cmds.run)
 app.command("validate")(run_cmds.validate)
+app.add_typer(listing.app, name="list")
 
 
 def main() -> None:

@@ -11,7 +11,7 @@
 //! deviation is K = ∛(cube_factor·(W_max − cwnd)), computed with f64 `cbrt` and truncated,
 //! where Linux uses a table and one Newton step (≈ 0.2 % apart).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::hystart::HyStart;
 use super::{CaEvent, CaState, CongestionControl, TcpState};
@@ -24,7 +24,7 @@ const BICTCP_HZ: u32 = 10;
 const HZ: u64 = 1000;
 
 /// Module parameters of tcp_cubic.c with their Linux defaults.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Params {
     /// `beta`: multiplicative decrease factor, /1024 (717 ⇒ 0.7).

@@ -9,7 +9,7 @@
 //! like Reno; growth is Reno's. The receiver side (the ECE state machine of RFC 8257 §3.2) is
 //! in `crate::tcp::receiver` (`EcnFeedback::Dctcp`), chosen through `ecn_use()`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{reno, AckEvent, CaEvent, CaState, CongestionControl, EcnUse, TcpState};
 
@@ -17,7 +17,7 @@ use super::{reno, AckEvent, CaEvent, CaState, CongestionControl, EcnUse, TcpStat
 pub const DCTCP_MAX_ALPHA: u32 = 1024;
 
 /// Module parameters of tcp_dctcp.c with their Linux defaults.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Params {
     /// `dctcp_shift_g`: g = 1/2^shift_g (4 ⇒ 1/16), 0..=10.

@@ -287,6 +287,16 @@ impl CcConfig {
         &["reno", "cubic", "dctcp"]
     }
 
+    /// Every CC with its Linux source and its tunables' defaults, for `aqmlab list ccs`.
+    pub fn describe() -> serde_json::Value {
+        let d = |name: &str, source: &str, params: serde_json::Value| serde_json::json!({"name": name, "source": source, "params": params});
+        serde_json::json!([
+            d("reno", "Linux net/ipv4/tcp_cong.c (RFC 5681)", serde_json::to_value(reno::Params::default()).unwrap()),
+            d("cubic", "Linux net/ipv4/tcp_cubic.c v2.3 with HyStart (RFC 9438)", serde_json::to_value(cubic::Params::default()).unwrap()),
+            d("dctcp", "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)", serde_json::to_value(dctcp::Params::default()).unwrap()),
+        ])
+    }
+
     /// Range-check the tunables. Messages start with the parameter name.
     pub fn validate(&self) -> Result<(), String> {
         match self {

@@ -4,12 +4,12 @@
 //! ssthresh halves *cwnd* (not FlightSize), slow start and AI count segments delivered, so
 //! delayed ACKs do not halve the growth rate.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{CongestionControl, TcpState};
 
 /// Reno has no tunables.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {}
 

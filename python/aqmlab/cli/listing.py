@@ -1,0 +1,49 @@
+"""`aqmlab list ccs` and `aqmlab list aqms`: what this build provides, with parameters,
+defaults and sources."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .._scenario import _AQM_MODELS
+
+app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
+out = Console()
+
+
+@app.command("ccs")
+def ccs() -> None:
+    """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources."""
+    from .. import _native
+
+    t = Table(title="congestion controls (set tunables per flow class with cc_params = { ... })", title_justify="left")
+    for col in ("cc", "parameters (defaults)", "source"):
+        t.add_column(col)
+    for cc in _native.describe_ccs():
+        params = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in cc["params"].items()) or "–"
+        t.add_row(cc["name"], params, cc["source"])
+    out.print(t)
+
+
+@app.command("aqms")
+def aqms() -> None:
+    """Queue disciplines, their options with defaults, and sources."""
+    from .. import _native
+
+    available = set(_native.qdiscs())
+    t = Table(title="queue disciplines (aqm = { kind = ..., option = ... }; '–' = derived as the source does, or unset)", title_justify="left")
+    for col in ("kind", "options (defaults)", "source"):
+        t.add_column(col)
+    for kind, model in _AQM_MODELS.items():
+        if kind not in available:
+            continue
+        opts = []
+        for name, field in model.model_fields.items():
+            if name == "kind":
+                continue
+            d = field.get_default(call_default_factory=True)
+            opts.append(f"{name} = {'–' if d is None else str(d).lower() if isinstance(d, bool) else d}")
+        t.add_row(kind, ", ".join(opts) or "–", getattr(model, "SOURCE", ""))
+    out.print(t)
