@@ -71,6 +71,8 @@ CASES = [
     ("cc-param-out-of-range", edit('cc = "dctcp"', 'cc = "dctcp"\ncc_params = { shift_g = 12 }'), "18: flows[1].cc_params.shift_g", "must be 0..=10"),
     ("choke-threshold-in-bytes", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "choke", min = "6KB" }'), "9: bottleneck.aqm.min", "counts packets"),
     ("choke-min-above-max", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "choke", min = "30pkt", max = "20pkt" }'), "9: bottleneck.aqm.min", "must be below max"),
+    ("cbr-without-rate", edit('cc = "cubic"', 'cc = "cbr"'), "11: flows[0]", "needs rate"),
+    ("rate-on-a-tcp-flow", edit('count = 2', 'count = 2\nrate = "10Mbps"'), "11: flows[0]", "rate is for cc"),
     ("flow-size-as-time", edit('rtt = "20ms"', 'rtt = "20ms"\nsize = "1s"'), "19: flows[1].size", "is not a size"),
 ]
 

@@ -33,7 +33,7 @@ def test_full_lowering() -> None:
     assert (cfg["duration_ns"], cfg["warmup_ns"], cfg["seed"]) == (10 * 10**9, 10**9, 7)
     a, b = cfg["classes"]
     assert a == {
-        "name": "dctcp-5ms", "cc": {"name": "dctcp"}, "count": 5, "rtt_ns": 5_000_000, "ecn": False,
+        "name": "dctcp-5ms", "cc": {"name": "dctcp"}, "cbr_rate_bps": None, "count": 5, "rtt_ns": 5_000_000, "ecn": False,
         "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 10**9}, "size_bytes": None, "fq_pacing": False,
     }
     assert b["name"] == "cubic-50ms" and b["ecn"] is True and b["size_bytes"] == 1_000_000
@@ -82,3 +82,9 @@ def test_choke_defaults_to_the_buffer_and_link_rate() -> None:
     # Seed 001: "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "choke"}}, flows=[{"cc": "reno", "rtt": "20ms"}])
     assert s.engine_config()["bottleneck"]["aqm"] == {"kind": "choke", "limit": 80, "bandwidth": 100_000_000, "ecn": False, "harddrop": False}
+
+
+def test_cbr_class() -> None:
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt"}, flows=[{"cc": "cbr", "rate": "50Mbps", "rtt": "20ms"}])
+    c = s.engine_config()["classes"][0]
+    assert (c["cc"], c["cbr_rate_bps"], c["name"]) == (None, 50_000_000, "cbr-20ms")

@@ -127,10 +127,12 @@ def lower(s: "Scenario") -> dict[str, Any]:
         if f.size is not None:
             q = u.parse_size(f.size, allow_time=False)
             size_bytes = int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value)
+        cbr = f.cc == "cbr"
         classes.append(
             {
                 "name": name,
-                "cc": {"name": f.cc, **f.cc_params},
+                "cc": None if cbr else {"name": f.cc, **f.cc_params},
+                "cbr_rate_bps": u.parse_rate(f.rate) if cbr and f.rate is not None else None,
                 "count": f.count,
                 "rtt_ns": u.parse_time(f.rtt),
                 "ecn": f.ecn,
@@ -167,6 +169,8 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
         raise ScenarioError(msg, file=file, line=line, key=key)
 
     for i, f in enumerate(s.flows):
+        if f.cc == "cbr":
+            continue
         err = _native.check_cc(json.dumps({"name": f.cc, **f.cc_params}))
         if err:
             m = re.match(r"^unknown field `([^`]+)`(.*)$", err)

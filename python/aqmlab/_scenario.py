@@ -246,16 +246,31 @@ class Flows(_Model):
     fq_pacing: bool = False
     name: str | None = None
     cc_params: dict[str, Any] = Field(default_factory=dict)
+    #: For `cc = "cbr"`: the unresponsive constant bit rate of each flow.
+    rate: Rate | None = None
 
     @field_validator("cc")
     @classmethod
     def _known_cc(cls, v: str) -> str:
         available = _available("cc")
+        if v == "cbr":
+            return v
         if v not in available:
             if v in KNOWN_FUTURE_CCS:
                 raise ValueError(f"cc {v!r} is not implemented yet in this version (available: {', '.join(available)})")
-            raise ValueError(f"unknown cc {v!r} (available: {', '.join(available)})")
+            raise ValueError(f"unknown cc {v!r} (available: {', '.join(available)}, or cbr for unresponsive traffic)")
         return v
+
+    @model_validator(mode="after")
+    def _cbr_needs_a_rate(self) -> "Flows":
+        if self.cc == "cbr":
+            if self.rate is None:
+                raise ValueError("cc = \"cbr\" (unresponsive constant bit rate) needs rate, e.g. rate = \"50Mbps\"")
+            if self.cc_params or self.ecn or self.fq_pacing:
+                raise ValueError("a cbr class takes no cc_params, ecn or fq_pacing")
+        elif self.rate is not None:
+            raise ValueError(f"rate is for cc = \"cbr\" classes; a {self.cc} flow sets its own rate")
+        return self
 
     @field_validator("size")
     @classmethod

@@ -43,7 +43,13 @@ pub struct BottleneckConfig {
 pub struct ClassConfig {
     /// Display name, e.g. `"cubic-10ms"`.
     pub name: String,
-    pub cc: CcConfig,
+    /// The congestion control of a TCP class; None for an unresponsive CBR class.
+    #[serde(default)]
+    pub cc: Option<CcConfig>,
+    /// An unresponsive constant-bit-rate (UDP-like) class: each flow sends 1500-byte packets
+    /// at this rate, bit/s, whatever happens to them.
+    #[serde(default)]
+    pub cbr_rate_bps: Option<u64>,
     pub count: u32,
     /// Base (propagation) RTT of the class, ns.
     pub rtt_ns: u64,
@@ -108,7 +114,12 @@ impl EngineConfig {
                     return Err(format!("flows[{i}].start: uniform(a, b) needs a <= b"));
                 }
             }
-            c.cc.validate().map_err(|e| format!("flows[{i}].cc_params.{e}"))?;
+            match (&c.cc, c.cbr_rate_bps) {
+                (Some(cc), None) => cc.validate().map_err(|e| format!("flows[{i}].cc_params.{e}"))?,
+                (None, Some(r)) if r > 0 => {}
+                (None, Some(_)) => return Err(format!("flows[{i}].rate: must be positive")),
+                _ => return Err(format!("flows[{i}].cc: a class is either TCP (a cc) or CBR (a rate)")),
+            }
             if c.size_bytes == Some(0) {
                 return Err(format!("flows[{i}].size: must be positive"));
             }

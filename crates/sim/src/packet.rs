@@ -12,6 +12,8 @@ pub const TCP_IP_HEADER_BYTES: u32 = 52;
 pub const MTU_BYTES: u32 = 1500;
 /// MSS with timestamps: 1500 − 52 = 1448 payload bytes per full segment (cc.md §1.1).
 pub const MSS_BYTES: u32 = MTU_BYTES - TCP_IP_HEADER_BYTES;
+/// Payload of an unresponsive CBR (UDP-like) datagram: 1500 − 20 B IP − 8 B UDP.
+pub const CBR_PAYLOAD_BYTES: u32 = MTU_BYTES - 28;
 /// TCP header + timestamp option only (what `skb->len` covers besides payload when TCP
 /// computes pacing delays, `tcp_update_skb_after_send`).
 pub const TCP_HEADER_BYTES: u32 = 32;

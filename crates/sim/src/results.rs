@@ -5,7 +5,7 @@
 use aqm::Qdisc;
 use serde_json::{json, Value};
 
-use crate::cc::{CaState, CongestionControl};
+use crate::cc::CaState;
 use crate::measure::{jain, DROP_REASONS, MARK_REASONS};
 use crate::world::World;
 
@@ -168,7 +168,7 @@ pub fn collect(mut w: World) -> RunResult {
         goodput.push(g);
         col_flow.push(f as u64);
         col_class.push(class.name.clone());
-        col_cc.push(flow.sender.cc.name().to_string());
+        col_cc.push(flow.sender.kind_name().to_string());
         col_rtt.push(class.rtt_ns as f64 / 1e6);
         col_start.push(flow.start_ns as f64 / 1e9);
         col_delivered.push(delivered);
@@ -244,7 +244,7 @@ pub fn collect(mut w: World) -> RunResult {
         let dropped: u64 = idx.iter().map(|&f| w.fm[f].dropped_bytes).sum();
         let rel = mean / fair_share;
         let j = jain(&g);
-        let cc_name = w.flows.get(*idx.first().unwrap_or(&0)).map(|f| f.sender.cc.name()).unwrap_or("");
+        let cc_name = w.flows.get(*idx.first().unwrap_or(&0)).map(|f| f.sender.kind_name()).unwrap_or("");
         classes_json.push(json!({
             "name": class.name, "cc": cc_name, "rtt_ms": class.rtt_ns as f64 / 1e6, "count": class.count,
             "goodput_bps": sum, "mean_goodput_bps": mean, "rel_throughput": rel, "jain": j,

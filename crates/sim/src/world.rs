@@ -115,7 +115,6 @@ impl World {
                     }
                     StartConfig::Staggered { first_ns, spacing_ns } => first_ns + i as u64 * spacing_ns,
                 };
-                let cc = class.cc.build();
                 let scfg = SenderConfig {
                     flow: id,
                     size_bytes: class.size_bytes,
@@ -123,7 +122,11 @@ impl World {
                     fq_pacing: class.fq_pacing,
                     handshake_rtt_ns: class.rtt_ns,
                 };
-                let sender = Sender::new(&scfg, cc);
+                let sender = match (&class.cc, class.cbr_rate_bps) {
+                    (Some(cc), _) => Sender::new(&scfg, cc.build()),
+                    (None, Some(rate)) => Sender::new_cbr(&scfg, rate),
+                    (None, None) => unreachable!("checked by EngineConfig::check"),
+                };
                 let feedback = if !sender.ecn_ok() {
                     EcnFeedback::Off
                 } else {
@@ -133,7 +136,11 @@ impl World {
                         crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
                     }
                 };
-                let receiver = Receiver::new(id, feedback, class.size_bytes, class.rtt_ns);
+                let receiver = if sender.is_cbr() {
+                    Receiver::new_cbr(id, class.size_bytes, class.rtt_ns)
+                } else {
+                    Receiver::new(id, feedback, class.size_bytes, class.rtt_ns)
+                };
                 flows.push(Flow { class: c, start_ns, sender, receiver });
             }
         }

@@ -277,3 +277,50 @@ fn a_finite_flow_completes_in_the_slow_start_rounds_predicted_by_hand() {
     assert_eq!(col_u64(&r, "flows", "retrans_segs")[0], 0);
     assert_eq!(col_u64(&r, "flows", "segs_sent")[0], 100);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Unresponsive CBR traffic
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_cbr_flow_alone_delivers_its_rate_and_is_conserved_when_overloaded() {
+    // 50 Mbit/s of 1500-byte datagrams (1472 B payload) on an idle 100 Mbit/s link: every
+    // datagram arrives, goodput = 50e6·1472/1500 = 49.067 Mbit/s over the window.
+    let cfg = config(100 * MBPS, Some(150_000), None, taildrop(), &[cbr(1, 20.0, 50 * MBPS)], 10.0, 1.0, 1);
+    let r = run(&cfg);
+    let g = col_f64(&r, "flows", "goodput_bps")[0];
+    assert!((g - 50e6 * 1472.0 / 1500.0).abs() < 0.001 * g, "goodput {g}");
+    assert_eq!(col_u64(&r, "flows", "total_dropped_pkts")[0], 0);
+    // 150 Mbit/s into 100 Mbit/s: a third is dropped, and every datagram is accounted for.
+    let cfg = config(100 * MBPS, Some(150_000), None, taildrop(), &[cbr(1, 20.0, 150 * MBPS)], 10.0, 0.0, 1);
+    let r = run(&cfg);
+    assert_conservation(&r);
+    let g = col_f64(&r, "flows", "goodput_bps")[0];
+    // The link carries 100 Mbit/s of 1500-byte datagrams: goodput 100e6·1472/1500 = 98.13.
+    assert!((g - 100e6 * 1472.0 / 1500.0).abs() < 0.01 * g, "goodput {g}");
+    let d = col_opt(&r, "flows", "drop_ratio")[0].unwrap();
+    assert!((d - 1.0 / 3.0).abs() < 0.01, "drop ratio {d}");
+}
+
+#[test]
+fn choke_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
+    // Pan, Prabhakar, Psounis (INFOCOM 2000) §IV: 32 TCP flows beside one UDP flow sending at
+    // twice the link rate; with a drop-tail (or RED) queue the UDP flow takes nearly all of the
+    // link, with CHOKe it is matched in proportion to its share of the queue and keeps about a
+    // quarter. Here: 100 Mbit/s, 20 ms, 300-packet buffer, CHOKe thresholds 100/200 packets,
+    // 32 Reno flows and one 200 Mbit/s CBR flow. Expect the CBR share above 0.9 under TailDrop
+    // and below 0.4 under CHOKe.
+    let mut tcp = class("reno", 32, 20.0);
+    tcp.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let classes = [tcp, cbr(1, 20.0, 200 * MBPS)];
+    let share = |aqm: serde_json::Value| {
+        let r = run(&config(100 * MBPS, None, Some(300), aqm, &classes, 30.0, 5.0, 3));
+        let g = col_f64(&r, "flows", "goodput_bps");
+        g[32] / g.iter().sum::<f64>()
+    };
+    let taildrop_share = share(taildrop());
+    let choke_share = share(json!({"kind": "choke", "limit": 300, "min": 100, "max": 200, "bandwidth": 100 * MBPS}));
+    println!("cbr share: taildrop {taildrop_share:.3}, choke {choke_share:.3}");
+    assert!(taildrop_share > 0.9, "TailDrop lets the CBR flow take {taildrop_share:.3}");
+    assert!(choke_share < 0.4, "CHOKe leaves the CBR flow {choke_share:.3}");
+}

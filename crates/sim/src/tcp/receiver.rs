@@ -104,6 +104,8 @@ pub struct Receiver {
     /// Time the last byte of a finite flow was delivered.
     pub completed_at: Option<Nanos>,
     pub acks_sent: u64,
+    /// An unresponsive CBR (UDP-like) sink: counts every datagram, sends no ACKs.
+    cbr: bool,
 }
 
 impl Receiver {
@@ -147,7 +149,17 @@ impl Receiver {
             segs_received: 0,
             completed_at: None,
             acks_sent: 0,
+            cbr: false,
         }
+    }
+
+    /// The sink of an unresponsive CBR flow: every datagram's payload counts as delivered
+    /// (UDP has no order to wait for); nothing is acknowledged.
+    pub fn new_cbr(flow: u32, size_bytes: Option<u64>, base_rtt_ns: Nanos) -> Self {
+        let mut r = Receiver::new(flow, EcnFeedback::Off, None, base_rtt_ns);
+        r.cbr = true;
+        r.total_segs = size_bytes.map(|b| b.div_ceil(crate::packet::CBR_PAYLOAD_BYTES as u64) as u32);
+        r
     }
 
     fn payload_of(&self, seq: u32) -> u32 {
@@ -173,6 +185,13 @@ impl Receiver {
     pub fn on_data(&mut self, pkt: &DataPkt, sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
         let now = sched.now();
         self.segs_received += 1;
+        if self.cbr {
+            self.delivered_bytes += pkt.payload as u64;
+            if self.total_segs == Some(self.segs_received as u32) && self.completed_at.is_none() {
+                self.completed_at = Some(now);
+            }
+            return;
+        }
         let seq = pkt.seq;
         // RFC 7323 §4.3: TS.Recent from a segment with SEG.SEQ <= Last.ACK.sent.
         if seq <= self.rcv_wup {

@@ -159,6 +159,8 @@ pub struct Sender {
     pub started_at: Option<Nanos>,
     pub finished_at: Option<Nanos>,
     pub stats: SenderStats,
+    /// Unresponsive constant-bit-rate mode: send at this rate (bit/s), ignore everything.
+    cbr_rate_bps: Option<u64>,
 }
 
 impl Sender {
@@ -216,6 +218,7 @@ impl Sender {
             started_at: None,
             finished_at: None,
             stats: SenderStats::default(),
+            cbr_rate_bps: None,
         };
         // The handshake's RTT sample (the SYN-ACK's, `tcp_ack_update_rtt` on the SYN-ACK).
         let rtt_us = (cfg.handshake_rtt_ns / 1000).max(1);
@@ -225,6 +228,77 @@ impl Sender {
         s.tp.srtt_us = s.rtt.srtt() as u32;
         s.tp.min_rtt_us = rtt_us as u32;
         s
+    }
+
+    /// An unresponsive CBR (UDP-like) source: 1500-byte datagrams (1472 B payload) at
+    /// `rate_bps`, exactly spaced from the flow's start, never retransmitted, deaf to loss and
+    /// ECN. The TCP machinery of the struct is unused. Used to test how AQMs contain
+    /// unresponsive traffic (CHOKe, CKCD, PPV).
+    pub fn new_cbr(cfg: &SenderConfig, rate_bps: u64) -> Self {
+        let cfg = SenderConfig { ecn: false, fq_pacing: false, ..cfg.clone() };
+        let mut s = Sender::new(&cfg, crate::cc::CcConfig::Reno(crate::cc::reno::Params::default()).build());
+        s.ecn_ok = false;
+        s.cbr_rate_bps = Some(rate_bps);
+        if let Some(b) = cfg.size_bytes {
+            let per = crate::packet::CBR_PAYLOAD_BYTES as u64;
+            let n = b.div_ceil(per);
+            s.total_segs = Some(n as u32);
+            s.last_payload = (b - (n - 1) * per) as u32;
+        }
+        s
+    }
+
+    pub fn is_cbr(&self) -> bool {
+        self.cbr_rate_bps.is_some()
+    }
+
+    /// "cbr", or the CC's Linux name.
+    pub fn kind_name(&self) -> &'static str {
+        if self.is_cbr() {
+            "cbr"
+        } else {
+            self.cc.name()
+        }
+    }
+
+    /// CBR: send every datagram whose time has come, then sleep until the next one.
+    fn transmit_cbr(&mut self, rate_bps: u64, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+        let now = sched.now();
+        let start = self.started_at.unwrap_or(now);
+        // Datagram k leaves at start + k·1500·8/rate, computed exactly.
+        let send_time = |k: u64| start + ((k as u128 * crate::packet::MTU_BYTES as u128 * 8 * 1_000_000_000) / rate_bps as u128) as u64;
+        loop {
+            if self.total_segs.is_some_and(|n| self.tp.snd_nxt >= n) {
+                self.finished_at.get_or_insert(now);
+                return;
+            }
+            let k = self.tp.snd_nxt as u64;
+            let at = send_time(k);
+            if at > now {
+                self.pacing_timer.arm(sched, at, Event::PacingTimer(self.flow));
+                return;
+            }
+            let seq = self.tp.snd_nxt;
+            self.tp.snd_nxt += 1;
+            let payload = match self.total_segs {
+                Some(n) if seq + 1 == n => self.last_payload,
+                _ => crate::packet::CBR_PAYLOAD_BYTES,
+            };
+            self.stats.segs_sent += 1;
+            self.stats.wire_bytes_sent += (payload + 28) as u64;
+            out.push(DataPkt {
+                flow: self.flow,
+                seq,
+                payload,
+                wire_len: payload + 28,
+                ecn: Ecn::NotEct,
+                flags: 0,
+                hop: 0,
+                enqueue_ns: 0,
+                value: 0,
+                tsval: Self::tsval(now),
+            });
+        }
     }
 
     pub fn ecn_use(&self) -> EcnUse {
@@ -325,6 +399,10 @@ impl Sender {
     pub fn start(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
         self.started_at = Some(now);
+        if self.is_cbr() {
+            self.transmit(sched, out);
+            return;
+        }
         self.sync_tp(now);
         self.cc.init(&mut self.tp);
         self.update_pacing_rate();
@@ -360,6 +438,10 @@ impl Sender {
     /// data, while inflight < cwnd and pacing allows.
     pub fn transmit(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         if self.finished_at.is_some() || self.started_at.is_none() {
+            return;
+        }
+        if let Some(rate) = self.cbr_rate_bps {
+            self.transmit_cbr(rate, sched, out);
             return;
         }
         let now = sched.now();

@@ -13,10 +13,16 @@ pub struct Class {
     pub ecn: bool,
     pub start: Value,
     pub size_bytes: Option<u64>,
+    /// Some(rate): an unresponsive CBR class instead of TCP.
+    pub cbr_rate_bps: Option<u64>,
 }
 
 pub fn class(cc: &str, count: u32, rtt_ms: f64) -> Class {
-    Class { cc: json!({"name": cc}), count, rtt_ms, ecn: false, start: json!({"kind": "fixed", "at_ns": 0}), size_bytes: None }
+    Class { cc: json!({"name": cc}), count, rtt_ms, ecn: false, start: json!({"kind": "fixed", "at_ns": 0}), size_bytes: None, cbr_rate_bps: None }
+}
+
+pub fn cbr(count: u32, rtt_ms: f64, rate_bps: u64) -> Class {
+    Class { cc: Value::Null, cbr_rate_bps: Some(rate_bps), ..class("reno", count, rtt_ms) }
 }
 
 pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u64>, aqm: Value, classes: &[Class], duration_s: f64, warmup_s: f64, seed: u64) -> String {
@@ -25,7 +31,7 @@ pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u
         .enumerate()
         .map(|(i, c)| {
             json!({
-                "name": format!("c{i}"), "cc": c.cc, "count": c.count, "rtt_ns": (c.rtt_ms * 1e6) as u64,
+                "name": format!("c{i}"), "cc": c.cc, "cbr_rate_bps": c.cbr_rate_bps, "count": c.count, "rtt_ns": (c.rtt_ms * 1e6) as u64,
                 "ecn": c.ecn, "start": c.start, "size_bytes": c.size_bytes, "fq_pacing": false,
             })
         })
