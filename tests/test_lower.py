@@ -88,3 +88,15 @@ def test_cbr_class() -> None:
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt"}, flows=[{"cc": "cbr", "rate": "50Mbps", "rtt": "20ms"}])
     c = s.engine_config()["classes"][0]
     assert (c["cc"], c["cbr_rate_bps"], c["name"]) == (None, 50_000_000, "cbr-20ms")
+
+
+def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
+    # Seed 004: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
+    # (5 ms); target 3.75 ms ⇒ θ = 3.75e-3 × 100e6 / 8 = 46 875 B.
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
+    b = s.engine_config()["bottleneck"]
+    assert b["aqm"] == {
+        "kind": "gsp", "threshold_bytes": 46_875, "interval_ns": 200_000_000, "tau_ns": 1_000_000_000, "alpha": 1.0,
+        "max_time_ns": None, "adaptive": True, "limit_packets": None, "limit_bytes": 62_500,
+    }
+    assert b["delay_target_ns"] == 3_750_000

@@ -116,6 +116,26 @@ def lower(s: "Scenario") -> dict[str, Any]:
         engine_aqm["bandwidth"] = u.parse_rate(aqm.bandwidth) if aqm.bandwidth is not None else rate
         engine_aqm["ecn"] = aqm.ecn
         engine_aqm["harddrop"] = aqm.harddrop
+    elif aqm.kind == "gsp":
+        if aqm.target is not None:
+            delay_target_ns = _target_ns(aqm.target, rtt_ref)
+            # "Parameters derived from link capacity" (seed 004): θ = target · C.
+            threshold = math.floor(Fraction(delay_target_ns) * rate / (8 * 10**9))
+        else:
+            threshold = _bytes(u.parse_size(aqm.threshold), rate, rtt_ref)
+        interval = u.parse_time(aqm.interval)
+        engine_aqm = {
+            "kind": "gsp",
+            "threshold_bytes": threshold,
+            "interval_ns": interval,
+            "tau_ns": u.parse_time(aqm.tau) if aqm.tau is not None else 5 * interval,
+            "alpha": aqm.alpha,
+            "max_time_ns": u.parse_time(aqm.max_time) if aqm.max_time is not None else None,
+            "adaptive": aqm.adaptive,
+            # GSP enforces the buffer itself so that its state machine sees overflows.
+            "limit_packets": buf_pkts,
+            "limit_bytes": buf_bytes,
+        }
     elif aqm.kind == "bernoulli":
         engine_aqm = {"kind": "bernoulli", "drop": aqm.drop, "mark": aqm.mark}
     else:  # pragma: no cover - the model refuses other kinds

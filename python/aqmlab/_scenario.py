@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "gsp", "ckcd", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "ckcd", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -194,6 +194,27 @@ class ChokeAqm(_Model):
     harddrop: bool = False
 
 
+class GspAqm(_Model):
+    """GSP: one drop per threshold violation, then a blind interval (adaptive by default)."""
+
+    SOURCE: ClassVar[str] = "Lautenschlaeger & Francini, HPSR 2015 (via its restatements, aqm.md §8); seed 004"
+
+    kind: Literal["gsp"] = "gsp"
+    target: Target | None = None
+    threshold: Size | None = None
+    interval: PositiveTime = "200ms"
+    tau: PositiveTime | None = None
+    alpha: Annotated[float, Field(gt=0.0)] = 1.0
+    max_time: PositiveTime | None = None
+    adaptive: bool = True
+
+    @model_validator(mode="after")
+    def _one_threshold(self) -> "GspAqm":
+        if (self.target is None) == (self.threshold is None):
+            raise ValueError("give exactly one of target (a delay such as 10ms or 0.5rtt) or threshold (a size)")
+        return self
+
+
 class BernoulliAqm(_Model):
     """Ideal random dropper/marker (validation): drop with `drop`, mark ECT with `mark`."""
 
@@ -204,7 +225,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, ChokeAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, ChokeAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -349,7 +370,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "choke": ChokeAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "choke": ChokeAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -11,6 +11,7 @@ pub enum QdiscConfig {
     Step(step::Params),
     Bernoulli(bernoulli::Params),
     Choke(choke::TcOptions),
+    Gsp(gsp::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -19,12 +20,13 @@ pub enum AnyQdisc<P> {
     Step(step::Step<P>),
     Bernoulli(bernoulli::Bernoulli<P>),
     Choke(choke::Choke<P>),
+    Gsp(gsp::Gsp<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "choke", "bernoulli"]
+        &["taildrop", "red", "step", "choke", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -39,6 +41,10 @@ impl QdiscConfig {
                 AnyQdisc::Bernoulli(bernoulli::Bernoulli::new(p.clone(), crate::rng_from_seed(seed)))
             }
             QdiscConfig::Choke(o) => AnyQdisc::Choke(choke::Choke::new(o.derive()?, crate::rng_from_seed(seed))),
+            QdiscConfig::Gsp(p) => {
+                p.validate()?;
+                AnyQdisc::Gsp(gsp::Gsp::new(p.clone()))
+            }
         })
     }
 }
@@ -51,6 +57,7 @@ macro_rules! dispatch {
             AnyQdisc::Step($q) => $e,
             AnyQdisc::Bernoulli($q) => $e,
             AnyQdisc::Choke($q) => $e,
+            AnyQdisc::Gsp($q) => $e,
         }
     };
 }

@@ -23,6 +23,7 @@ pub mod any;
 pub mod bernoulli;
 pub mod choke;
 pub mod fifo;
+pub mod gsp;
 pub mod limit;
 pub mod red;
 pub mod step;

@@ -45,6 +45,7 @@ fn configs() -> Vec<QdiscConfig> {
         red(true, false, true),
         QdiscConfig::Step(crate::step::Params { threshold_bytes: Some(5_000), threshold_packets: None }),
         QdiscConfig::Bernoulli(crate::bernoulli::Params { drop: 0.1, mark: 0.3 }),
+        QdiscConfig::Gsp(crate::gsp::Params { threshold_bytes: 5_000, interval_ns: 2_000_000, tau_ns: 10_000_000, alpha: 1.0, max_time_ns: None, adaptive: true, limit_packets: Some(20), limit_bytes: None }),
         QdiscConfig::Choke(crate::choke::TcOptions { limit: Some(30), min: Some(2), max: Some(8), bandwidth: Some(10_000_000), ecn: true, ..Default::default() }),
     ]
 }

@@ -324,3 +324,22 @@ fn choke_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
     assert!(taildrop_share > 0.9, "TailDrop lets the CBR flow take {taildrop_share:.3}");
     assert!(choke_share < 0.4, "CHOKe leaves the CBR flow {choke_share:.3}");
 }
+
+#[test]
+fn gsp_holds_the_cubic_queue_near_its_threshold() {
+    // Seed 004 §3: with many flows GSP "acts like an on-off controller keeping a given queuing
+    // delay". 10 CUBIC flows, 100 Mbit/s, 20 ms, a 1-BDP buffer (250 000 B = 20 ms), θ = 0.75
+    // of it (187 500 B = 15 ms, seed 004's rule). Expect a full link, the mean sojourn within
+    // [0.75, 1.1] × 15 ms, and no overflow (GSP's single drops keep the queue off the limit).
+    let mut c = class("cubic", 10, 20.0);
+    c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let aqm = json!({"kind": "gsp", "threshold_bytes": 187_500, "limit_bytes": 250_000});
+    let r = run(&config(100 * MBPS, Some(250_000), None, aqm, &[c], 60.0, 10.0, 6));
+    let mean_ms = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
+    let u = metric(&r, "utilization");
+    let overflow: u64 = col_u64(&r, "flows", "drops_overflow").iter().sum();
+    println!("gsp: utilization {u:.4}, mean sojourn {mean_ms:.2} ms (target 15), overflow drops {overflow}");
+    assert!(u > 0.99, "utilization {u}");
+    assert!((11.25..=16.5).contains(&mean_ms), "mean sojourn {mean_ms} ms");
+    assert_eq!(overflow, 0);
+}
