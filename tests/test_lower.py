@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import aqmlab
 
 
@@ -100,3 +102,14 @@ def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
         "max_time_ns": None, "adaptive": True, "limit_packets": None, "limit_bytes": 62_500,
     }
     assert b["delay_target_ns"] == 3_750_000
+
+
+def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
+    # Seed 001: 100 Mbit/s, 80-packet buffer, RTT 20 ms ⇒ BDP = 100e6 × 0.02 / 8 / 1500 = 166.7
+    # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (aqm.md §11.2 item 6);
+    # d_max = 80 × 1500 × 8 / 100e6 = 9.6 ms.
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "ckcd"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
+    a = s.engine_config()["bottleneck"]["aqm"]
+    assert a["q_min"] == pytest.approx(80 / 3) and a["q_max"] == 80.0
+    assert a["d_max_ns"] == 9_600_000
+    assert (a["d_ns"], a["delta_ns"], a["omega"], a["threshold"], a["k"]) == (5_000_000, 100_000_000, 0.002, "paper", None)

@@ -136,6 +136,36 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "limit_packets": buf_pkts,
             "limit_bytes": buf_bytes,
         }
+    elif aqm.kind == "ckcd":
+        pkt = Fraction(u.PACKET_BYTES)
+        bdp_pkts = Fraction(rate) * rtt_ref / (8 * 10**9) / pkt
+        buf_in_pkts = Fraction(buf_pkts) if buf_pkts is not None else Fraction(buf_bytes or 0) / pkt
+
+        def pkts(text: str | None, default: Fraction) -> float:
+            if text is None:
+                return float(default)
+            q = u.parse_size(text)
+            return float(q.value) if q.unit == "packets" else float(Fraction(_bytes(q, rate, rtt_ref)) / pkt)
+
+        # Seed 001: q_min = BDP, q_max = 3·BDP; clamped to B/3 and B when the buffer is smaller
+        # (aqm.md §11.2 item 6: otherwise the enqueue phase could never run).
+        engine_aqm = {
+            "kind": "ckcd",
+            "rate_bps": rate,
+            "packet_bytes": u.PACKET_BYTES,
+            "q_min": pkts(aqm.q_min, min(bdp_pkts, buf_in_pkts / 3)),
+            "q_max": pkts(aqm.q_max, min(3 * bdp_pkts, buf_in_pkts)),
+            "omega": aqm.omega,
+            "d_ns": u.parse_time(aqm.d),
+            "delta_ns": u.parse_time(aqm.delta),
+            # d_th is clamped to the buffer time.
+            "d_max_ns": math.floor(buf_in_pkts * pkt * 8 * 10**9 / rate),
+            "threshold": aqm.threshold,
+            "k": aqm.k,
+            "t_mu_ns": u.parse_time(aqm.t_mu),
+            "flow_expiry_ns": u.parse_time(aqm.flow_expiry),
+        }
+        delay_target_ns = u.parse_time(aqm.d)
     elif aqm.kind == "bernoulli":
         engine_aqm = {"kind": "bernoulli", "drop": aqm.drop, "mark": aqm.mark}
     else:  # pragma: no cover - the model refuses other kinds

@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "ckcd", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -215,6 +215,23 @@ class GspAqm(_Model):
         return self
 
 
+class CkcdAqm(_Model):
+    """CKCD (seed 001): CHOKe-like enqueue phase on an EWMA in packets, per-flow delay drops."""
+
+    SOURCE: ClassVar[str] = "seed 001 (Liu, Yang, Yang, Yu), Algorithm 1 and Eq. 9; open points per aqm.md §11.2"
+
+    kind: Literal["ckcd"] = "ckcd"
+    q_min: Size | None = None
+    q_max: Size | None = None
+    omega: Annotated[float, Field(gt=0.0, le=1.0)] = 0.002
+    d: PositiveTime = "5ms"
+    delta: PositiveTime = "100ms"
+    threshold: Literal["paper", "ratio2"] = "paper"
+    k: Annotated[float, Field(gt=0.0)] | None = None
+    t_mu: PositiveTime = "100ms"
+    flow_expiry: PositiveTime = "1s"
+
+
 class BernoulliAqm(_Model):
     """Ideal random dropper/marker (validation): drop with `drop`, mark ECT with `mark`."""
 
@@ -225,7 +242,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, ChokeAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -370,7 +387,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "choke": ChokeAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -12,6 +12,7 @@ pub enum QdiscConfig {
     Bernoulli(bernoulli::Params),
     Choke(choke::TcOptions),
     Gsp(gsp::Params),
+    Ckcd(ckcd::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -21,12 +22,13 @@ pub enum AnyQdisc<P> {
     Bernoulli(bernoulli::Bernoulli<P>),
     Choke(choke::Choke<P>),
     Gsp(gsp::Gsp<P>),
+    Ckcd(ckcd::Ckcd<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "choke", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -45,6 +47,10 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::Gsp(gsp::Gsp::new(p.clone()))
             }
+            QdiscConfig::Ckcd(p) => {
+                p.validate()?;
+                AnyQdisc::Ckcd(ckcd::Ckcd::new(p.clone(), crate::rng_from_seed(seed)))
+            }
         })
     }
 }
@@ -58,6 +64,7 @@ macro_rules! dispatch {
             AnyQdisc::Bernoulli($q) => $e,
             AnyQdisc::Choke($q) => $e,
             AnyQdisc::Gsp($q) => $e,
+            AnyQdisc::Ckcd($q) => $e,
         }
     };
 }

@@ -16,15 +16,12 @@
 //! only RED's drops, never the flow-match drops. One candidate per arrival (Linux; the paper's
 //! m > 1 variant is not offered).
 
-use std::collections::VecDeque;
-
 use crate::red::{RedLaw, DEFAULT_PROBABILITY};
+use crate::ring::HoleRing;
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// `avpkt` tc choke uses internally; thresholds are packets, so it cancels out (q_choke.c).
 const CHOKE_AVPKT: u64 = 1000;
-/// Retries of the random draw when it hits a hole (`choke_peek_random`).
-const PEEK_RETRIES: u32 = 3;
 
 /// tc-choke's options (packets; `bandwidth` in bit/s, required by tc choke).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -98,44 +95,30 @@ pub struct Choke<P> {
     pub params: Params,
     pub law: RedLaw,
     pub stats: Stats,
-    /// The ring: `None` marks a hole left by a victim.
-    ring: VecDeque<Option<P>>,
-    qlen: usize,
-    bytes: u64,
+    /// The ring with holes left by victims.
+    ring: HoleRing<P>,
+    /// The random stream for victim draws.
+    rng: Rng,
 }
 
 impl<P: Packet> Choke<P> {
     pub fn new(params: Params, rng: Rng) -> Self {
+        // Two streams from one seed: the RED law's and the victim draws'.
+        let mut rng = rng;
+        let draw_seed = { use rand_core::Rng as _; rng.next_u64() };
         let law = RedLaw::new(params.min as f64, params.max as f64, params.wlog, params.max_p, CHOKE_AVPKT, params.bandwidth_bps, false, false, rng);
-        Choke { params, law, stats: Stats::default(), ring: VecDeque::new(), qlen: 0, bytes: 0 }
-    }
-
-    /// `choke_peek_random`: a random slot, retried on holes, else the head.
-    fn peek_random(&mut self) -> usize {
-        for _ in 0..PEEK_RETRIES {
-            let i = self.law.random_index(self.ring.len());
-            if self.ring[i].is_some() {
-                return i;
-            }
-        }
-        0
+        Choke { params, law, stats: Stats::default(), ring: HoleRing::default(), rng: crate::rng_from_seed(draw_seed) }
     }
 
     fn drop_arrival(&mut self, pkt: P, reason: DropReason, now: Nanos, out: &mut impl Verdicts<P>) {
         out.dropped(pkt, reason, now);
     }
 
-    /// Pop holes off the front so the head is a packet (or the ring is empty).
-    fn trim_front(&mut self) {
-        while matches!(self.ring.front(), Some(None)) {
-            self.ring.pop_front();
-        }
-    }
 }
 
 impl<P: Packet> Qdisc<P> for Choke<P> {
     fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
-        let qlen = self.qlen as f64;
+        let qlen = self.ring.len() as f64;
         self.law.adapt(now, qlen);
         self.law.vars.avg = self.law.calc_avg(now, qlen);
         self.law.vars.idle_since = None;
@@ -144,18 +127,13 @@ impl<P: Packet> Qdisc<P> for Choke<P> {
             self.law.vars.count = -1;
         } else {
             // Draw a packet at random from the queue and compare flows.
-            if self.qlen > 0 {
-                let i = self.peek_random();
-                if self.ring[i].as_ref().is_some_and(|v| v.flow_key() == pkt.flow_key()) {
-                    if let Some(victim) = self.ring[i].take() {
-                        self.stats.matched += 1;
-                        self.qlen -= 1;
-                        self.bytes -= victim.wire_len() as u64;
-                        self.trim_front();
-                        out.dropped(victim, DropReason::FlowMatch, now);
-                        self.drop_arrival(pkt, DropReason::FlowMatch, now, out);
-                        return;
-                    }
+            if let Some(i) = self.ring.random_slot(&mut self.rng) {
+                if self.ring.get(i).is_some_and(|v| v.flow_key() == pkt.flow_key()) {
+                    let victim = self.ring.take(i).expect("occupied slot");
+                    self.stats.matched += 1;
+                    out.dropped(victim, DropReason::FlowMatch, now);
+                    self.drop_arrival(pkt, DropReason::FlowMatch, now, out);
+                    return;
                 }
             }
             if avg > self.law.max {
@@ -181,11 +159,9 @@ impl<P: Packet> Qdisc<P> for Choke<P> {
             }
         }
         // Admit the new packet.
-        if (self.qlen as u64) < self.params.limit {
+        if (self.ring.len() as u64) < self.params.limit {
             pkt.set_enqueue_ns(now);
-            self.bytes += pkt.wire_len() as u64;
-            self.qlen += 1;
-            self.ring.push_back(Some(pkt));
+            self.ring.push(pkt);
             return;
         }
         self.stats.pdrop += 1;
@@ -193,39 +169,29 @@ impl<P: Packet> Qdisc<P> for Choke<P> {
     }
 
     fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
-        self.law.adapt(now, self.qlen as f64);
-        self.trim_front();
-        match self.ring.pop_front() {
-            Some(Some(p)) => {
-                self.qlen -= 1;
-                self.bytes -= p.wire_len() as u64;
-                self.trim_front();
-                Some(p)
-            }
-            _ => {
-                self.law.start_idle(now);
-                None
-            }
+        self.law.adapt(now, self.ring.len() as f64);
+        let p = self.ring.pop();
+        if p.is_none() {
+            self.law.start_idle(now);
         }
+        p
     }
 
     fn len(&self) -> usize {
-        self.qlen
+        self.ring.len()
     }
 
     fn backlog_bytes(&self) -> u64 {
-        self.bytes
+        self.ring.bytes()
     }
 
     fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.ring.iter().flatten().next().map(|p| p.enqueue_ns())
+        self.ring.head_enqueue_ns()
     }
 
     fn reset(&mut self) -> Vec<P> {
         self.law.reset();
-        self.qlen = 0;
-        self.bytes = 0;
-        self.ring.drain(..).flatten().collect()
+        self.ring.drain()
     }
 }
 
@@ -264,9 +230,7 @@ mod tests {
         let mut q: Choke<crate::testing::TestPkt> = Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
         let mut r = Recorder::default();
         for _ in 0..10 {
-            q.ring.push_back(Some(pkt(7, 1000, Ecn::NotEct)));
-            q.qlen += 1;
-            q.bytes += 1000;
+            q.ring.push(pkt(7, 1000, Ecn::NotEct));
         }
         q.law.vars.avg = 10.0;
         q.law.vars.idle_since = None;
@@ -305,10 +269,8 @@ mod tests {
             for _ in 0..trials {
                 q.reset();
                 for i in 0..20 {
-                    q.ring.push_back(Some(pkt(if i < 18 { 0 } else { 1 }, 1000, Ecn::NotEct)));
+                    q.ring.push(pkt(if i < 18 { 0 } else { 1 }, 1000, Ecn::NotEct));
                 }
-                q.qlen = 20;
-                q.bytes = 20_000;
                 q.law.vars.avg = 10.0;
                 q.law.vars.idle_since = None;
                 let mut r = Recorder::default();

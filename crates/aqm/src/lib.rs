@@ -22,10 +22,12 @@
 pub mod any;
 pub mod bernoulli;
 pub mod choke;
+pub mod ckcd;
 pub mod fifo;
 pub mod gsp;
 pub mod limit;
 pub mod red;
+pub mod ring;
 pub mod step;
 pub mod taildrop;
 #[cfg(test)]

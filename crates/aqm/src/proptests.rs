@@ -46,6 +46,20 @@ fn configs() -> Vec<QdiscConfig> {
         QdiscConfig::Step(crate::step::Params { threshold_bytes: Some(5_000), threshold_packets: None }),
         QdiscConfig::Bernoulli(crate::bernoulli::Params { drop: 0.1, mark: 0.3 }),
         QdiscConfig::Gsp(crate::gsp::Params { threshold_bytes: 5_000, interval_ns: 2_000_000, tau_ns: 10_000_000, alpha: 1.0, max_time_ns: None, adaptive: true, limit_packets: Some(20), limit_bytes: None }),
+        QdiscConfig::Ckcd(crate::ckcd::Params {
+            rate_bps: 10_000_000,
+            packet_bytes: 1500,
+            q_min: 2.0,
+            q_max: 8.0,
+            omega: 0.2,
+            d_ns: 1_000_000,
+            delta_ns: 2_000_000,
+            d_max_ns: 50_000_000,
+            threshold: crate::ckcd::ThresholdLaw::Paper,
+            k: None,
+            t_mu_ns: 10_000_000,
+            flow_expiry_ns: 100_000_000,
+        }),
         QdiscConfig::Choke(crate::choke::TcOptions { limit: Some(30), min: Some(2), max: Some(8), bandwidth: Some(10_000_000), ecn: true, ..Default::default() }),
     ]
 }

@@ -343,3 +343,22 @@ fn gsp_holds_the_cubic_queue_near_its_threshold() {
     assert!((11.25..=16.5).contains(&mean_ms), "mean sojourn {mean_ms} ms");
     assert_eq!(overflow, 0);
 }
+
+#[test]
+fn ckcd_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
+    // Seed 001 motivates CKCD's enqueue phase with CHOKe's containment of unresponsive flows.
+    // The CHOKe test's setting (32 Reno + one 200 Mbit/s CBR flow, 100 Mbit/s, 300 packets)
+    // with CKCD's defaults (q_min = min(BDP, B/3) = 100, q_max = min(3·BDP, B) = 300 packets,
+    // D = 5 ms, Δ = 100 ms, d_max = the 36 ms buffer time): the CBR flow, nearly alone under
+    // TailDrop, should keep well under two thirds of the link.
+    let mut tcp = class("reno", 32, 20.0);
+    tcp.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let classes = [tcp, cbr(1, 20.0, 200 * MBPS)];
+    let ckcd = json!({"kind": "ckcd", "rate_bps": 100 * MBPS, "q_min": 100.0, "q_max": 300.0, "d_max_ns": 36_000_000u64});
+    let r = run(&config(100 * MBPS, None, Some(300), ckcd, &classes, 30.0, 5.0, 3));
+    let g = col_f64(&r, "flows", "goodput_bps");
+    let share = g[32] / g.iter().sum::<f64>();
+    println!("ckcd: cbr share {share:.3}, utilization {:.4}", metric(&r, "utilization"));
+    assert!(share < 0.66, "CBR share {share:.3}");
+    assert!(metric(&r, "utilization") > 0.99);
+}

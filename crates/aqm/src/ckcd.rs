@@ -1,0 +1,400 @@
+//! CKCD — Choose-Keep and Controlled-Delay (seed 001: Liu, Yang, Yang, Yu, "CKCD: A Fair and
+//! Low Latency Queue Control Algorithm for Heterogeneous TCP Flows"; aqm.md §11).
+//!
+//! Two phases. At enqueue (Algorithm 1, phases 1–2): an EWMA q_avg of the queue length in
+//! packets (weight ω); above q_max the arrival is dropped; between q_min and q_max a random
+//! queued packet is compared with the arrival — same flow: both dropped (CHOKe's rule);
+//! otherwise the arrival is dropped with p_c = (q_avg − q_min)/(q_max − q_min). At dequeue
+//! (phase 3, Eq. 9): a packet of flow i whose queueing delay d_i has stayed at or above the
+//! per-flow threshold d_th^i = K·(μ_i/μ_f)^−2 + Q for longer than Δ is dropped, where μ_i is
+//! the flow's "virtual arrival rate" (after enqueue-phase drops), μ_f = C/I the fair rate,
+//! K = k·D⁴·C²/(2I²), Q = −1/(k·I).
+//!
+//! The paper leaves several things open; aqmlab's choices (aqm.md §11.2, all [ours]):
+//! - k is calibrated so that a flow at its fair share gets the nominal threshold,
+//!   d_th(μ_i = μ_f) = K + Q = D: k = [D + √(D² + 2D⁴C²/I³)]·I²/(D⁴C²) (C in packets/s);
+//!   `k` can be fixed instead. A gentler `Ratio2` threshold, d_th = D·(μ_f/μ_i)², is offered.
+//! - d_th is clamped to [0, d_max], d_max = the buffer time.
+//! - μ_i: per-flow EWMA of admitted bytes with time constant T_μ (100 ms), decayed to `now`.
+//! - I: flows with an admitted packet within the last `flow_expiry` (1 s).
+//! - "lasts longer than Δ": a CoDel-like per-flow timer; no control law (every packet is
+//!   dropped while the condition persists, as written); never drop when the backlog left is
+//!   at most one MTU (CoDel's guard).
+//! - q_min/q_max in packets are given by the caller (the scenario layer clamps BDP/3·BDP to
+//!   the buffer, since seed 001's 80-packet buffer is below one BDP).
+//! - The random victim is uniform over queued packets (the ring-with-holes of CHOKe).
+
+use std::collections::BTreeMap;
+
+use crate::ring::HoleRing;
+use crate::{uniform01, DropReason, Nanos, Packet, Qdisc, Rng, Verdicts};
+
+/// CoDel's guard: no delay drop when at most one MTU would remain queued.
+const MTU_BYTES: u64 = 1500;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "snake_case"))]
+pub enum ThresholdLaw {
+    /// Eq. 9 with k calibrated (or given).
+    Paper,
+    /// d_th = D·(μ_f/μ_i)².
+    Ratio2,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+pub struct Params {
+    /// Link capacity, bit/s (C of Eq. 9).
+    pub rate_bps: u64,
+    /// Bytes of the packets C is counted in (1500).
+    #[cfg_attr(feature = "serde", serde(default = "default_packet_bytes"))]
+    pub packet_bytes: u64,
+    /// Thresholds on q_avg, packets.
+    pub q_min: f64,
+    pub q_max: f64,
+    /// ω, the EWMA weight (seed 001: 0.002).
+    #[cfg_attr(feature = "serde", serde(default = "default_omega"))]
+    pub omega: f64,
+    /// D, the base delay threshold, ns (5 ms).
+    #[cfg_attr(feature = "serde", serde(default = "default_d"))]
+    pub d_ns: Nanos,
+    /// Δ, the persistence window, ns (100 ms).
+    #[cfg_attr(feature = "serde", serde(default = "default_delta"))]
+    pub delta_ns: Nanos,
+    /// Upper clamp of d_th, ns (the buffer time).
+    pub d_max_ns: Nanos,
+    #[cfg_attr(feature = "serde", serde(default = "default_law"))]
+    pub threshold: ThresholdLaw,
+    /// Fixed k, 1/s (None: calibrated so that d_th(μ_f) = D).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub k: Option<f64>,
+    /// T_μ, the time constant of the per-flow rate EWMA, ns (100 ms).
+    #[cfg_attr(feature = "serde", serde(default = "default_delta"))]
+    pub t_mu_ns: Nanos,
+    /// A flow with no admitted packet for this long leaves the flow count, ns (1 s).
+    #[cfg_attr(feature = "serde", serde(default = "default_expiry"))]
+    pub flow_expiry_ns: Nanos,
+}
+
+fn default_packet_bytes() -> u64 {
+    1500
+}
+fn default_omega() -> f64 {
+    0.002
+}
+fn default_d() -> Nanos {
+    5_000_000
+}
+fn default_delta() -> Nanos {
+    100_000_000
+}
+fn default_law() -> ThresholdLaw {
+    ThresholdLaw::Paper
+}
+fn default_expiry() -> Nanos {
+    1_000_000_000
+}
+
+impl Params {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.omega > 0.0 && self.omega <= 1.0) {
+            return Err(format!("omega: {} must be in (0, 1]", self.omega));
+        }
+        if !(self.q_min >= 0.0 && self.q_min < self.q_max) {
+            return Err(format!("q_min: {} must be below q_max {}", self.q_min, self.q_max));
+        }
+        if self.d_ns == 0 || self.delta_ns == 0 || self.t_mu_ns == 0 {
+            return Err("d: D, delta and t_mu must be positive".into());
+        }
+        if self.rate_bps == 0 || self.packet_bytes == 0 {
+            return Err("rate: must be positive".into());
+        }
+        if let Some(k) = self.k {
+            if !(k.is_finite() && k > 0.0) {
+                return Err(format!("k: {k} must be positive"));
+            }
+        }
+        Ok(())
+    }
+
+    /// C in packets per second.
+    fn c_pps(&self) -> f64 {
+        self.rate_bps as f64 / 8.0 / self.packet_bytes as f64
+    }
+
+    /// The calibrated k (1/s) for I flows: the positive root of
+    /// (D⁴C²/(2I²))·k² − D·k − 1/I = 0, i.e. K + Q = D at μ_i = μ_f.
+    pub fn calibrated_k(&self, flows: f64) -> f64 {
+        let d = self.d_ns as f64 / 1e9;
+        let c = self.c_pps();
+        let a = d.powi(4) * c * c;
+        (d + (d * d + 2.0 * a / flows.powi(3)).sqrt()) * flows * flows / a
+    }
+
+    /// d_th^i in seconds for a flow at rate `mu_i` (bytes/s) among `flows` flows, clamped.
+    pub fn threshold_s(&self, mu_i: f64, flows: f64) -> f64 {
+        let d = self.d_ns as f64 / 1e9;
+        let d_max = self.d_max_ns as f64 / 1e9;
+        let mu_f = self.rate_bps as f64 / 8.0 / flows.max(1.0);
+        if mu_i <= 0.0 {
+            return d_max;
+        }
+        let x = mu_i / mu_f;
+        let th = match self.threshold {
+            ThresholdLaw::Ratio2 => d / (x * x),
+            ThresholdLaw::Paper => {
+                let i = flows.max(1.0);
+                let c = self.c_pps();
+                let k = self.k.unwrap_or_else(|| self.calibrated_k(i));
+                let big_k = k * d.powi(4) * c * c / (2.0 * i * i);
+                let q = -1.0 / (k * i);
+                big_k / (x * x) + q
+            }
+        };
+        th.clamp(0.0, d_max)
+    }
+}
+
+/// Per-flow state of the dequeue phase.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowState {
+    /// Virtual arrival rate, bytes/s, as of `mu_at`.
+    pub mu: f64,
+    pub mu_at: Nanos,
+    /// When the delay condition started to count (deadline = start + Δ); None = not above.
+    pub first_above: Option<Nanos>,
+    pub last_seen: Nanos,
+}
+
+#[derive(Clone, Debug)]
+pub struct Vars {
+    pub q_avg: f64,
+    pub flows: BTreeMap<u64, FlowState>,
+    next_sweep: Nanos,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub forced_drop: u64,
+    pub matched: u64,
+    pub prob_drop: u64,
+    pub delay_drop: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Ckcd<P> {
+    pub params: Params,
+    pub vars: Vars,
+    pub stats: Stats,
+    rng: Rng,
+    queue: HoleRing<P>,
+}
+
+impl<P: Packet> Ckcd<P> {
+    pub fn new(params: Params, rng: Rng) -> Self {
+        Ckcd { params, vars: Vars { q_avg: 0.0, flows: BTreeMap::new(), next_sweep: 0 }, stats: Stats::default(), rng, queue: HoleRing::default() }
+    }
+
+    /// The flow's virtual arrival rate decayed to `now`.
+    fn mu_at(&self, fs: &FlowState, now: Nanos) -> f64 {
+        let t = self.params.t_mu_ns as f64;
+        fs.mu * (-((now - fs.mu_at) as f64) / t).exp()
+    }
+
+    /// Forget flows idle for longer than `flow_expiry` (checked at most every 100 ms).
+    fn sweep(&mut self, now: Nanos) {
+        if now < self.vars.next_sweep {
+            return;
+        }
+        let expiry = self.params.flow_expiry_ns;
+        self.vars.flows.retain(|_, f| now - f.last_seen <= expiry);
+        self.vars.next_sweep = now + expiry / 10;
+    }
+
+    fn admit(&mut self, mut pkt: P, now: Nanos) {
+        let t = self.params.t_mu_ns as f64;
+        let len = pkt.wire_len() as f64;
+        let key = pkt.flow_key();
+        let decayed = self.vars.flows.get(&key).map(|fs| self.mu_at(fs, now));
+        let e = self.vars.flows.entry(key).or_insert(FlowState { mu: 0.0, mu_at: now, first_above: None, last_seen: now });
+        // μ ← μ·e^(−Δt/T_μ) + len/T_μ (bytes/s).
+        e.mu = decayed.unwrap_or(0.0) + len / (t / 1e9);
+        e.mu_at = now;
+        e.last_seen = now;
+        pkt.set_enqueue_ns(now);
+        self.queue.push(pkt);
+    }
+}
+
+impl<P: Packet> Qdisc<P> for Ckcd<P> {
+    fn enqueue(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        self.sweep(now);
+        let w = self.params.omega;
+        self.vars.q_avg = (1.0 - w) * self.vars.q_avg + w * self.queue.len() as f64;
+        let (q_min, q_max, avg) = (self.params.q_min, self.params.q_max, self.vars.q_avg);
+        if avg > q_max {
+            self.stats.forced_drop += 1;
+            out.dropped(pkt, DropReason::Forced, now);
+            return;
+        }
+        if avg >= q_min {
+            if let Some(i) = self.queue.random_slot(&mut self.rng) {
+                if self.queue.get(i).is_some_and(|v| v.flow_key() == pkt.flow_key()) {
+                    let victim = self.queue.take(i).expect("occupied slot");
+                    self.stats.matched += 1;
+                    out.dropped(victim, DropReason::FlowMatch, now);
+                    out.dropped(pkt, DropReason::FlowMatch, now);
+                    return;
+                }
+            }
+            let p_c = (avg - q_min) / (q_max - q_min);
+            if uniform01(&mut self.rng) < p_c {
+                self.stats.prob_drop += 1;
+                out.dropped(pkt, DropReason::Early, now);
+                return;
+            }
+        }
+        self.admit(pkt, now);
+    }
+
+    fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
+        let flows = self.vars.flows.len() as f64;
+        while let Some(pkt) = self.queue.pop() {
+            let d_s = (now - pkt.enqueue_ns()) as f64 / 1e9;
+            let key = pkt.flow_key();
+            let Some(fs) = self.vars.flows.get(&key).copied() else { return Some(pkt) };
+            let th = self.params.threshold_s(self.mu_at(&fs, now), flows);
+            let entry = self.vars.flows.get_mut(&key).expect("present");
+            if d_s >= th && self.queue.bytes() > MTU_BYTES {
+                match entry.first_above {
+                    None => entry.first_above = Some(now + self.params.delta_ns),
+                    Some(deadline) if now >= deadline => {
+                        self.stats.delay_drop += 1;
+                        out.dropped(pkt, DropReason::HeadDrop, now);
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+            } else {
+                entry.first_above = None;
+            }
+            return Some(pkt);
+        }
+        None
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn backlog_bytes(&self) -> u64 {
+        self.queue.bytes()
+    }
+
+    fn head_enqueue_ns(&self) -> Option<Nanos> {
+        self.queue.head_enqueue_ns()
+    }
+
+    fn reset(&mut self) -> Vec<P> {
+        self.vars = Vars { q_avg: 0.0, flows: BTreeMap::new(), next_sweep: 0 };
+        self.queue.drain()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng_from_seed;
+    use crate::testing::{pkt, Recorder};
+    use crate::Ecn;
+
+    fn params(flows_bdp: f64) -> Params {
+        Params {
+            rate_bps: 100_000_000,
+            packet_bytes: 1500,
+            q_min: flows_bdp,
+            q_max: 3.0 * flows_bdp,
+            omega: 0.002,
+            d_ns: 5_000_000,
+            delta_ns: 100_000_000,
+            d_max_ns: 1_000_000_000,
+            threshold: ThresholdLaw::Paper,
+            k: None,
+            t_mu_ns: 100_000_000,
+            flow_expiry_ns: 1_000_000_000,
+        }
+    }
+
+    #[test]
+    fn calibrated_k_matches_the_worked_examples() {
+        // aqm.md §11.2: C = 100 Mb/s = 8333 pkt/s, D = 5 ms: I = 2 ⇒ k ≈ 10.1 s⁻¹,
+        // K ≈ 54.6 ms, Q ≈ −49.6 ms; I = 15 ⇒ k ≈ 62.8.
+        let p = params(27.0);
+        let k2 = p.calibrated_k(2.0);
+        assert!((k2 - 10.07).abs() < 0.05, "k(2) = {k2}");
+        let (d, c) = (0.005f64, 100e6 / 8.0 / 1500.0);
+        let big_k = k2 * d.powi(4) * c * c / 8.0;
+        assert!((big_k - 0.0546).abs() < 0.0005, "K = {big_k}");
+        assert!((-1.0 / (2.0 * k2) + 0.0496).abs() < 0.0005);
+        assert!((p.calibrated_k(15.0) - 62.8).abs() < 0.3);
+        // At the fair share the threshold is D; at 1.05× it is (almost) 0 for I = 2.
+        let mu_f = 100e6 / 8.0 / 2.0;
+        assert!((p.threshold_s(mu_f, 2.0) - 0.005).abs() < 1e-9);
+        assert!(p.threshold_s(1.05 * mu_f, 2.0) < 0.0003);
+        // Below the fair share the threshold grows (a slow flow keeps its packets).
+        assert!(p.threshold_s(0.5 * mu_f, 2.0) > 0.1);
+    }
+
+    #[test]
+    fn ratio2_law() {
+        let p = Params { threshold: ThresholdLaw::Ratio2, ..params(27.0) };
+        let mu_f = 100e6 / 8.0 / 4.0;
+        // d_th = D·(μ_f/μ_i)²: twice the fair rate ⇒ D/4.
+        assert!((p.threshold_s(2.0 * mu_f, 4.0) - 0.00125).abs() < 1e-12);
+    }
+
+    #[test]
+    fn enqueue_phase_matches_and_drops_in_the_band() {
+        // q_avg pinned between q_min = 2 and q_max = 6: an arrival of the only queued flow is
+        // matched (both dropped); above q_max every arrival is dropped.
+        let mut q: Ckcd<crate::testing::TestPkt> = Ckcd::new(params(2.0), rng_from_seed(1));
+        let mut r = Recorder::default();
+        for _ in 0..5 {
+            q.admit(pkt(1, 1500, Ecn::NotEct), 0);
+        }
+        q.vars.q_avg = 4.0;
+        q.enqueue(pkt(1, 1500, Ecn::NotEct), 0, &mut r);
+        assert!(r.drops.len() == 2 && r.drops.iter().all(|(p, w)| p.flow == 1 && *w == DropReason::FlowMatch) || r.drops.len() == 1 && r.drops[0].1 == DropReason::Early);
+        q.vars.q_avg = 7.0;
+        let before = r.drops.len();
+        q.enqueue(pkt(2, 1500, Ecn::NotEct), 0, &mut r);
+        assert_eq!(r.drops.len(), before + 1);
+        assert_eq!(r.drops.last().unwrap().1, DropReason::Forced);
+    }
+
+    #[test]
+    fn a_delay_above_threshold_for_longer_than_delta_is_dropped_at_dequeue() {
+        // One flow far above its fair share (it is the only flow, so μ_f = C; its μ is set to
+        // 3·C): d_th clamps to 0, so every dequeue finds d ≥ d_th. The first such dequeue
+        // starts the Δ = 100 ms timer; packets dequeued before it expires are forwarded, the
+        // first one after it is dropped, as long as more than one MTU stays queued.
+        let mut q: Ckcd<crate::testing::TestPkt> = Ckcd::new(params(1000.0), rng_from_seed(1));
+        let mut r = Recorder::default();
+        for _ in 0..10 {
+            q.admit(pkt(1, 1500, Ecn::NotEct), 0);
+        }
+        q.vars.flows.get_mut(&1).unwrap().mu = 3.0 * 100e6 / 8.0;
+        let ms = 1_000_000;
+        assert!(q.dequeue(10 * ms, &mut r).is_some());
+        assert!(q.dequeue(109 * ms, &mut r).is_some());
+        assert!(r.drops.is_empty());
+        let p = q.dequeue(110 * ms, &mut r);
+        // At the deadline every packet is dropped while the condition holds (no control law,
+        // as written): packets 3–8 each leave ≥ 2 packets (3000 B > 1 MTU) behind and are
+        // dropped; popping packet 9 leaves 1500 B, the guard forwards it.
+        assert_eq!(r.drops.len(), 6);
+        assert!(r.drops.iter().all(|(_, w)| *w == DropReason::HeadDrop));
+        assert!(p.is_some());
+        assert_eq!(q.len(), 1);
+    }
+}
