@@ -113,3 +113,11 @@ def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
     assert a["q_min"] == pytest.approx(80 / 3) and a["q_max"] == 80.0
     assert a["d_max_ns"] == 9_600_000
     assert (a["d_ns"], a["delta_ns"], a["omega"], a["threshold"], a["k"]) == (5_000_000, 100_000_000, 0.002, "paper", None)
+
+
+def test_codel_as_seed_001() -> None:
+    # Seed 001: "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
+    b = s.engine_config()["bottleneck"]
+    assert b["aqm"] == {"kind": "codel", "target_ns": 5_000_000, "interval_ns": 100_000_000, "limit": 80, "ecn": False, "ce_threshold_ns": None}
+    assert b["delay_target_ns"] == 5_000_000

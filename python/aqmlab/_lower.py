@@ -99,6 +99,16 @@ def lower(s: "Scenario") -> dict[str, Any]:
                 engine_aqm = {"kind": "step", "threshold_packets": int(q.value)}
             else:
                 engine_aqm = {"kind": "step", "threshold_bytes": _bytes(q, rate, rtt_ref)}
+    elif aqm.kind == "codel":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        engine_aqm = {
+            "kind": "codel",
+            "target_ns": delay_target_ns,
+            "interval_ns": u.parse_time(aqm.interval),
+            "limit": int(u.parse_size(aqm.limit).value),
+            "ecn": aqm.ecn,
+            "ce_threshold_ns": u.parse_time(aqm.ce_threshold) if aqm.ce_threshold is not None else None,
+        }
     elif aqm.kind == "choke":
         engine_aqm = {"kind": "choke"}
         for key in ("limit", "min", "max"):

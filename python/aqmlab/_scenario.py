@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "fq_codel", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -168,6 +168,9 @@ class StepAqm(_Model):
         return self
 
 
+
+
+
 def _packets(v: str) -> str:
     q = u.parse_size(v, allow_time=False)
     if q.unit != "packets" or q.value <= 0:
@@ -176,6 +179,19 @@ def _packets(v: str) -> str:
 
 
 Packets = Annotated[str, AfterValidator(_packets)]
+
+
+class CodelAqm(_Model):
+    """CoDel (RFC 8289, Linux sch_codel): drop at dequeue once the sojourn stays above target."""
+
+    SOURCE: ClassVar[str] = "Nichols & Jacobson, ACM Queue 2012; RFC 8289; Linux include/net/codel_impl.h, sch_codel.c"
+
+    kind: Literal["codel"] = "codel"
+    target: Target = "5ms"
+    interval: PositiveTime = "100ms"
+    limit: Packets = "1000pkt"
+    ecn: bool = False
+    ce_threshold: PositiveTime | None = None
 
 
 class ChokeAqm(_Model):
@@ -242,7 +258,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, CodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -387,7 +403,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "codel": CodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -13,6 +13,7 @@ pub enum QdiscConfig {
     Choke(choke::TcOptions),
     Gsp(gsp::Params),
     Ckcd(ckcd::Params),
+    Codel(codel::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -23,12 +24,13 @@ pub enum AnyQdisc<P> {
     Choke(choke::Choke<P>),
     Gsp(gsp::Gsp<P>),
     Ckcd(ckcd::Ckcd<P>),
+    Codel(codel::Codel<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "codel", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -46,6 +48,10 @@ impl QdiscConfig {
             QdiscConfig::Gsp(p) => {
                 p.validate()?;
                 AnyQdisc::Gsp(gsp::Gsp::new(p.clone()))
+            }
+            QdiscConfig::Codel(p) => {
+                p.validate()?;
+                AnyQdisc::Codel(codel::Codel::new(p.clone()))
             }
             QdiscConfig::Ckcd(p) => {
                 p.validate()?;
@@ -65,6 +71,7 @@ macro_rules! dispatch {
             AnyQdisc::Choke($q) => $e,
             AnyQdisc::Gsp($q) => $e,
             AnyQdisc::Ckcd($q) => $e,
+            AnyQdisc::Codel($q) => $e,
         }
     };
 }

@@ -23,6 +23,7 @@ pub mod any;
 pub mod bernoulli;
 pub mod choke;
 pub mod ckcd;
+pub mod codel;
 pub mod fifo;
 pub mod gsp;
 pub mod limit;
@@ -117,6 +118,8 @@ pub enum MarkReason {
     Ctv,
     /// Bernoulli mark of the ideal random marker used by validation scenarios.
     Random,
+    /// Marked instead of dropped by a delay-based law (CoDel's `ecn_mark`).
+    Delay,
 }
 
 /// Receives every drop and mark a discipline performs, as it performs it.

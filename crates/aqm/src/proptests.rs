@@ -46,6 +46,8 @@ fn configs() -> Vec<QdiscConfig> {
         QdiscConfig::Step(crate::step::Params { threshold_bytes: Some(5_000), threshold_packets: None }),
         QdiscConfig::Bernoulli(crate::bernoulli::Params { drop: 0.1, mark: 0.3 }),
         QdiscConfig::Gsp(crate::gsp::Params { threshold_bytes: 5_000, interval_ns: 2_000_000, tau_ns: 10_000_000, alpha: 1.0, max_time_ns: None, adaptive: true, limit_packets: Some(20), limit_bytes: None }),
+        QdiscConfig::Codel(crate::codel::Params { target_ns: 1_000_000, interval_ns: 5_000_000, ecn: true, ce_threshold_ns: Some(3_000_000), limit: 30, ..Default::default() }),
+        QdiscConfig::Codel(crate::codel::Params { target_ns: 1_000_000, interval_ns: 5_000_000, limit: 30, ..Default::default() }),
         QdiscConfig::Ckcd(crate::ckcd::Params {
             rate_bps: 10_000_000,
             packet_bytes: 1500,

@@ -19,13 +19,14 @@ pub const DROP_REASONS: [(DropReason, &str); 8] = [
 ];
 
 /// Mark reasons in a fixed order (the `marks_<reason>` columns).
-pub const MARK_REASONS: [(MarkReason, &str); 6] = [
+pub const MARK_REASONS: [(MarkReason, &str); 7] = [
     (MarkReason::Prob, "prob"),
     (MarkReason::Forced, "forced"),
     (MarkReason::Step, "step"),
     (MarkReason::Coupled, "coupled"),
     (MarkReason::Ctv, "ctv"),
     (MarkReason::Random, "random"),
+    (MarkReason::Delay, "delay"),
 ];
 
 fn drop_index(r: DropReason) -> usize {

@@ -362,3 +362,22 @@ fn ckcd_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
     assert!(share < 0.66, "CBR share {share:.3}");
     assert!(metric(&r, "utilization") > 0.99);
 }
+
+#[test]
+fn codel_holds_the_cubic_sojourn_near_its_target() {
+    // RFC 8289 §1–3: CoDel keeps the standing queue near `target` (5 ms) whatever the buffer.
+    // 10 CUBIC flows, 100 Mbit/s, 20 ms, a 1000-packet (120 ms) buffer: TailDrop fills it;
+    // CoDel should keep the mean sojourn within [target, 2·target] with the link full.
+    let mut c = class("cubic", 10, 20.0);
+    c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let sojourn = |aqm: serde_json::Value| {
+        let r = run(&config(100 * MBPS, None, Some(1000), aqm, std::slice::from_ref(&c), 60.0, 10.0, 2));
+        (r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap(), metric(&r, "utilization"))
+    };
+    let (codel, u) = sojourn(json!({"kind": "codel", "limit": 1000}));
+    let (taildrop, _) = sojourn(taildrop());
+    println!("codel: mean sojourn {codel:.2} ms (target 5), utilization {u:.4}; taildrop {taildrop:.1} ms");
+    assert!((5.0..=10.0).contains(&codel), "CoDel mean sojourn {codel} ms");
+    assert!(u > 0.98);
+    assert!(taildrop > 50.0);
+}
