@@ -121,3 +121,12 @@ def test_codel_as_seed_001() -> None:
     b = s.engine_config()["bottleneck"]
     assert b["aqm"] == {"kind": "codel", "target_ns": 5_000_000, "interval_ns": 100_000_000, "limit": 80, "ecn": False, "ce_threshold_ns": None}
     assert b["delay_target_ns"] == 5_000_000
+
+
+def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "500pkt", "aqm": {"kind": "fq_codel"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
+    a = s.engine_config()["bottleneck"]["aqm"]
+    # sch_fq_codel defaults: 1024 flows, quantum 1514, limit 10240 (capped to the 500-packet
+    # buffer), 32 MiB memory, drop batch 64, ECN on.
+    assert a == {"kind": "fq_codel", "flows": 1024, "quantum": 1514, "limit": 500, "memory_limit": 32 * 2**20, "drop_batch": 64,
+                 "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "ce_threshold_ns": None}

@@ -109,6 +109,28 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "ecn": aqm.ecn,
             "ce_threshold_ns": u.parse_time(aqm.ce_threshold) if aqm.ce_threshold is not None else None,
         }
+    elif aqm.kind == "fq_codel":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        limit = int(u.parse_size(aqm.limit).value)
+        memory = _bytes(u.parse_size(aqm.memory_limit), rate, rtt_ref)
+        # FQ-CoDel enforces its own limits (it drops from the fattest queue, not the arrival);
+        # the physical buffer caps them.
+        if buf_pkts is not None:
+            limit = min(limit, buf_pkts)
+        if buf_bytes is not None:
+            memory = min(memory, buf_bytes)
+        engine_aqm = {
+            "kind": "fq_codel",
+            "flows": aqm.flows,
+            "quantum": _bytes(u.parse_size(aqm.quantum), rate, rtt_ref),
+            "limit": limit,
+            "memory_limit": memory,
+            "drop_batch": aqm.drop_batch,
+            "target_ns": delay_target_ns,
+            "interval_ns": u.parse_time(aqm.interval),
+            "ecn": aqm.ecn,
+            "ce_threshold_ns": u.parse_time(aqm.ce_threshold) if aqm.ce_threshold is not None else None,
+        }
     elif aqm.kind == "choke":
         engine_aqm = {"kind": "choke"}
         for key in ("limit", "min", "max"):

@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "fq_codel", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -194,6 +194,23 @@ class CodelAqm(_Model):
     ce_threshold: PositiveTime | None = None
 
 
+class FqCodelAqm(_Model):
+    """FQ-CoDel (RFC 8290, Linux sch_fq_codel): hashed flow queues, DRR, CoDel per queue."""
+
+    SOURCE: ClassVar[str] = "RFC 8290; Linux net/sched/sch_fq_codel.c"
+
+    kind: Literal["fq_codel"] = "fq_codel"
+    flows: Annotated[int, Field(ge=1, le=65536)] = 1024
+    quantum: Size = "1514B"
+    limit: Packets = "10240pkt"
+    memory_limit: Size = "32MiB"
+    drop_batch: Annotated[int, Field(ge=1)] = 64
+    target: Target = "5ms"
+    interval: PositiveTime = "100ms"
+    ecn: bool = True
+    ce_threshold: PositiveTime | None = None
+
+
 class ChokeAqm(_Model):
     """CHOKe with tc-choke's options, in packets; `bandwidth` defaults to the link rate."""
 
@@ -258,7 +275,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, CodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -403,7 +420,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "codel": CodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

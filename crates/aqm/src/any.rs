@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, fq_codel, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -14,6 +14,7 @@ pub enum QdiscConfig {
     Gsp(gsp::Params),
     Ckcd(ckcd::Params),
     Codel(codel::Params),
+    FqCodel(fq_codel::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -25,12 +26,13 @@ pub enum AnyQdisc<P> {
     Gsp(gsp::Gsp<P>),
     Ckcd(ckcd::Ckcd<P>),
     Codel(codel::Codel<P>),
+    FqCodel(fq_codel::FqCodel<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "codel", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -53,6 +55,10 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::Codel(codel::Codel::new(p.clone()))
             }
+            QdiscConfig::FqCodel(p) => {
+                p.validate()?;
+                AnyQdisc::FqCodel(fq_codel::FqCodel::new(p.clone(), seed))
+            }
             QdiscConfig::Ckcd(p) => {
                 p.validate()?;
                 AnyQdisc::Ckcd(ckcd::Ckcd::new(p.clone(), crate::rng_from_seed(seed)))
@@ -72,6 +78,7 @@ macro_rules! dispatch {
             AnyQdisc::Gsp($q) => $e,
             AnyQdisc::Ckcd($q) => $e,
             AnyQdisc::Codel($q) => $e,
+            AnyQdisc::FqCodel($q) => $e,
         }
     };
 }

@@ -25,6 +25,7 @@ pub mod choke;
 pub mod ckcd;
 pub mod codel;
 pub mod fifo;
+pub mod fq_codel;
 pub mod gsp;
 pub mod limit;
 pub mod red;

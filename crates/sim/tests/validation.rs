@@ -381,3 +381,28 @@ fn codel_holds_the_cubic_sojourn_near_its_target() {
     assert!(u > 0.98);
     assert!(taildrop > 50.0);
 }
+
+#[test]
+fn fq_codel_evens_out_mixed_ccs_and_rtts_and_isolates_a_cbr_flow() {
+    // RFC 8290 §1: flow queueing gives each flow an equal share of the link and keeps queues
+    // short. 2 CUBIC flows at 10 ms and 2 Reno flows at 80 ms (100 Mbit/s, 1000-packet
+    // buffer): TailDrop favours the short-RTT CUBIC flows and fills the buffer; FQ-CoDel
+    // should raise Jain's index above 0.95 and keep the mean sojourn near CoDel's 5 ms.
+    let classes = [class("cubic", 2, 10.0), class("reno", 2, 80.0)];
+    let go = |aqm: serde_json::Value| run(&config(100 * MBPS, None, Some(1000), aqm, &classes, 60.0, 10.0, 4));
+    let td = go(taildrop());
+    let fq = go(json!({"kind": "fq_codel", "limit": 1000}));
+    let (j_td, j_fq) = (metric(&td, "jain"), metric(&fq, "jain"));
+    let d_fq = fq.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
+    println!("fq_codel: jain {j_fq:.3} (taildrop {j_td:.3}), mean sojourn {d_fq:.2} ms");
+    assert!(j_fq > 0.95 && j_fq > j_td);
+    assert!(d_fq < 10.0, "mean sojourn {d_fq} ms");
+    // An unresponsive 60 Mbit/s CBR flow beside 4 CUBIC flows gets about its fair share
+    // (one fifth), not the 60 % it sends.
+    let classes = [class("cubic", 4, 20.0), cbr(1, 20.0, 60 * MBPS)];
+    let r = run(&config(100 * MBPS, None, Some(1000), json!({"kind": "fq_codel", "limit": 1000}), &classes, 30.0, 5.0, 4));
+    let g = col_f64(&r, "flows", "goodput_bps");
+    let share = g[4] / g.iter().sum::<f64>();
+    println!("fq_codel: cbr share {share:.3}");
+    assert!((0.15..0.3).contains(&share), "CBR share {share:.3}");
+}
