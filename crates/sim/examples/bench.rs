@@ -6,9 +6,27 @@
 //!   cargo run --release -p sim --example bench -- b
 //!
 //! (a) 1 Gbps, 10 ms, 20 CUBIC flows, 1-BDP TailDrop, 30 s simulated.
+//!     `bench a KIND` runs (a) with another discipline instead of TailDrop (red, step, codel,
+//!     fq_codel, choke, ckcd, gsp), for the per-discipline cost.
 //! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
 
 use serde_json::json;
+
+/// Scenario (a)'s discipline replaced by `kind`, configured for its 1-BDP (1.25 MB, 833-packet)
+/// buffer.
+fn aqm_for_a(kind: &str) -> serde_json::Value {
+    match kind {
+        "taildrop" => json!({"kind": "taildrop"}),
+        "red" => json!({"kind": "red", "limit": 1_250_000u64, "avpkt": 1500}),
+        "step" => json!({"kind": "step", "threshold_bytes": 212_500u64}),
+        "codel" => json!({"kind": "codel", "limit": 833}),
+        "fq_codel" => json!({"kind": "fq_codel", "limit": 833, "memory_limit": 1_250_000u64}),
+        "choke" => json!({"kind": "choke", "limit": 833, "bandwidth": 1_000_000_000u64}),
+        "ckcd" => json!({"kind": "ckcd", "rate_bps": 1_000_000_000u64, "q_min": 277.0, "q_max": 833.0, "d_max_ns": 10_000_000u64}),
+        "gsp" => json!({"kind": "gsp", "threshold_bytes": 937_500u64, "limit_bytes": 1_250_000u64}),
+        other => panic!("unknown discipline {other:?}"),
+    }
+}
 
 fn scenario(name: &str) -> serde_json::Value {
     let (rate, rtt_ns, cc, count, buffer_bytes, aqm, secs): (u64, u64, &str, u32, u64, serde_json::Value, u64) = match name {
@@ -36,14 +54,21 @@ fn peak_rss_mb() -> Option<f64> {
 
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| "a".into());
-    let cfg = scenario(&name).to_string();
+    let mut cfg = scenario(&name);
+    let mut label = name.clone();
+    if let Some(kind) = std::env::args().nth(2) {
+        assert_eq!(name, "a", "a discipline can replace scenario (a)'s TailDrop only");
+        cfg["bottleneck"]["aqm"] = aqm_for_a(&kind);
+        label = format!("a/{kind}");
+    }
+    let cfg = cfg.to_string();
     let t = std::time::Instant::now();
     let r = sim::run_json(&cfg, &mut |_| true).expect("benchmark scenario runs");
     let wall = t.elapsed().as_secs_f64();
     let pkts = r.counters["bottleneck_pkts"].as_u64().unwrap();
     let events = r.counters["events"].as_u64().unwrap();
     println!(
-        "scenario={name} wall_s={wall:.3} bottleneck_pkts={pkts} pkts_per_s={:.0} events_per_s={:.0} utilization={:.4} peak_rss_mb={:.1}",
+        "scenario={label} wall_s={wall:.3} bottleneck_pkts={pkts} pkts_per_s={:.0} events_per_s={:.0} utilization={:.4} peak_rss_mb={:.1}",
         pkts as f64 / wall,
         events as f64 / wall,
         r.summary["metrics"]["utilization"].as_f64().unwrap(),
