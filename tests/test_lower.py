@@ -130,3 +130,14 @@ def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
     # buffer), 32 MiB memory, drop batch 64, ECN on.
     assert a == {"kind": "fq_codel", "flows": 1024, "quantum": 1514, "limit": 500, "memory_limit": 32 * 2**20, "drop_batch": 64,
                  "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "ce_threshold_ns": None}
+
+
+def test_pie_as_seed_004() -> None:
+    # Seed 004: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
+    # (10 ms) ⇒ target 7.5 ms; the rest are sch_pie's defaults (tupdate 15 ms, alpha 2,
+    # beta 20 in 1/16 Hz, limit 1000).
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "pie", "target": "7.5ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
+    assert s.engine_config()["bottleneck"]["aqm"] == {
+        "kind": "pie", "target_ns": 7_500_000, "tupdate_ns": 15_000_000, "limit": 1000, "alpha": 2, "beta": 20,
+        "ecn": False, "bytemode": False, "dq_rate_estimator": False,
+    }

@@ -99,6 +99,19 @@ def lower(s: "Scenario") -> dict[str, Any]:
                 engine_aqm = {"kind": "step", "threshold_packets": int(q.value)}
             else:
                 engine_aqm = {"kind": "step", "threshold_bytes": _bytes(q, rate, rtt_ref)}
+    elif aqm.kind == "pie":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        engine_aqm = {
+            "kind": "pie",
+            "target_ns": delay_target_ns,
+            "tupdate_ns": u.parse_time(aqm.tupdate),
+            "limit": int(u.parse_size(aqm.limit).value),
+            "alpha": aqm.alpha,
+            "beta": aqm.beta,
+            "ecn": aqm.ecn,
+            "bytemode": aqm.bytemode,
+            "dq_rate_estimator": aqm.dq_rate_estimator,
+        }
     elif aqm.kind == "codel":
         delay_target_ns = _target_ns(aqm.target, rtt_ref)
         engine_aqm = {

@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("pie", "fq_pie", "pi2", "dualpi2", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("fq_pie", "pi2", "dualpi2", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -181,6 +181,22 @@ def _packets(v: str) -> str:
 Packets = Annotated[str, AfterValidator(_packets)]
 
 
+class PieAqm(_Model):
+    """PIE (RFC 8033, Linux sch_pie), options as tc-pie (alpha/beta in 1/16 Hz)."""
+
+    SOURCE: ClassVar[str] = "Pan et al., HPSR 2013; RFC 8033; Linux net/sched/sch_pie.c, include/net/pie.h"
+
+    kind: Literal["pie"] = "pie"
+    target: Target = "15ms"
+    tupdate: PositiveTime = "15ms"
+    limit: Packets = "1000pkt"
+    alpha: Annotated[int, Field(ge=0, le=32)] = 2
+    beta: Annotated[int, Field(ge=0, le=32)] = 20
+    ecn: bool = False
+    bytemode: bool = False
+    dq_rate_estimator: bool = False
+
+
 class CodelAqm(_Model):
     """CoDel (RFC 8289, Linux sch_codel): drop at dequeue once the sojourn stays above target."""
 
@@ -275,7 +291,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -420,7 +436,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, fq_codel, gsp, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, fq_codel, gsp, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -15,6 +15,7 @@ pub enum QdiscConfig {
     Ckcd(ckcd::Params),
     Codel(codel::Params),
     FqCodel(fq_codel::Params),
+    Pie(pie::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -27,12 +28,13 @@ pub enum AnyQdisc<P> {
     Ckcd(ckcd::Ckcd<P>),
     Codel(codel::Codel<P>),
     FqCodel(fq_codel::FqCodel<P>),
+    Pie(pie::Pie<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "pie", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -54,6 +56,10 @@ impl QdiscConfig {
             QdiscConfig::Codel(p) => {
                 p.validate()?;
                 AnyQdisc::Codel(codel::Codel::new(p.clone()))
+            }
+            QdiscConfig::Pie(p) => {
+                p.validate()?;
+                AnyQdisc::Pie(pie::Pie::new(p.clone(), crate::rng_from_seed(seed)))
             }
             QdiscConfig::FqCodel(p) => {
                 p.validate()?;
@@ -79,6 +85,7 @@ macro_rules! dispatch {
             AnyQdisc::Ckcd($q) => $e,
             AnyQdisc::Codel($q) => $e,
             AnyQdisc::FqCodel($q) => $e,
+            AnyQdisc::Pie($q) => $e,
         }
     };
 }
@@ -123,6 +130,6 @@ mod tests {
         assert!(err.to_string().contains("treshold_bytes"), "{err}");
         let err = serde_json::from_str::<QdiscConfig>(r#"{"kind": "red", "limit": 1, "avpkt": 1, "burts": 3}"#).unwrap_err();
         assert!(err.to_string().contains("burts"), "{err}");
-        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "pie"}"#).is_err());
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "dualpi2"}"#).is_err());
     }
 }

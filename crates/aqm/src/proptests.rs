@@ -48,6 +48,8 @@ fn configs() -> Vec<QdiscConfig> {
         QdiscConfig::Gsp(crate::gsp::Params { threshold_bytes: 5_000, interval_ns: 2_000_000, tau_ns: 10_000_000, alpha: 1.0, max_time_ns: None, adaptive: true, limit_packets: Some(20), limit_bytes: None }),
         QdiscConfig::Codel(crate::codel::Params { target_ns: 1_000_000, interval_ns: 5_000_000, ecn: true, ce_threshold_ns: Some(3_000_000), limit: 30, ..Default::default() }),
         QdiscConfig::Codel(crate::codel::Params { target_ns: 1_000_000, interval_ns: 5_000_000, limit: 30, ..Default::default() }),
+        QdiscConfig::Pie(crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, ecn: true, ..Default::default() }),
+        QdiscConfig::Pie(crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, dq_rate_estimator: true, bytemode: true, ..Default::default() }),
         QdiscConfig::FqCodel(crate::fq_codel::Params { flows: 4, limit: 25, memory_limit: 30_000, drop_batch: 3, target_ns: 1_000_000, interval_ns: 5_000_000, ..Default::default() }),
         QdiscConfig::Ckcd(crate::ckcd::Params {
             rate_bps: 10_000_000,

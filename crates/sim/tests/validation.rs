@@ -406,3 +406,19 @@ fn fq_codel_evens_out_mixed_ccs_and_rtts_and_isolates_a_cbr_flow() {
     println!("fq_codel: cbr share {share:.3}");
     assert!((0.15..0.3).contains(&share), "CBR share {share:.3}");
 }
+
+#[test]
+fn pie_holds_the_cubic_sojourn_at_its_target() {
+    // RFC 8033 §1: PIE's PI controller drives the queueing delay to `target` (15 ms) on
+    // average. 10 CUBIC flows, 100 Mbit/s, 20 ms, 1000-packet buffer; both delay estimators.
+    let mut c = class("cubic", 10, 20.0);
+    c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    for rate_estimator in [false, true] {
+        let aqm = json!({"kind": "pie", "limit": 1000, "dq_rate_estimator": rate_estimator});
+        let r = run(&config(100 * MBPS, None, Some(1000), aqm, std::slice::from_ref(&c), 60.0, 10.0, 2));
+        let mean = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
+        println!("pie (rate estimator {rate_estimator}): mean sojourn {mean:.2} ms (target 15), utilization {:.4}", metric(&r, "utilization"));
+        assert!((12.0..=18.0).contains(&mean), "mean sojourn {mean} ms");
+        assert!(metric(&r, "utilization") > 0.98);
+    }
+}

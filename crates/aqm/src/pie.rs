@@ -1,0 +1,489 @@
+//! PIE — Proportional Integral controller Enhanced (aqm.md §3).
+//!
+//! Sources: R. Pan et al., IEEE HPSR 2013; RFC 8033 §4–5; Linux net/sched/sch_pie.c
+//! (`pie_qdisc_enqueue`) and include/net/pie.h with sch_pie.c's exported helpers
+//! (`pie_drop_early`, `pie_process_dequeue`, `pie_calculate_probability`, `pie_vars_init`) —
+//! Linux behaviour where the two differ, as aqm.md prescribes.
+//!
+//! Every `tupdate` the drop probability moves by α·(qdelay − target) + β·(qdelay − qdelay_old),
+//! with α and β scaled down while p is small (÷2 below 10 %, then ÷4 per decade down to
+//! 10⁻⁶: RFC 8033 §4.2's table), the step capped at +2 % once p ≥ 10 % (RFC §5.5), +2 % extra
+//! while qdelay > 250 ms (Linux), and ×(1 − 1/64) decay after two updates with no delay. The
+//! delay is the sojourn of the last dequeued packet (timestamps, Linux's default) or
+//! backlog / drain rate (`dq_rate_estimator`, RFC §5.2 as Linux averages it). Arrivals are
+//! dropped early — not within the 150 ms burst allowance, nor while qdelay < target/2 and
+//! p < 20 %, nor below two MTUs of backlog — with RFC §5.4's derandomisation; with `ecn`, ECT
+//! packets are marked instead while p ≤ 10 %.
+//!
+//! Deviations: f64 probability instead of Linux's 56-bit fixed point; the controller runs
+//! lazily from `now` (every missed `tupdate` is replayed at its own time, since the state a
+//! tick reads — the last measured delay, the backlog — is constant between calls), starting at
+//! t = tupdate rather than 500 ms after qdisc creation [ours, aqm.md §0.2].
+
+use crate::fifo::{fifo_accessors, Fifo};
+use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
+
+/// `QUEUE_THRESHOLD`: bytes per drain-rate sample (include/net/pie.h).
+const QUEUE_THRESHOLD: u64 = 16_384;
+/// Burst allowance restored by `pie_vars_init`: 150 ms.
+const MAX_BURST_NS: Nanos = 150_000_000;
+/// Missed updates replayed one by one per call at most; beyond that the controller is at its
+/// fixed point (p decays by 1/64 per tick with no delay: after 5 000 ticks p < 10⁻³⁴), so the
+/// rest are skipped.
+const MAX_CATCHUP: u32 = 5_000;
+
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+pub struct Params {
+    /// `target`: queueing-delay reference, ns (15 ms).
+    pub target_ns: Nanos,
+    /// `tupdate`: controller period, ns (15 ms).
+    pub tupdate_ns: Nanos,
+    /// `limit`: packets (1000).
+    pub limit: u64,
+    /// `alpha` in tc's units of 1/16 Hz (2 ⇒ 0.125 Hz).
+    pub alpha: u32,
+    /// `beta` in 1/16 Hz (20 ⇒ 1.25 Hz).
+    pub beta: u32,
+    pub ecn: bool,
+    /// Scale p by len/MTU (Linux `bytemode`).
+    pub bytemode: bool,
+    /// Little's-law delay from the drain rate instead of timestamps.
+    pub dq_rate_estimator: bool,
+    /// `psched_mtu`, bytes (1514).
+    pub mtu_bytes: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            target_ns: 15_000_000,
+            tupdate_ns: 15_000_000,
+            limit: 1000,
+            alpha: 2,
+            beta: 20,
+            ecn: false,
+            bytemode: false,
+            dq_rate_estimator: false,
+            mtu_bytes: 1514,
+        }
+    }
+}
+
+impl Params {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.target_ns == 0 {
+            return Err("target: must be positive".into());
+        }
+        if self.tupdate_ns == 0 {
+            return Err("tupdate: must be positive".into());
+        }
+        if self.alpha > 32 {
+            return Err(format!("alpha: {} must be 0..=32 (units of 1/16 Hz, as tc)", self.alpha));
+        }
+        if self.beta > 32 {
+            return Err(format!("beta: {} must be 0..=32 (units of 1/16 Hz, as tc)", self.beta));
+        }
+        if self.limit == 0 {
+            return Err("limit: must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// `struct pie_vars`.
+#[derive(Clone, Debug)]
+pub struct Vars {
+    /// Drop probability.
+    pub prob: f64,
+    /// Current queue delay, ns.
+    pub qdelay_ns: Nanos,
+    pub qdelay_old_ns: Nanos,
+    pub burst_ns: Nanos,
+    pub accu_prob: f64,
+    /// Time of the last dequeue (timestamp mode) or measurement start (rate mode).
+    pub dq_tstamp: Option<Nanos>,
+    /// Bytes counted in the current drain-rate measurement (None: not measuring).
+    pub dq_count: Option<u64>,
+    /// Average drain rate, bytes/ns.
+    pub avg_dq_rate: f64,
+    pub next_update_ns: Nanos,
+}
+
+impl Vars {
+    fn new(tupdate_ns: Nanos) -> Self {
+        Vars {
+            prob: 0.0,
+            qdelay_ns: 0,
+            qdelay_old_ns: 0,
+            burst_ns: MAX_BURST_NS,
+            accu_prob: 0.0,
+            dq_tstamp: None,
+            dq_count: None,
+            avg_dq_rate: 0.0,
+            next_update_ns: tupdate_ns,
+        }
+    }
+
+    /// `pie_vars_init`: restore the burst allowance and restart measurement (p and the
+    /// delays are kept).
+    fn reinit(&mut self) {
+        self.burst_ns = MAX_BURST_NS;
+        self.dq_tstamp = None;
+        self.accu_prob = 0.0;
+        self.dq_count = None;
+        self.avg_dq_rate = 0.0;
+    }
+}
+
+/// tc -s names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub dropped: u64,
+    pub overlimit: u64,
+    pub ecn_mark: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Pie<P> {
+    pub params: Params,
+    pub vars: Vars,
+    pub stats: Stats,
+    rng: Rng,
+    queue: Fifo<P>,
+}
+
+impl<P: Packet> Pie<P> {
+    pub fn new(params: Params, rng: Rng) -> Self {
+        let vars = Vars::new(params.tupdate_ns);
+        Pie { params, vars, stats: Stats::default(), rng, queue: Fifo::default() }
+    }
+
+    /// Run every controller tick due by `now`.
+    fn catch_up(&mut self, now: Nanos) {
+        let mut n = 0;
+        while self.vars.next_update_ns <= now {
+            if n < MAX_CATCHUP {
+                self.calculate_probability();
+            }
+            n += 1;
+            self.vars.next_update_ns += self.params.tupdate_ns;
+        }
+    }
+
+    /// α and β in 1/s per second of delay error, scaled down for small p (RFC 8033 §4.2).
+    pub fn gains(&self) -> (f64, f64) {
+        let mut alpha = self.params.alpha as f64 / 16.0;
+        let mut beta = self.params.beta as f64 / 16.0;
+        let p = self.vars.prob;
+        if p < 0.1 {
+            alpha /= 2.0;
+            beta /= 2.0;
+            let mut power = 100.0;
+            while p < 1.0 / power && power <= 1e6 {
+                alpha /= 4.0;
+                beta /= 4.0;
+                power *= 10.0;
+            }
+        }
+        (alpha, beta)
+    }
+
+    /// `pie_calculate_probability`.
+    pub fn calculate_probability(&mut self) {
+        let backlog = self.queue.bytes();
+        let (qdelay, qdelay_old) = if self.params.dq_rate_estimator {
+            self.vars.qdelay_old_ns = self.vars.qdelay_ns;
+            let q = if self.vars.avg_dq_rate > 0.0 { (backlog as f64 / self.vars.avg_dq_rate) as Nanos } else { 0 };
+            (q, self.vars.qdelay_old_ns)
+        } else {
+            (self.vars.qdelay_ns, self.vars.qdelay_old_ns)
+        };
+        // A zero delay with a backlog means a very small queue: no decay this round.
+        let mut update_prob = !(qdelay == 0 && backlog != 0);
+        let (alpha, beta) = self.gains();
+        let secs = |ns: i64| ns as f64 / 1e9;
+        let mut delta = alpha * secs(qdelay as i64 - self.params.target_ns as i64) + beta * secs(qdelay as i64 - qdelay_old as i64);
+        // At most +2 % per update once p ≥ 10 % (RFC 8033 §5.5).
+        if delta > 0.02 && self.vars.prob >= 0.1 {
+            delta = 0.02;
+        }
+        // Linux: beyond 250 ms of delay, +2 % each update.
+        if qdelay > 250_000_000 {
+            delta += 0.02;
+        }
+        let p = self.vars.prob + delta;
+        if p >= 1.0 {
+            self.vars.prob = 1.0;
+            update_prob = false;
+        } else {
+            self.vars.prob = p.max(0.0);
+        }
+        // Two updates with no delay: decay to 98.4 %.
+        if qdelay == 0 && qdelay_old == 0 && update_prob {
+            self.vars.prob -= self.vars.prob / 64.0;
+        }
+        self.vars.qdelay_ns = qdelay;
+        // Restart the measurement cycle once the delay has been low for two updates with p = 0.
+        if self.vars.qdelay_ns < self.params.target_ns / 2
+            && self.vars.qdelay_old_ns < self.params.target_ns / 2
+            && self.vars.prob == 0.0
+            && (!self.params.dq_rate_estimator || self.vars.avg_dq_rate > 0.0)
+        {
+            self.vars.reinit();
+        }
+        if !self.params.dq_rate_estimator {
+            self.vars.qdelay_old_ns = qdelay;
+        }
+    }
+
+    /// `pie_drop_early`.
+    fn drop_early(&mut self, pkt_len: u32) -> bool {
+        if self.vars.burst_ns > 0 {
+            return false;
+        }
+        if self.vars.qdelay_ns < self.params.target_ns / 2 && self.vars.prob < 0.2 {
+            return false;
+        }
+        if self.queue.bytes() < 2 * self.params.mtu_bytes {
+            return false;
+        }
+        let local = if self.params.bytemode && pkt_len as u64 <= self.params.mtu_bytes {
+            self.vars.prob * pkt_len as f64 / self.params.mtu_bytes as f64
+        } else {
+            self.vars.prob
+        };
+        // Derandomisation (RFC 8033 §5.4).
+        if local == 0.0 {
+            self.vars.accu_prob = 0.0;
+        } else {
+            self.vars.accu_prob += local;
+        }
+        if self.vars.accu_prob < 0.85 {
+            return false;
+        }
+        if self.vars.accu_prob >= 8.5 {
+            return true;
+        }
+        if uniform01(&mut self.rng) < local {
+            self.vars.accu_prob = 0.0;
+            return true;
+        }
+        false
+    }
+
+    /// `pie_process_dequeue` for a packet that just left, `qlen` packets remaining.
+    fn process_dequeue(&mut self, pkt: &P, now: Nanos) {
+        let backlog = self.queue.bytes();
+        let dtime;
+        if !self.params.dq_rate_estimator {
+            self.vars.qdelay_ns = now - pkt.enqueue_ns();
+            dtime = self.vars.dq_tstamp.map_or(0, |t| now - t);
+            self.vars.dq_tstamp = Some(now);
+            if self.queue.is_empty() {
+                self.vars.qdelay_ns = 0;
+            }
+            if dtime == 0 {
+                return;
+            }
+        } else {
+            if backlog >= QUEUE_THRESHOLD && self.vars.dq_count.is_none() {
+                self.vars.dq_tstamp = Some(now);
+                self.vars.dq_count = Some(0);
+            }
+            let Some(count) = self.vars.dq_count else { return };
+            let count = count + pkt.wire_len() as u64;
+            self.vars.dq_count = Some(count);
+            if count < QUEUE_THRESHOLD {
+                return;
+            }
+            let start = self.vars.dq_tstamp.unwrap_or(now);
+            dtime = now - start;
+            if dtime == 0 {
+                return;
+            }
+            let rate = count as f64 / dtime as f64;
+            // Linux averages the rate with weight 1/8; the first sample is taken as is.
+            self.vars.avg_dq_rate = if self.vars.avg_dq_rate == 0.0 { rate } else { self.vars.avg_dq_rate * 7.0 / 8.0 + rate / 8.0 };
+            if backlog < QUEUE_THRESHOLD {
+                self.vars.dq_count = None;
+            } else {
+                self.vars.dq_count = Some(0);
+                self.vars.dq_tstamp = Some(now);
+            }
+        }
+        self.vars.burst_ns = self.vars.burst_ns.saturating_sub(dtime);
+    }
+}
+
+impl<P: Packet> Qdisc<P> for Pie<P> {
+    fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        self.catch_up(now);
+        if self.queue.len() as u64 >= self.params.limit {
+            self.stats.overlimit += 1;
+            self.stats.dropped += 1;
+            self.vars.accu_prob = 0.0;
+            out.dropped(pkt, DropReason::Overflow, now);
+            return;
+        }
+        if self.drop_early(pkt.wire_len()) {
+            if self.params.ecn && self.vars.prob <= 0.1 && pkt.ecn().is_ect_or_ce() {
+                pkt.set_ce();
+                self.stats.ecn_mark += 1;
+                out.marked(&pkt, MarkReason::Prob, now);
+            } else {
+                self.stats.dropped += 1;
+                self.vars.accu_prob = 0.0;
+                // ECT packets dropped because p is above 10 % are PIE's overload safeguard.
+                let why = if self.params.ecn && pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
+                out.dropped(pkt, why, now);
+                return;
+            }
+        }
+        pkt.set_enqueue_ns(now);
+        self.queue.push(pkt);
+    }
+
+    fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
+        self.catch_up(now);
+        let p = self.queue.pop()?;
+        self.process_dequeue(&p, now);
+        Some(p)
+    }
+
+    fifo_accessors!();
+
+    fn reset(&mut self) -> Vec<P> {
+        self.vars = Vars::new(self.vars.next_update_ns);
+        self.queue.drain()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng_from_seed;
+    use crate::testing::{pkt, Recorder, TestPkt};
+    use crate::Ecn;
+
+    const MS: Nanos = 1_000_000;
+
+    fn pie() -> Pie<TestPkt> {
+        Pie::new(Params::default(), rng_from_seed(1))
+    }
+
+    #[test]
+    fn gains_follow_the_rfc_table() {
+        // α = 2/16 = 0.125 Hz, β = 20/16 = 1.25 Hz; p ≥ 10 %: unscaled; p in [1 %, 10 %): ÷2;
+        // [0.1 %, 1 %): ÷8; p = 0 (below 10⁻⁶): ÷2048.
+        let mut q = pie();
+        q.vars.prob = 0.2;
+        assert_eq!(q.gains(), (0.125, 1.25));
+        q.vars.prob = 0.05;
+        assert_eq!(q.gains(), (0.0625, 0.625));
+        q.vars.prob = 0.005;
+        assert_eq!(q.gains(), (0.125 / 8.0, 1.25 / 8.0));
+        q.vars.prob = 0.0;
+        assert_eq!(q.gains(), (0.125 / 2048.0, 1.25 / 2048.0));
+    }
+
+    #[test]
+    fn one_update_for_a_given_delay() {
+        // p = 5 % (gains ÷2: α = 0.0625, β = 0.625), qdelay 25 ms, qdelay_old 20 ms,
+        // target 15 ms: Δ = 0.0625·0.010 + 0.625·0.005 = 0.000625 + 0.003125 = 0.00375.
+        let mut q = pie();
+        q.vars.prob = 0.05;
+        q.vars.qdelay_ns = 25 * MS;
+        q.vars.qdelay_old_ns = 20 * MS;
+        q.queue.push(pkt(0, 1500, Ecn::NotEct));
+        q.calculate_probability();
+        assert!((q.vars.prob - 0.05375).abs() < 1e-12, "p = {}", q.vars.prob);
+        assert_eq!(q.vars.qdelay_old_ns, 25 * MS);
+    }
+
+    #[test]
+    fn the_step_is_capped_at_two_percent_above_ten_percent() {
+        // p = 0.3, qdelay 200 ms vs target 15: Δ = 0.125·0.185 + 1.25·0.2 = 0.273 ⇒ capped 0.02.
+        let mut q = pie();
+        q.vars.prob = 0.3;
+        q.vars.qdelay_ns = 200 * MS;
+        q.queue.push(pkt(0, 1500, Ecn::NotEct));
+        q.calculate_probability();
+        assert!((q.vars.prob - 0.32).abs() < 1e-12);
+    }
+
+    #[test]
+    fn decays_by_one_64th_when_the_queue_stays_empty() {
+        // Two updates with qdelay = 0 and an empty queue: the first moves p by
+        // α·(0 − 15 ms) (with p = 0.5: −0.001875) and already decays since qdelay_old was 0:
+        // (0.5 − 0.001875)·63/64 = 0.490342...
+        let mut q = pie();
+        q.vars.prob = 0.5;
+        q.calculate_probability();
+        assert!((q.vars.prob - (0.5 - 0.001875) * 63.0 / 64.0).abs() < 1e-12, "p = {}", q.vars.prob);
+    }
+
+    #[test]
+    fn no_early_drop_within_the_burst_allowance_or_below_two_mtu() {
+        let mut q = pie();
+        let mut r = Recorder::default();
+        q.vars.prob = 0.9;
+        q.vars.qdelay_ns = 100 * MS;
+        // Burst allowance (150 ms) still full: nothing dropped.
+        for i in 0..50 {
+            q.enqueue(pkt(i, 1500, Ecn::NotEct), 1, &mut r);
+        }
+        assert!(r.drops.is_empty());
+        q.vars.burst_ns = 0;
+        q.vars.next_update_ns = u64::MAX;
+        for i in 0..50 {
+            q.enqueue(pkt(i, 1500, Ecn::NotEct), 2, &mut r);
+        }
+        assert!(!r.drops.is_empty(), "p = 0.9 with no allowance drops");
+        // Below two MTUs of backlog nothing is dropped whatever p.
+        let mut q = pie();
+        q.vars.burst_ns = 0;
+        q.vars.prob = 1.0;
+        q.vars.qdelay_ns = 100 * MS;
+        q.vars.next_update_ns = u64::MAX;
+        let mut r = Recorder::default();
+        q.enqueue(pkt(0, 1500, Ecn::NotEct), 0, &mut r);
+        q.enqueue(pkt(1, 1500, Ecn::NotEct), 0, &mut r);
+        assert!(r.drops.is_empty());
+    }
+
+    #[test]
+    fn ecn_marks_only_up_to_ten_percent() {
+        let go = |prob: f64| {
+            let mut q = Pie::new(Params { ecn: true, ..Params::default() }, rng_from_seed(3));
+            q.vars.burst_ns = 0;
+            q.vars.prob = prob;
+            q.vars.qdelay_ns = 100 * MS;
+            q.vars.next_update_ns = u64::MAX;
+            let mut r = Recorder::default();
+            for i in 0..2000 {
+                q.enqueue(pkt(i, 1500, Ecn::Ect0), 0, &mut r);
+                if q.len() > 10 {
+                    q.queue.pop();
+                }
+            }
+            (r.marks.len(), r.drops.len())
+        };
+        let (m, d) = go(0.08);
+        assert!(m > 0 && d == 0, "p = 8 %: marks {m}, drops {d}");
+        let (m, d) = go(0.3);
+        assert!(m == 0 && d > 0, "p = 30 %: marks {m}, drops {d}");
+    }
+
+    #[test]
+    fn the_controller_runs_lazily_at_its_own_ticks() {
+        // A standing 30 ms delay (above the 15 ms target) for 1 s: p must rise from 0, and the
+        // number of ticks replayed is exactly 1 s / 15 ms = 66.
+        let mut q = pie();
+        q.vars.qdelay_ns = 30 * MS;
+        q.queue.push(pkt(0, 1500, Ecn::NotEct));
+        q.catch_up(1000 * MS);
+        assert_eq!(q.vars.next_update_ns, 67 * 15 * MS);
+        assert!(q.vars.prob > 0.0);
+    }
+}
