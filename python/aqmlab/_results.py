@@ -53,7 +53,7 @@ class Result:
                 table = pa.Table.from_pandas(self.tables[name], preserve_index=False)
                 pq.write_table(table, tmp / f"{name}.parquet")
                 _fsync(tmp / f"{name}.parquet")
-            _fsync_dir(tmp)
+            _fsync(tmp)
             if target.exists():
                 trash = target.parent / f".{target.name}.old-{os.getpid()}"
                 os.rename(target, trash)
@@ -61,7 +61,7 @@ class Result:
                 shutil.rmtree(trash, ignore_errors=True)
             else:
                 os.rename(tmp, target)
-            _fsync_dir(target.parent)
+            _fsync(target.parent)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -69,14 +69,7 @@ class Result:
 
 
 def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+    """Flush a file's or a directory's entries to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
