@@ -141,3 +141,13 @@ def test_pie_as_seed_004() -> None:
         "kind": "pie", "target_ns": 7_500_000, "tupdate_ns": 15_000_000, "limit": 1000, "alpha": 2, "beta": 20,
         "ecn": False, "bytemode": False, "dq_rate_estimator": False,
     }
+
+
+def test_pi2_as_seed_003() -> None:
+    # Seed 003: target K·RTT (K = 0.5 of 5 ms ⇒ 2.5 ms), tupdate 10 ms, α 0.16, β 3.2, any ECT
+    # scalable (Linux DCTCP sends ECT(0)).
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms",
+        "aqm": {"kind": "pi2", "target": "0.5rtt", "tupdate": "10ms", "ecn_mask": "any_ect"}}, flows=[{"cc": "dctcp", "rtt": "5ms"}])
+    b = s.engine_config()["bottleneck"]
+    assert b["aqm"] == {"kind": "pi2", "target_ns": 2_500_000, "tupdate_ns": 10_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0, "ecn_mask": "any_ect", "limit": 10_000}
+    assert b["delay_target_ns"] == 2_500_000

@@ -112,6 +112,18 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "bytemode": aqm.bytemode,
             "dq_rate_estimator": aqm.dq_rate_estimator,
         }
+    elif aqm.kind == "pi2":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        engine_aqm = {
+            "kind": "pi2",
+            "target_ns": delay_target_ns,
+            "tupdate_ns": u.parse_time(aqm.tupdate),
+            "alpha": aqm.alpha,
+            "beta": aqm.beta,
+            "k": aqm.k,
+            "ecn_mask": aqm.ecn_mask,
+            "limit": int(u.parse_size(aqm.limit).value),
+        }
     elif aqm.kind == "codel":
         delay_target_ns = _target_ns(aqm.target, rtt_ref)
         engine_aqm = {

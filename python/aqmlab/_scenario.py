@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("fq_pie", "pi2", "dualpi2", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("fq_pie", "dualpi2", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -197,6 +197,21 @@ class PieAqm(_Model):
     dq_rate_estimator: bool = False
 
 
+class Pi2Aqm(_Model):
+    """PI2 (De Schepper et al. 2016): p′² for classic traffic, k·p′ for scalable traffic."""
+
+    SOURCE: ClassVar[str] = "De Schepper et al., CoNEXT 2016; RFC 9332 App. A; Linux sch_dualpi2.c; seed 003"
+
+    kind: Literal["pi2"] = "pi2"
+    target: Target = "15ms"
+    tupdate: PositiveTime = "16ms"
+    alpha: Annotated[float, Field(ge=0.0)] = 0.16
+    beta: Annotated[float, Field(ge=0.0)] = 3.2
+    k: Annotated[float, Field(ge=1.0)] = 2.0
+    ecn_mask: Literal["l4s_ect", "any_ect"] = "l4s_ect"
+    limit: Packets = "10000pkt"
+
+
 class CodelAqm(_Model):
     """CoDel (RFC 8289, Linux sch_codel): drop at dequeue once the sojourn stays above target."""
 
@@ -291,7 +306,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, Pi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -436,7 +451,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "pi2": Pi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

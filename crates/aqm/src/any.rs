@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, fq_codel, gsp, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, fq_codel, gsp, pi2, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -16,6 +16,7 @@ pub enum QdiscConfig {
     Codel(codel::Params),
     FqCodel(fq_codel::Params),
     Pie(pie::Params),
+    Pi2(pi2::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -29,12 +30,13 @@ pub enum AnyQdisc<P> {
     Codel(codel::Codel<P>),
     FqCodel(fq_codel::FqCodel<P>),
     Pie(pie::Pie<P>),
+    Pi2(pi2::Pi2<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "pie", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "pie", "pi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -61,6 +63,10 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::Pie(pie::Pie::new(p.clone(), crate::rng_from_seed(seed)))
             }
+            QdiscConfig::Pi2(p) => {
+                p.validate()?;
+                AnyQdisc::Pi2(pi2::Pi2::new(p.clone(), crate::rng_from_seed(seed)))
+            }
             QdiscConfig::FqCodel(p) => {
                 p.validate()?;
                 AnyQdisc::FqCodel(fq_codel::FqCodel::new(p.clone(), seed))
@@ -86,6 +92,7 @@ macro_rules! dispatch {
             AnyQdisc::Codel($q) => $e,
             AnyQdisc::FqCodel($q) => $e,
             AnyQdisc::Pie($q) => $e,
+            AnyQdisc::Pi2($q) => $e,
         }
     };
 }

@@ -28,6 +28,7 @@ pub mod fifo;
 pub mod fq_codel;
 pub mod gsp;
 pub mod limit;
+pub mod pi2;
 pub mod pie;
 pub mod red;
 pub mod ring;

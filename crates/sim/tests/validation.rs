@@ -422,3 +422,19 @@ fn pie_holds_the_cubic_sojourn_at_its_target() {
         assert!(metric(&r, "utilization") > 0.98);
     }
 }
+
+#[test]
+fn pi2_holds_the_dctcp_sojourn_at_its_target() {
+    // Seed 003's setting: 10 DCTCP flows (ECT(0), so ecn_mask = any_ect), 1 Gbit/s, 5 ms,
+    // 500 ms buffer, PI2 with tupdate 10 ms, α 0.16, β 3.2, target K·RTT with K = 0.5
+    // (2.5 ms). The PI controller's integral action drives the mean queueing delay to the
+    // target (De Schepper et al. 2016 §4); expect it within ±10 % and a full link.
+    let mut c = class("dctcp", 10, 5.0);
+    c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let aqm = json!({"kind": "pi2", "target_ns": 2_500_000u64, "tupdate_ns": 10_000_000u64, "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"});
+    let r = run(&config(GBPS, Some(62_500_000), None, aqm, &[c], 30.0, 5.0, 3));
+    let mean = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
+    println!("pi2: mean sojourn {mean:.3} ms (target 2.5), utilization {:.4}, jain {:.3}", metric(&r, "utilization"), metric(&r, "jain"));
+    assert!((2.25..=2.75).contains(&mean), "mean sojourn {mean} ms");
+    assert!(metric(&r, "utilization") > 0.99);
+}
