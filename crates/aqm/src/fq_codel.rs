@@ -1,7 +1,7 @@
 //! FQ-CoDel — Flow Queue CoDel (RFC 8290; Linux net/sched/sch_fq_codel.c; aqm.md §6.2).
 //!
 //! Arrivals are hashed into `flows` queues (1024), each with its own CoDel state and shared
-//! parameters ([`crate::codel::CodelLaw`]). A deficit round robin with a quantum of one MTU
+//! parameters ([`crate::codel::CodelLaw`]). A deficit round robin ([`crate::drr`]) with a quantum of one MTU
 //! serves two lists: a flow becoming active joins *new_flows* (served first: sparse flows get
 //! priority); a flow that used its quantum moves to *old_flows*; an empty new flow passes
 //! through old_flows once before leaving (anti-starvation), exactly as `fq_codel_dequeue`.
@@ -15,9 +15,8 @@
 //! flows collide as randomly as in Linux, deterministically per seed; memory is counted as
 //! wire bytes (Linux counts skb truesize, roughly 1.5× larger).
 
-use std::collections::VecDeque;
-
 use crate::codel::{self, CodelLaw, CodelQueue};
+use crate::drr::Drr;
 use crate::fifo::Fifo;
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -92,19 +91,10 @@ impl Params {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum List {
-    None,
-    New,
-    Old,
-}
-
 #[derive(Clone, Debug)]
 struct Flow<P> {
     queue: Fifo<P>,
     law: CodelLaw,
-    deficit: i64,
-    list: List,
 }
 
 /// tc -s names.
@@ -121,8 +111,7 @@ pub struct FqCodel<P> {
     codel_params: codel::Params,
     pub stats: Stats,
     flows: Vec<Flow<P>>,
-    new_flows: VecDeque<usize>,
-    old_flows: VecDeque<usize>,
+    drr: Drr,
     qlen: usize,
     backlog: u64,
     hash_seed: u64,
@@ -150,14 +139,13 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: Params, hash_seed: u64) -> Self {
-        let flows = (0..params.flows).map(|_| Flow { queue: Fifo::default(), law: CodelLaw::default(), deficit: 0, list: List::None }).collect();
+        let flows = (0..params.flows).map(|_| Flow { queue: Fifo::default(), law: CodelLaw::default() }).collect();
         FqCodel {
             codel_params: params.codel(),
+            drr: Drr::new(params.flows as usize, params.quantum),
             params,
             stats: Stats::default(),
             flows,
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
             qlen: 0,
             backlog: 0,
             hash_seed,
@@ -205,12 +193,8 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         pkt.set_enqueue_ns(now);
         self.backlog += pkt.wire_len() as u64;
         self.qlen += 1;
-        let flow = &mut self.flows[idx];
-        flow.queue.push(pkt);
-        if flow.list == List::None {
-            flow.list = List::New;
-            flow.deficit = self.params.quantum as i64;
-            self.new_flows.push_back(idx);
+        self.flows[idx].queue.push(pkt);
+        if self.drr.activate(idx) {
             self.stats.new_flow_count += 1;
         }
         let memory_limited = self.backlog > self.params.memory_limit;
@@ -228,44 +212,14 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
         loop {
-            let (from_new, idx) = match self.new_flows.front() {
-                Some(&i) => (true, i),
-                None => (false, *self.old_flows.front()?),
-            };
-            if self.flows[idx].deficit <= 0 {
-                // Quantum used: top up and go to the back of the old list.
-                self.flows[idx].deficit += self.params.quantum as i64;
-                if from_new {
-                    self.new_flows.pop_front();
-                } else {
-                    self.old_flows.pop_front();
-                }
-                self.flows[idx].list = List::Old;
-                self.old_flows.push_back(idx);
-                continue;
-            }
+            let turn = self.drr.next()?;
             let params = &self.codel_params;
-            let flow = &mut self.flows[idx];
+            let flow = &mut self.flows[turn.queue];
             let mut view = FlowView { queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
-            let pkt = flow.law.dequeue(&mut view, now, params, out);
-            match pkt {
-                None => {
-                    // Empty: a new flow passes through old_flows once (anti-starvation),
-                    // an old one leaves the lists.
-                    if from_new {
-                        self.new_flows.pop_front();
-                    } else {
-                        self.old_flows.pop_front();
-                    }
-                    if from_new && !self.old_flows.is_empty() {
-                        self.flows[idx].list = List::Old;
-                        self.old_flows.push_back(idx);
-                    } else {
-                        self.flows[idx].list = List::None;
-                    }
-                }
+            match flow.law.dequeue(&mut view, now, params, out) {
+                None => self.drr.empty(turn),
                 Some(p) => {
-                    self.flows[idx].deficit -= p.wire_len() as i64;
+                    self.drr.charge(turn, p.wire_len());
                     return Some(p);
                 }
             }
@@ -289,11 +243,8 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         for f in &mut self.flows {
             all.extend(f.queue.drain());
             f.law = CodelLaw::default();
-            f.deficit = 0;
-            f.list = List::None;
         }
-        self.new_flows.clear();
-        self.old_flows.clear();
+        self.drr.clear();
         self.qlen = 0;
         self.backlog = 0;
         all

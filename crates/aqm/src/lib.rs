@@ -24,6 +24,7 @@ pub mod bernoulli;
 pub mod choke;
 pub mod ckcd;
 pub mod codel;
+pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
 pub mod gsp;
