@@ -151,3 +151,12 @@ def test_pi2_as_seed_003() -> None:
     b = s.engine_config()["bottleneck"]
     assert b["aqm"] == {"kind": "pi2", "target_ns": 2_500_000, "tupdate_ns": 10_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0, "ecn_mask": "any_ect", "limit": 10_000}
     assert b["delay_target_ns"] == 2_500_000
+
+
+def test_fq_pie_defaults() -> None:
+    # sch_fq_pie: 1024 flows, limit 10240 (capped by a 500-packet buffer), quantum 1514,
+    # ecn_prob 10 %, and PIE's 15 ms / 15 ms / 2 / 20.
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "500pkt", "aqm": {"kind": "fq_pie"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
+    a = s.engine_config()["bottleneck"]["aqm"]
+    assert a == {"kind": "fq_pie", "flows": 1024, "limit": 500, "quantum": 1514, "ecn_prob": 0.1,
+                 "pie": {"target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 2, "beta": 20, "ecn": False, "bytemode": False, "dq_rate_estimator": False}}

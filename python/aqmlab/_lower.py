@@ -112,6 +112,27 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "bytemode": aqm.bytemode,
             "dq_rate_estimator": aqm.dq_rate_estimator,
         }
+    elif aqm.kind == "fq_pie":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        limit = int(u.parse_size(aqm.limit).value)
+        if buf_pkts is not None:
+            limit = min(limit, buf_pkts)
+        engine_aqm = {
+            "kind": "fq_pie",
+            "flows": aqm.flows,
+            "limit": limit,
+            "quantum": _bytes(u.parse_size(aqm.quantum), rate, rtt_ref),
+            "ecn_prob": aqm.ecn_prob,
+            "pie": {
+                "target_ns": delay_target_ns,
+                "tupdate_ns": u.parse_time(aqm.tupdate),
+                "alpha": aqm.alpha,
+                "beta": aqm.beta,
+                "ecn": aqm.ecn,
+                "bytemode": aqm.bytemode,
+                "dq_rate_estimator": aqm.dq_rate_estimator,
+            },
+        }
     elif aqm.kind == "pi2":
         delay_target_ns = _target_ns(aqm.target, rtt_ref)
         engine_aqm = {

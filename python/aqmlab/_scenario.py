@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("fq_pie", "dualpi2", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("dualpi2", "ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -197,6 +197,25 @@ class PieAqm(_Model):
     dq_rate_estimator: bool = False
 
 
+class FqPieAqm(_Model):
+    """FQ-PIE (Linux sch_fq_pie): hashed flow queues, DRR, PIE per queue at enqueue."""
+
+    SOURCE: ClassVar[str] = "Linux net/sched/sch_fq_pie.c; RFC 8033 per queue"
+
+    kind: Literal["fq_pie"] = "fq_pie"
+    flows: Annotated[int, Field(ge=1, le=65536)] = 1024
+    limit: Packets = "10240pkt"
+    quantum: Size = "1514B"
+    ecn_prob: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
+    target: Target = "15ms"
+    tupdate: PositiveTime = "15ms"
+    alpha: Annotated[int, Field(ge=0, le=32)] = 2
+    beta: Annotated[int, Field(ge=0, le=32)] = 20
+    ecn: bool = False
+    bytemode: bool = False
+    dq_rate_estimator: bool = False
+
+
 class Pi2Aqm(_Model):
     """PI2 (De Schepper et al. 2016): p′² for classic traffic, k·p′ for scalable traffic."""
 
@@ -306,7 +325,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, Pi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, FqPieAqm, Pi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -451,7 +470,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "pi2": Pi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "fq_pie": FqPieAqm, "pi2": Pi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, fq_codel, gsp, pi2, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, fq_codel, fq_pie, gsp, pi2, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -17,6 +17,7 @@ pub enum QdiscConfig {
     FqCodel(fq_codel::Params),
     Pie(pie::Params),
     Pi2(pi2::Params),
+    FqPie(fq_pie::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -31,12 +32,13 @@ pub enum AnyQdisc<P> {
     FqCodel(fq_codel::FqCodel<P>),
     Pie(pie::Pie<P>),
     Pi2(pi2::Pi2<P>),
+    FqPie(fq_pie::FqPie<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "pie", "pi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "pie", "fq_pie", "pi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -67,6 +69,10 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::Pi2(pi2::Pi2::new(p.clone(), crate::rng_from_seed(seed)))
             }
+            QdiscConfig::FqPie(p) => {
+                p.validate()?;
+                AnyQdisc::FqPie(fq_pie::FqPie::new(p.clone(), seed, crate::rng_from_seed(seed ^ 0xF0)))
+            }
             QdiscConfig::FqCodel(p) => {
                 p.validate()?;
                 AnyQdisc::FqCodel(fq_codel::FqCodel::new(p.clone(), seed))
@@ -93,6 +99,7 @@ macro_rules! dispatch {
             AnyQdisc::FqCodel($q) => $e,
             AnyQdisc::Pie($q) => $e,
             AnyQdisc::Pi2($q) => $e,
+            AnyQdisc::FqPie($q) => $e,
         }
     };
 }

@@ -27,6 +27,7 @@ pub mod codel;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod gsp;
 pub mod limit;
 pub mod pi2;

@@ -144,37 +144,35 @@ pub struct Stats {
     pub ecn_mark: u64,
 }
 
+/// PIE's controller and early-drop state for one queue, shared by PIE and FQ-PIE (one per
+/// bucket there, as `sch_fq_pie.c` reuses sch_pie's exported helpers).
 #[derive(Clone, Debug)]
-pub struct Pie<P> {
-    pub params: Params,
+pub struct PieLaw {
     pub vars: Vars,
-    pub stats: Stats,
-    rng: Rng,
-    queue: Fifo<P>,
 }
 
-impl<P: Packet> Pie<P> {
-    pub fn new(params: Params, rng: Rng) -> Self {
-        let vars = Vars::new(params.tupdate_ns);
-        Pie { params, vars, stats: Stats::default(), rng, queue: Fifo::default() }
+impl PieLaw {
+    pub fn new(params: &Params) -> Self {
+        PieLaw { vars: Vars::new(params.tupdate_ns) }
     }
 
-    /// Run every controller tick due by `now`.
-    fn catch_up(&mut self, now: Nanos) {
+    /// Run every controller tick due by `now`; `backlog` (bytes) is constant since the last
+    /// call, so each tick sees exactly what a timer would have.
+    pub fn catch_up(&mut self, p: &Params, now: Nanos, backlog: u64) {
         let mut n = 0;
         while self.vars.next_update_ns <= now {
             if n < MAX_CATCHUP {
-                self.calculate_probability();
+                self.calculate_probability(p, backlog);
             }
             n += 1;
-            self.vars.next_update_ns += self.params.tupdate_ns;
+            self.vars.next_update_ns += p.tupdate_ns;
         }
     }
 
     /// α and β in 1/s per second of delay error, scaled down for small p (RFC 8033 §4.2).
-    pub fn gains(&self) -> (f64, f64) {
-        let mut alpha = self.params.alpha as f64 / 16.0;
-        let mut beta = self.params.beta as f64 / 16.0;
+    pub fn gains(&self, params: &Params) -> (f64, f64) {
+        let mut alpha = params.alpha as f64 / 16.0;
+        let mut beta = params.beta as f64 / 16.0;
         let p = self.vars.prob;
         if p < 0.1 {
             alpha /= 2.0;
@@ -190,9 +188,8 @@ impl<P: Packet> Pie<P> {
     }
 
     /// `pie_calculate_probability`.
-    pub fn calculate_probability(&mut self) {
-        let backlog = self.queue.bytes();
-        let (qdelay, qdelay_old) = if self.params.dq_rate_estimator {
+    pub fn calculate_probability(&mut self, params: &Params, backlog: u64) {
+        let (qdelay, qdelay_old) = if params.dq_rate_estimator {
             self.vars.qdelay_old_ns = self.vars.qdelay_ns;
             let q = if self.vars.avg_dq_rate > 0.0 { (backlog as f64 / self.vars.avg_dq_rate) as Nanos } else { 0 };
             (q, self.vars.qdelay_old_ns)
@@ -201,9 +198,9 @@ impl<P: Packet> Pie<P> {
         };
         // A zero delay with a backlog means a very small queue: no decay this round.
         let mut update_prob = !(qdelay == 0 && backlog != 0);
-        let (alpha, beta) = self.gains();
+        let (alpha, beta) = self.gains(params);
         let secs = |ns: i64| ns as f64 / 1e9;
-        let mut delta = alpha * secs(qdelay as i64 - self.params.target_ns as i64) + beta * secs(qdelay as i64 - qdelay_old as i64);
+        let mut delta = alpha * secs(qdelay as i64 - params.target_ns as i64) + beta * secs(qdelay as i64 - qdelay_old as i64);
         // At most +2 % per update once p ≥ 10 % (RFC 8033 §5.5).
         if delta > 0.02 && self.vars.prob >= 0.1 {
             delta = 0.02;
@@ -225,31 +222,31 @@ impl<P: Packet> Pie<P> {
         }
         self.vars.qdelay_ns = qdelay;
         // Restart the measurement cycle once the delay has been low for two updates with p = 0.
-        if self.vars.qdelay_ns < self.params.target_ns / 2
-            && self.vars.qdelay_old_ns < self.params.target_ns / 2
+        if self.vars.qdelay_ns < params.target_ns / 2
+            && self.vars.qdelay_old_ns < params.target_ns / 2
             && self.vars.prob == 0.0
-            && (!self.params.dq_rate_estimator || self.vars.avg_dq_rate > 0.0)
+            && (!params.dq_rate_estimator || self.vars.avg_dq_rate > 0.0)
         {
             self.vars.reinit();
         }
-        if !self.params.dq_rate_estimator {
+        if !params.dq_rate_estimator {
             self.vars.qdelay_old_ns = qdelay;
         }
     }
 
-    /// `pie_drop_early`.
-    fn drop_early(&mut self, pkt_len: u32) -> bool {
+    /// `pie_drop_early` for an arrival of `pkt_len` bytes finding `backlog` bytes queued.
+    pub fn drop_early(&mut self, params: &Params, backlog: u64, pkt_len: u32, rng: &mut Rng) -> bool {
         if self.vars.burst_ns > 0 {
             return false;
         }
-        if self.vars.qdelay_ns < self.params.target_ns / 2 && self.vars.prob < 0.2 {
+        if self.vars.qdelay_ns < params.target_ns / 2 && self.vars.prob < 0.2 {
             return false;
         }
-        if self.queue.bytes() < 2 * self.params.mtu_bytes {
+        if backlog < 2 * params.mtu_bytes {
             return false;
         }
-        let local = if self.params.bytemode && pkt_len as u64 <= self.params.mtu_bytes {
-            self.vars.prob * pkt_len as f64 / self.params.mtu_bytes as f64
+        let local = if params.bytemode && pkt_len as u64 <= params.mtu_bytes {
+            self.vars.prob * pkt_len as f64 / params.mtu_bytes as f64
         } else {
             self.vars.prob
         };
@@ -265,22 +262,22 @@ impl<P: Packet> Pie<P> {
         if self.vars.accu_prob >= 8.5 {
             return true;
         }
-        if uniform01(&mut self.rng) < local {
+        if uniform01(rng) < local {
             self.vars.accu_prob = 0.0;
             return true;
         }
         false
     }
 
-    /// `pie_process_dequeue` for a packet that just left, `qlen` packets remaining.
-    fn process_dequeue(&mut self, pkt: &P, now: Nanos) {
-        let backlog = self.queue.bytes();
+    /// `pie_process_dequeue` for a packet of `pkt_len` bytes enqueued at `enqueued_ns` that
+    /// just left, `backlog` bytes remaining.
+    pub fn process_dequeue(&mut self, params: &Params, enqueued_ns: Nanos, pkt_len: u32, backlog: u64, now: Nanos) {
         let dtime;
-        if !self.params.dq_rate_estimator {
-            self.vars.qdelay_ns = now - pkt.enqueue_ns();
+        if !params.dq_rate_estimator {
+            self.vars.qdelay_ns = now - enqueued_ns;
             dtime = self.vars.dq_tstamp.map_or(0, |t| now - t);
             self.vars.dq_tstamp = Some(now);
-            if self.queue.is_empty() {
+            if backlog == 0 {
                 self.vars.qdelay_ns = 0;
             }
             if dtime == 0 {
@@ -292,7 +289,7 @@ impl<P: Packet> Pie<P> {
                 self.vars.dq_count = Some(0);
             }
             let Some(count) = self.vars.dq_count else { return };
-            let count = count + pkt.wire_len() as u64;
+            let count = count + pkt_len as u64;
             self.vars.dq_count = Some(count);
             if count < QUEUE_THRESHOLD {
                 return;
@@ -316,24 +313,53 @@ impl<P: Packet> Pie<P> {
     }
 }
 
+#[derive(Clone, Debug)]
+pub struct Pie<P> {
+    pub params: Params,
+    pub law: PieLaw,
+    pub stats: Stats,
+    rng: Rng,
+    queue: Fifo<P>,
+}
+
+impl<P: Packet> Pie<P> {
+    pub fn new(params: Params, rng: Rng) -> Self {
+        let law = PieLaw::new(&params);
+        Pie { params, law, stats: Stats::default(), rng, queue: Fifo::default() }
+    }
+
+    fn catch_up(&mut self, now: Nanos) {
+        self.law.catch_up(&self.params, now, self.queue.bytes());
+    }
+
+    /// α and β for the current p.
+    pub fn gains(&self) -> (f64, f64) {
+        self.law.gains(&self.params)
+    }
+
+    pub fn calculate_probability(&mut self) {
+        self.law.calculate_probability(&self.params, self.queue.bytes());
+    }
+}
+
 impl<P: Packet> Qdisc<P> for Pie<P> {
     fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
         self.catch_up(now);
         if self.queue.len() as u64 >= self.params.limit {
             self.stats.overlimit += 1;
             self.stats.dropped += 1;
-            self.vars.accu_prob = 0.0;
+            self.law.vars.accu_prob = 0.0;
             out.dropped(pkt, DropReason::Overflow, now);
             return;
         }
-        if self.drop_early(pkt.wire_len()) {
-            if self.params.ecn && self.vars.prob <= 0.1 && pkt.ecn().is_ect_or_ce() {
+        if self.law.drop_early(&self.params, self.queue.bytes(), pkt.wire_len(), &mut self.rng) {
+            if self.params.ecn && self.law.vars.prob <= 0.1 && pkt.ecn().is_ect_or_ce() {
                 pkt.set_ce();
                 self.stats.ecn_mark += 1;
                 out.marked(&pkt, MarkReason::Prob, now);
             } else {
                 self.stats.dropped += 1;
-                self.vars.accu_prob = 0.0;
+                self.law.vars.accu_prob = 0.0;
                 // ECT packets dropped because p is above 10 % are PIE's overload safeguard.
                 let why = if self.params.ecn && pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
                 out.dropped(pkt, why, now);
@@ -347,14 +373,14 @@ impl<P: Packet> Qdisc<P> for Pie<P> {
     fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
         self.catch_up(now);
         let p = self.queue.pop()?;
-        self.process_dequeue(&p, now);
+        self.law.process_dequeue(&self.params, p.enqueue_ns(), p.wire_len(), self.queue.bytes(), now);
         Some(p)
     }
 
     fifo_accessors!();
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars = Vars::new(self.vars.next_update_ns);
+        self.law.vars = Vars::new(self.law.vars.next_update_ns);
         self.queue.drain()
     }
 }
@@ -377,13 +403,13 @@ mod tests {
         // α = 2/16 = 0.125 Hz, β = 20/16 = 1.25 Hz; p ≥ 10 %: unscaled; p in [1 %, 10 %): ÷2;
         // [0.1 %, 1 %): ÷8; p = 0 (below 10⁻⁶): ÷2048.
         let mut q = pie();
-        q.vars.prob = 0.2;
+        q.law.vars.prob = 0.2;
         assert_eq!(q.gains(), (0.125, 1.25));
-        q.vars.prob = 0.05;
+        q.law.vars.prob = 0.05;
         assert_eq!(q.gains(), (0.0625, 0.625));
-        q.vars.prob = 0.005;
+        q.law.vars.prob = 0.005;
         assert_eq!(q.gains(), (0.125 / 8.0, 1.25 / 8.0));
-        q.vars.prob = 0.0;
+        q.law.vars.prob = 0.0;
         assert_eq!(q.gains(), (0.125 / 2048.0, 1.25 / 2048.0));
     }
 
@@ -392,24 +418,24 @@ mod tests {
         // p = 5 % (gains ÷2: α = 0.0625, β = 0.625), qdelay 25 ms, qdelay_old 20 ms,
         // target 15 ms: Δ = 0.0625·0.010 + 0.625·0.005 = 0.000625 + 0.003125 = 0.00375.
         let mut q = pie();
-        q.vars.prob = 0.05;
-        q.vars.qdelay_ns = 25 * MS;
-        q.vars.qdelay_old_ns = 20 * MS;
+        q.law.vars.prob = 0.05;
+        q.law.vars.qdelay_ns = 25 * MS;
+        q.law.vars.qdelay_old_ns = 20 * MS;
         q.queue.push(pkt(0, 1500, Ecn::NotEct));
         q.calculate_probability();
-        assert!((q.vars.prob - 0.05375).abs() < 1e-12, "p = {}", q.vars.prob);
-        assert_eq!(q.vars.qdelay_old_ns, 25 * MS);
+        assert!((q.law.vars.prob - 0.05375).abs() < 1e-12, "p = {}", q.law.vars.prob);
+        assert_eq!(q.law.vars.qdelay_old_ns, 25 * MS);
     }
 
     #[test]
     fn the_step_is_capped_at_two_percent_above_ten_percent() {
         // p = 0.3, qdelay 200 ms vs target 15: Δ = 0.125·0.185 + 1.25·0.2 = 0.273 ⇒ capped 0.02.
         let mut q = pie();
-        q.vars.prob = 0.3;
-        q.vars.qdelay_ns = 200 * MS;
+        q.law.vars.prob = 0.3;
+        q.law.vars.qdelay_ns = 200 * MS;
         q.queue.push(pkt(0, 1500, Ecn::NotEct));
         q.calculate_probability();
-        assert!((q.vars.prob - 0.32).abs() < 1e-12);
+        assert!((q.law.vars.prob - 0.32).abs() < 1e-12);
     }
 
     #[test]
@@ -418,34 +444,34 @@ mod tests {
         // α·(0 − 15 ms) (with p = 0.5: −0.001875) and already decays since qdelay_old was 0:
         // (0.5 − 0.001875)·63/64 = 0.490342...
         let mut q = pie();
-        q.vars.prob = 0.5;
+        q.law.vars.prob = 0.5;
         q.calculate_probability();
-        assert!((q.vars.prob - (0.5 - 0.001875) * 63.0 / 64.0).abs() < 1e-12, "p = {}", q.vars.prob);
+        assert!((q.law.vars.prob - (0.5 - 0.001875) * 63.0 / 64.0).abs() < 1e-12, "p = {}", q.law.vars.prob);
     }
 
     #[test]
     fn no_early_drop_within_the_burst_allowance_or_below_two_mtu() {
         let mut q = pie();
         let mut r = Recorder::default();
-        q.vars.prob = 0.9;
-        q.vars.qdelay_ns = 100 * MS;
+        q.law.vars.prob = 0.9;
+        q.law.vars.qdelay_ns = 100 * MS;
         // Burst allowance (150 ms) still full: nothing dropped.
         for i in 0..50 {
             q.enqueue(pkt(i, 1500, Ecn::NotEct), 1, &mut r);
         }
         assert!(r.drops.is_empty());
-        q.vars.burst_ns = 0;
-        q.vars.next_update_ns = u64::MAX;
+        q.law.vars.burst_ns = 0;
+        q.law.vars.next_update_ns = u64::MAX;
         for i in 0..50 {
             q.enqueue(pkt(i, 1500, Ecn::NotEct), 2, &mut r);
         }
         assert!(!r.drops.is_empty(), "p = 0.9 with no allowance drops");
         // Below two MTUs of backlog nothing is dropped whatever p.
         let mut q = pie();
-        q.vars.burst_ns = 0;
-        q.vars.prob = 1.0;
-        q.vars.qdelay_ns = 100 * MS;
-        q.vars.next_update_ns = u64::MAX;
+        q.law.vars.burst_ns = 0;
+        q.law.vars.prob = 1.0;
+        q.law.vars.qdelay_ns = 100 * MS;
+        q.law.vars.next_update_ns = u64::MAX;
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 1500, Ecn::NotEct), 0, &mut r);
         q.enqueue(pkt(1, 1500, Ecn::NotEct), 0, &mut r);
@@ -456,10 +482,10 @@ mod tests {
     fn ecn_marks_only_up_to_ten_percent() {
         let go = |prob: f64| {
             let mut q = Pie::new(Params { ecn: true, ..Params::default() }, rng_from_seed(3));
-            q.vars.burst_ns = 0;
-            q.vars.prob = prob;
-            q.vars.qdelay_ns = 100 * MS;
-            q.vars.next_update_ns = u64::MAX;
+            q.law.vars.burst_ns = 0;
+            q.law.vars.prob = prob;
+            q.law.vars.qdelay_ns = 100 * MS;
+            q.law.vars.next_update_ns = u64::MAX;
             let mut r = Recorder::default();
             for i in 0..2000 {
                 q.enqueue(pkt(i, 1500, Ecn::Ect0), 0, &mut r);
@@ -480,10 +506,10 @@ mod tests {
         // A standing 30 ms delay (above the 15 ms target) for 1 s: p must rise from 0, and the
         // number of ticks replayed is exactly 1 s / 15 ms = 66.
         let mut q = pie();
-        q.vars.qdelay_ns = 30 * MS;
+        q.law.vars.qdelay_ns = 30 * MS;
         q.queue.push(pkt(0, 1500, Ecn::NotEct));
         q.catch_up(1000 * MS);
-        assert_eq!(q.vars.next_update_ns, 67 * 15 * MS);
-        assert!(q.vars.prob > 0.0);
+        assert_eq!(q.law.vars.next_update_ns, 67 * 15 * MS);
+        assert!(q.law.vars.prob > 0.0);
     }
 }

@@ -51,6 +51,12 @@ fn configs() -> Vec<QdiscConfig> {
         QdiscConfig::Pie(crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, ecn: true, ..Default::default() }),
         QdiscConfig::Pie(crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, dq_rate_estimator: true, bytemode: true, ..Default::default() }),
         QdiscConfig::Pi2(crate::pi2::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, ecn_mask: crate::pi2::EcnMask::AnyEct, ..Default::default() }),
+        QdiscConfig::FqPie(crate::fq_pie::Params {
+            flows: 4,
+            limit: 25,
+            pie: crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, ecn: true, ..Default::default() },
+            ..Default::default()
+        }),
         QdiscConfig::FqCodel(crate::fq_codel::Params { flows: 4, limit: 25, memory_limit: 30_000, drop_batch: 3, target_ns: 1_000_000, interval_ns: 5_000_000, ..Default::default() }),
         QdiscConfig::Ckcd(crate::ckcd::Params {
             rate_bps: 10_000_000,

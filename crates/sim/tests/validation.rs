@@ -438,3 +438,17 @@ fn pi2_holds_the_dctcp_sojourn_at_its_target() {
     assert!((2.25..=2.75).contains(&mean), "mean sojourn {mean} ms");
     assert!(metric(&r, "utilization") > 0.99);
 }
+
+#[test]
+fn fq_pie_evens_out_mixed_ccs_and_rtts() {
+    // sch_fq_pie's purpose (NetDevConf 0x14): per-flow queues give each flow an equal share
+    // while each queue's PIE holds its delay near target (15 ms). Same mix as the FQ-CoDel test.
+    let classes = [class("cubic", 2, 10.0), class("reno", 2, 80.0)];
+    let r = run(&config(100 * MBPS, None, Some(1000), json!({"kind": "fq_pie", "limit": 1000}), &classes, 60.0, 10.0, 4));
+    let j = metric(&r, "jain");
+    let d = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
+    println!("fq_pie: jain {j:.3}, mean sojourn {d:.2} ms, utilization {:.4}", metric(&r, "utilization"));
+    assert!(j > 0.95, "Jain {j}");
+    assert!(d < 18.0, "mean sojourn {d} ms");
+    assert!(metric(&r, "utilization") > 0.98);
+}

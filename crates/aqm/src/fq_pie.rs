@@ -1,0 +1,253 @@
+//! FQ-PIE — flow queueing with PIE per queue (Linux net/sched/sch_fq_pie.c, merged in 5.6;
+//! Ramakrishnan et al., NetDevConf 0x14; aqm.md §3.5).
+//!
+//! Arrivals are hashed into `flows` queues, each with its own PIE state ([`PieLaw`]) and shared
+//! parameters; PIE's early drop runs at enqueue on the queue's own backlog, ECN marks while
+//! the queue's p ≤ `ecn_prob` (10 %); the queues are served by the same deficit round robin as
+//! FQ-CoDel ([`crate::drr`]), with no AQM at dequeue; each queue's probability is updated
+//! every `tupdate` (lazily, per queue, from `now`: a queue's backlog and last measured delay
+//! only change when it is touched, so replaying its ticks then is exact). A full qdisc drops
+//! the arrival (`limit`, 10240 packets); the memory limit is only counted, as in the version
+//! of sch_fq_pie aqm.md read. The hash is the same seeded mix as FQ-CoDel's.
+
+use crate::drr::Drr;
+use crate::fifo::Fifo;
+use crate::pie::{self, PieLaw};
+use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
+
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+pub struct Params {
+    /// Number of queues (`flows`, 1024).
+    pub flows: u32,
+    /// Packet limit of the qdisc (`limit`, 10240).
+    pub limit: u64,
+    /// DRR quantum, bytes (`quantum`, 1514).
+    pub quantum: u32,
+    /// ECN marks only while the queue's p ≤ this (`ecn_prob`, 10 %).
+    pub ecn_prob: f64,
+    /// PIE's target, tupdate, alpha, beta, ecn, bytemode and estimator, shared by all queues
+    /// (its `limit` is unused: the qdisc's applies).
+    pub pie: pie::Params,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params { flows: 1024, limit: 10_240, quantum: 1514, ecn_prob: 0.1, pie: pie::Params::default() }
+    }
+}
+
+impl Params {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.flows == 0 || self.flows > 65_536 {
+            return Err(format!("flows: {} must be in 1..=65536 (as tc)", self.flows));
+        }
+        if self.limit == 0 {
+            return Err("limit: must be positive".into());
+        }
+        if self.quantum == 0 {
+            return Err("quantum: must be positive".into());
+        }
+        if !(0.0..=1.0).contains(&self.ecn_prob) {
+            return Err(format!("ecn_prob: {} must be a probability", self.ecn_prob));
+        }
+        self.pie.validate()
+    }
+}
+
+/// tc -s names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub dropped: u64,
+    pub overlimit: u64,
+    pub ecn_mark: u64,
+    pub new_flow_count: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Bucket<P> {
+    queue: Fifo<P>,
+    law: PieLaw,
+}
+
+#[derive(Clone, Debug)]
+pub struct FqPie<P> {
+    pub params: Params,
+    pub stats: Stats,
+    buckets: Vec<Bucket<P>>,
+    drr: Drr,
+    qlen: usize,
+    backlog: u64,
+    hash_seed: u64,
+    rng: Rng,
+}
+
+impl<P: Packet> FqPie<P> {
+    pub fn new(params: Params, hash_seed: u64, rng: Rng) -> Self {
+        let buckets = (0..params.flows).map(|_| Bucket { queue: Fifo::default(), law: PieLaw::new(&params.pie) }).collect();
+        FqPie { drr: Drr::new(params.flows as usize, params.quantum), params, stats: Stats::default(), buckets, qlen: 0, backlog: 0, hash_seed, rng }
+    }
+
+    /// The same seeded mix of the flow key as FQ-CoDel's classifier.
+    pub fn classify(&self, flow_key: u64) -> usize {
+        let mut z = flow_key ^ self.hash_seed;
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z % self.params.flows as u64) as usize
+    }
+
+    /// The drop probability of the queue `flow_key` maps to (for tests and time series).
+    pub fn prob_of(&self, flow_key: u64) -> f64 {
+        self.buckets[self.classify(flow_key)].law.vars.prob
+    }
+}
+
+impl<P: Packet> Qdisc<P> for FqPie<P> {
+    fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        let idx = self.classify(pkt.flow_key());
+        let pp = &self.params.pie;
+        let b = &mut self.buckets[idx];
+        b.law.catch_up(pp, now, b.queue.bytes());
+        if self.qlen as u64 >= self.params.limit {
+            self.stats.overlimit += 1;
+            self.stats.dropped += 1;
+            b.law.vars.accu_prob = 0.0;
+            out.dropped(pkt, DropReason::Overflow, now);
+            return;
+        }
+        if b.law.drop_early(pp, b.queue.bytes(), pkt.wire_len(), &mut self.rng) {
+            if pp.ecn && b.law.vars.prob <= self.params.ecn_prob && pkt.ecn().is_ect_or_ce() {
+                pkt.set_ce();
+                self.stats.ecn_mark += 1;
+                out.marked(&pkt, MarkReason::Prob, now);
+            } else {
+                self.stats.dropped += 1;
+                b.law.vars.accu_prob = 0.0;
+                out.dropped(pkt, DropReason::Early, now);
+                return;
+            }
+        }
+        pkt.set_enqueue_ns(now);
+        self.qlen += 1;
+        self.backlog += pkt.wire_len() as u64;
+        b.queue.push(pkt);
+        if self.drr.activate(idx) {
+            self.stats.new_flow_count += 1;
+        }
+    }
+
+    fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
+        loop {
+            let turn = self.drr.next()?;
+            let pp = &self.params.pie;
+            let b = &mut self.buckets[turn.queue];
+            b.law.catch_up(pp, now, b.queue.bytes());
+            match b.queue.pop() {
+                None => self.drr.empty(turn),
+                Some(p) => {
+                    self.qlen -= 1;
+                    self.backlog -= p.wire_len() as u64;
+                    self.drr.charge(turn, p.wire_len());
+                    b.law.process_dequeue(pp, p.enqueue_ns(), p.wire_len(), b.queue.bytes(), now);
+                    return Some(p);
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.qlen
+    }
+
+    fn backlog_bytes(&self) -> u64 {
+        self.backlog
+    }
+
+    fn head_enqueue_ns(&self) -> Option<Nanos> {
+        self.buckets.iter().filter_map(|b| b.queue.head_enqueue_ns()).min()
+    }
+
+    fn reset(&mut self) -> Vec<P> {
+        let mut all = Vec::with_capacity(self.qlen);
+        for b in &mut self.buckets {
+            all.extend(b.queue.drain());
+            b.law = PieLaw::new(&self.params.pie);
+        }
+        self.drr.clear();
+        self.qlen = 0;
+        self.backlog = 0;
+        all
+    }
+
+    fn owns_limit(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng_from_seed;
+    use crate::testing::{pkt, Recorder, TestPkt};
+    use crate::Ecn;
+
+    const MS: Nanos = 1_000_000;
+
+    fn fq() -> FqPie<TestPkt> {
+        FqPie::new(Params::default(), 7, rng_from_seed(1))
+    }
+
+    fn distinct_keys(q: &FqPie<TestPkt>, n: usize) -> Vec<u64> {
+        let mut keys = vec![];
+        let mut used = std::collections::BTreeSet::new();
+        for k in 0.. {
+            if used.insert(q.classify(k)) {
+                keys.push(k);
+                if keys.len() == n {
+                    break;
+                }
+            }
+        }
+        keys
+    }
+
+    #[test]
+    fn each_queue_runs_its_own_controller() {
+        // Flow A keeps a standing queue with 30 ms sojourns, flow B's packets leave at once.
+        // After 1 s (66 ticks of 15 ms) A's p has risen, B's is still 0: per-flow state, shared
+        // parameters (sch_fq_pie: one pie_vars per flow).
+        let mut q = fq();
+        let k = distinct_keys(&q, 2);
+        let mut r = Recorder::default();
+        for t in 0..1000u64 {
+            q.enqueue(pkt(k[0], 1500, Ecn::NotEct), t * MS, &mut r);
+            q.enqueue(pkt(k[0], 1500, Ecn::NotEct), t * MS, &mut r);
+            q.enqueue(pkt(k[1], 100, Ecn::NotEct), t * MS, &mut r);
+            // Serve B's packet and one of A's per ms: A's queue grows by a packet per ms.
+            for _ in 0..2 {
+                q.dequeue(t * MS, &mut r);
+            }
+        }
+        assert!(q.prob_of(k[0]) > 0.01, "A: p = {}", q.prob_of(k[0]));
+        assert_eq!(q.prob_of(k[1]), 0.0);
+    }
+
+    #[test]
+    fn a_full_qdisc_drops_the_arrival_and_drr_serves_new_flows_first() {
+        let mut q = FqPie::new(Params { limit: 3, ..Params::default() }, 7, rng_from_seed(1));
+        let k = distinct_keys(&q, 2);
+        let mut r = Recorder::default();
+        for _ in 0..4 {
+            q.enqueue(pkt(k[0], 1500, Ecn::NotEct), 0, &mut r);
+        }
+        assert_eq!(r.drops.len(), 1);
+        assert_eq!(r.drops[0].1, DropReason::Overflow);
+        // A uses its quantum (2 packets: 1514 → 14 → −1486), then a new flow B goes first.
+        assert_eq!(q.dequeue(0, &mut r).unwrap().flow, k[0]);
+        assert_eq!(q.dequeue(0, &mut r).unwrap().flow, k[0]);
+        q.enqueue(pkt(k[1], 100, Ecn::NotEct), 0, &mut r);
+        assert_eq!(q.dequeue(0, &mut r).unwrap().flow, k[1]);
+    }
+}
