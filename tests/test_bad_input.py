@@ -47,7 +47,7 @@ CASES = [
     ("misspelt-flow-key", edit('count = 2', 'cuont = 2'), "13: flows[0].cuont", "did you mean 'count'"),
     ("misspelt-aqm-option", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "taildrop", limt = "10pkt" }'), "9: bottleneck.aqm.limt", "unknown key"),
     ("unknown-aqm-kind", edit('kind = "taildrop"', 'kind = "droptail"'), "9: bottleneck.aqm", "unknown aqm kind 'droptail'"),
-    ("unimplemented-aqm", edit('kind = "taildrop"', 'kind = "dualpi2"'), "9: bottleneck.aqm", "not implemented yet"),
+    ("unimplemented-aqm", edit('kind = "taildrop"', 'kind = "ppv"'), "9: bottleneck.aqm", "not implemented yet"),
     ("unknown-cc", edit('cc = "cubic"', 'cc = "cubik"'), "12: flows[0].cc", "unknown cc 'cubik'"),
     ("unimplemented-cc", edit('cc = "dctcp"', 'cc = "bbr2"'), "17: flows[1].cc", "'bbr2' is not implemented yet"),
     ("unparsable-rate", edit('"100Mbps"', '"100 parsecs"'), "7: bottleneck.rate", "is not a rate"),

@@ -160,3 +160,13 @@ def test_fq_pie_defaults() -> None:
     a = s.engine_config()["bottleneck"]["aqm"]
     assert a == {"kind": "fq_pie", "flows": 1024, "limit": 500, "quantum": 1514, "ecn_prob": 0.1,
                  "pie": {"target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 2, "beta": 20, "ecn": False, "bytemode": False, "dq_rate_estimator": False}}
+
+
+def test_dualpi2_defaults_are_linuxs() -> None:
+    # sch_dualpi2 defaults: target 15 ms, tupdate 16 ms, α 41/256 ≈ 0.16, β 819/256 ≈ 3.2,
+    # k 2, step 1 ms, min_qlen_step 0, wc 10 %, ECT(1) classification, limit 10 000.
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "40Mbps", "buffer": "250ms", "aqm": {"kind": "dualpi2"}}, flows=[{"cc": "dctcp", "rtt": "7ms"}])
+    assert s.engine_config()["bottleneck"]["aqm"] == {
+        "kind": "dualpi2", "target_ns": 15_000_000, "tupdate_ns": 16_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0,
+        "step_ns": 1_000_000, "min_qlen_step": 0, "wc": 10, "ecn_mask": "l4s_ect", "limit": 10_000,
+    }

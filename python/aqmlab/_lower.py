@@ -145,6 +145,21 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "ecn_mask": aqm.ecn_mask,
             "limit": int(u.parse_size(aqm.limit).value),
         }
+    elif aqm.kind == "dualpi2":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        engine_aqm = {
+            "kind": "dualpi2",
+            "target_ns": delay_target_ns,
+            "tupdate_ns": u.parse_time(aqm.tupdate),
+            "alpha": aqm.alpha,
+            "beta": aqm.beta,
+            "k": aqm.k,
+            "step_ns": u.parse_time(aqm.step),
+            "min_qlen_step": aqm.min_qlen_step,
+            "wc": aqm.wc,
+            "ecn_mask": aqm.ecn_mask,
+            "limit": int(u.parse_size(aqm.limit).value),
+        }
     elif aqm.kind == "codel":
         delay_target_ns = _target_ns(aqm.target, rtt_ref)
         engine_aqm = {

@@ -33,7 +33,7 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("dualpi2", "ppv", "csaqm")
+KNOWN_FUTURE_AQMS = ("ppv", "csaqm")
 
 
 class ScenarioError(ValueError):
@@ -231,6 +231,24 @@ class Pi2Aqm(_Model):
     limit: Packets = "10000pkt"
 
 
+class Dualpi2Aqm(_Model):
+    """DualPI2 / DualQ Coupled AQM (RFC 9332, Linux sch_dualpi2)."""
+
+    SOURCE: ClassVar[str] = "RFC 9332; Linux net/sched/sch_dualpi2.c; seed 002"
+
+    kind: Literal["dualpi2"] = "dualpi2"
+    target: Target = "15ms"
+    tupdate: PositiveTime = "16ms"
+    alpha: Annotated[float, Field(ge=0.0)] = 0.16
+    beta: Annotated[float, Field(ge=0.0)] = 3.2
+    k: Annotated[float, Field(ge=1.0)] = 2.0
+    step: PositiveTime = "1ms"
+    min_qlen_step: Annotated[int, Field(ge=0)] = 0
+    wc: Annotated[int, Field(ge=0, le=100)] = 10
+    ecn_mask: Literal["l4s_ect", "any_ect"] = "l4s_ect"
+    limit: Packets = "10000pkt"
+
+
 class CodelAqm(_Model):
     """CoDel (RFC 8289, Linux sch_codel): drop at dequeue once the sojourn stays above target."""
 
@@ -325,7 +343,7 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, FqPieAqm, Pi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, FqPieAqm, Pi2Aqm, Dualpi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
 
 
 def _available(what: str) -> list[str]:
@@ -470,7 +488,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "fq_pie": FqPieAqm, "pi2": Pi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "fq_pie": FqPieAqm, "pi2": Pi2Aqm, "dualpi2": Dualpi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:

@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, fq_codel, fq_pie, gsp, pi2, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -18,6 +18,7 @@ pub enum QdiscConfig {
     Pie(pie::Params),
     Pi2(pi2::Params),
     FqPie(fq_pie::Params),
+    Dualpi2(dualpi2::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -33,12 +34,13 @@ pub enum AnyQdisc<P> {
     Pie(pie::Pie<P>),
     Pi2(pi2::Pi2<P>),
     FqPie(fq_pie::FqPie<P>),
+    Dualpi2(dualpi2::DualPi2<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "pie", "fq_pie", "pi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -73,6 +75,10 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::FqPie(fq_pie::FqPie::new(p.clone(), seed, crate::rng_from_seed(seed ^ 0xF0)))
             }
+            QdiscConfig::Dualpi2(p) => {
+                p.validate()?;
+                AnyQdisc::Dualpi2(dualpi2::DualPi2::new(p.clone(), crate::rng_from_seed(seed)))
+            }
             QdiscConfig::FqCodel(p) => {
                 p.validate()?;
                 AnyQdisc::FqCodel(fq_codel::FqCodel::new(p.clone(), seed))
@@ -100,6 +106,7 @@ macro_rules! dispatch {
             AnyQdisc::Pie($q) => $e,
             AnyQdisc::Pi2($q) => $e,
             AnyQdisc::FqPie($q) => $e,
+            AnyQdisc::Dualpi2($q) => $e,
         }
     };
 }
@@ -144,6 +151,6 @@ mod tests {
         assert!(err.to_string().contains("treshold_bytes"), "{err}");
         let err = serde_json::from_str::<QdiscConfig>(r#"{"kind": "red", "limit": 1, "avpkt": 1, "burts": 3}"#).unwrap_err();
         assert!(err.to_string().contains("burts"), "{err}");
-        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "dualpi2"}"#).is_err());
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "ppv"}"#).is_err());
     }
 }

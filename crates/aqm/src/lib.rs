@@ -25,6 +25,7 @@ pub mod choke;
 pub mod ckcd;
 pub mod codel;
 pub mod drr;
+pub mod dualpi2;
 pub mod fifo;
 pub mod fq_codel;
 pub mod fq_pie;

@@ -57,6 +57,7 @@ fn configs() -> Vec<QdiscConfig> {
             pie: crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, ecn: true, ..Default::default() },
             ..Default::default()
         }),
+        QdiscConfig::Dualpi2(crate::dualpi2::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, step_ns: 500_000, limit: 30, ..Default::default() }),
         QdiscConfig::FqCodel(crate::fq_codel::Params { flows: 4, limit: 25, memory_limit: 30_000, drop_batch: 3, target_ns: 1_000_000, interval_ns: 5_000_000, ..Default::default() }),
         QdiscConfig::Ckcd(crate::ckcd::Params {
             rate_bps: 10_000_000,

@@ -452,3 +452,25 @@ fn fq_pie_evens_out_mixed_ccs_and_rtts() {
     assert!(d < 18.0, "mean sojourn {d} ms");
     assert!(metric(&r, "utilization") > 0.98);
 }
+
+#[test]
+fn dualpi2_brings_dctcp_and_cubic_far_closer_than_a_shared_red_queue() {
+    // Seed 002 (DCTCP vs Cubic at 40 Mbit/s, 7 ms): in one RED queue with ECN (the slides' tc
+    // line) DCTCP starves Cubic; the DualQ's coupling (p_C = (p_L/k)², k = 2; RFC 9332 §2.1)
+    // brings their rates close while the queue stays short. 2 + 2 flows; DCTCP classified by
+    // ECN (any_ect), as in the demo. Expect the DCTCP/Cubic ratio under 3 with DualPI2 (over
+    // 10 with RED) and a mean sojourn under 10 ms (RED's thresholds sit at 24–72 ms).
+    let classes = [class("dctcp", 2, 7.0), class("cubic", 2, 7.0)];
+    let ratio = |aqm: serde_json::Value| {
+        let r = run(&config(40 * MBPS, Some(1_250_000), None, aqm, &classes, 60.0, 10.0, 5));
+        let g = col_f64(&r, "flows", "goodput_bps");
+        ((g[0] + g[1]) / (g[2] + g[3]), r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap())
+    };
+    let red = json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": true, "bandwidth": 40 * MBPS});
+    let (r_red, d_red) = ratio(red);
+    let (r_dq, d_dq) = ratio(json!({"kind": "dualpi2", "ecn_mask": "any_ect"}));
+    println!("dctcp/cubic: red {r_red:.2} ({d_red:.1} ms), dualpi2 {r_dq:.2} ({d_dq:.1} ms)");
+    assert!(r_red > 10.0, "RED ratio {r_red}");
+    assert!(r_dq < 3.0, "DualPI2 ratio {r_dq}");
+    assert!(d_dq < 10.0, "DualPI2 mean sojourn {d_dq} ms");
+}

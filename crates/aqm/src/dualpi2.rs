@@ -1,0 +1,379 @@
+//! DualPI2 — the DualQ Coupled AQM (RFC 9332; Linux net/sched/sch_dualpi2.c; aqm.md §5).
+//!
+//! Two FIFOs share the link: the L queue for scalable (L4S) traffic, classified by
+//! `ecn_mask` as tc dualpi2 does (`l4s_ect`: ECT(1)/CE, the default; `any_ect`: every ECN
+//! packet, as seed 002's demo classified DCTCP), and the C queue for everything else. One PI
+//! controller (the PI2 law of [`crate::pi2`]: α, β every `tupdate`, on the larger of the two
+//! head-of-queue ages, as dualpi2's `get_queue_delays`) produces the base probability p′. At
+//! dequeue, a C packet is signalled with p′² (drop, or CE for ECN packets unless overloaded);
+//! an L packet is CE-marked if its sojourn reaches the step threshold (`step`, 1 ms, applied
+//! once the L queue holds `min_qlen_step` packets) or else with the coupled probability
+//! min(k·p′, 1); when k·p′ ≥ 1 (overload) L packets are dropped with p′² before marking.
+//! No signal while less than two MTUs are queued in all. The scheduler is dualpi2's
+//! credit-based WRR: L has priority while the credit is ≤ 0; serving L while C waits adds
+//! `wc`·len, serving C while L waits subtracts (100 − `wc`)·len, so a backlogged C queue gets
+//! at least `wc` % (10 %) of the link.
+//!
+//! Deviations: f64 probabilities instead of 32-bit fixed point; the controller runs lazily
+//! from `now`, first at t = tupdate; the step threshold is time-based only (dualpi2 also offers
+//! a packet-count threshold); drops are decided at dequeue (dualpi2's default).
+
+use crate::fifo::Fifo;
+use crate::pi2::EcnMask;
+use crate::{uniform01, DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
+
+/// At most this many missed updates replayed per call (see pi2.rs).
+const MAX_CATCHUP: u32 = 10_000;
+
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+pub struct Params {
+    /// PI target on the queue delay, ns (15 ms).
+    pub target_ns: Nanos,
+    /// Controller period, ns (16 ms).
+    pub tupdate_ns: Nanos,
+    /// Integral gain, Hz (41/256).
+    pub alpha: f64,
+    /// Proportional gain, Hz (819/256).
+    pub beta: f64,
+    /// Coupling factor k (2).
+    pub k: f64,
+    /// L-queue step threshold on sojourn, ns (1 ms).
+    pub step_ns: Nanos,
+    /// The step applies once the L queue holds at least this many packets (0).
+    pub min_qlen_step: u64,
+    /// C-queue weight of the WRR scheduler, % (10).
+    pub wc: u32,
+    pub ecn_mask: EcnMask,
+    /// Packet limit of both queues together (10 000).
+    pub limit: u64,
+    /// The 2-MTU guard's MTU, bytes (1514).
+    pub mtu_bytes: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            target_ns: 15_000_000,
+            tupdate_ns: 16_000_000,
+            alpha: 41.0 / 256.0,
+            beta: 819.0 / 256.0,
+            k: 2.0,
+            step_ns: 1_000_000,
+            min_qlen_step: 0,
+            wc: 10,
+            ecn_mask: EcnMask::L4sEct,
+            limit: 10_000,
+            mtu_bytes: 1514,
+        }
+    }
+}
+
+impl Params {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.target_ns == 0 {
+            return Err("target: must be positive".into());
+        }
+        if self.tupdate_ns == 0 {
+            return Err("tupdate: must be positive".into());
+        }
+        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
+            return Err(format!("alpha: {} must be ≥ 0 (Hz)", self.alpha));
+        }
+        if !(self.beta.is_finite() && self.beta >= 0.0) {
+            return Err(format!("beta: {} must be ≥ 0 (Hz)", self.beta));
+        }
+        if !(self.k.is_finite() && self.k >= 1.0) {
+            return Err(format!("k: {} must be ≥ 1", self.k));
+        }
+        if self.wc > 100 {
+            return Err(format!("wc: {} must be a percentage", self.wc));
+        }
+        if self.limit == 0 {
+            return Err("limit: must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Vars {
+    /// The base probability p′.
+    pub prob: f64,
+    pub prev_qdelay_ns: Nanos,
+    pub next_update_ns: Nanos,
+    /// WRR credit: L is served while ≤ 0.
+    pub credit: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub c_drop: u64,
+    pub c_mark: u64,
+    pub l_step_mark: u64,
+    pub l_coupled_mark: u64,
+    pub l_drop: u64,
+    pub overlimit: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct DualPi2<P> {
+    pub params: Params,
+    pub vars: Vars,
+    pub stats: Stats,
+    rng: Rng,
+    l: Fifo<P>,
+    c: Fifo<P>,
+}
+
+impl<P: Packet> DualPi2<P> {
+    pub fn new(params: Params, rng: Rng) -> Self {
+        let vars = Vars { prob: 0.0, prev_qdelay_ns: 0, next_update_ns: params.tupdate_ns, credit: Self::credit_init(&params) };
+        DualPi2 { params, vars, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }
+    }
+
+    /// `c_protection_init` = MTU·(wc − wl), wl = 100 − wc.
+    fn credit_init(p: &Params) -> i64 {
+        p.mtu_bytes as i64 * (p.wc as i64 - (100 - p.wc as i64))
+    }
+
+    pub fn is_l4s(&self, ecn: Ecn) -> bool {
+        match self.params.ecn_mask {
+            EcnMask::L4sEct => matches!(ecn, Ecn::Ect1 | Ecn::Ce),
+            EcnMask::AnyEct => ecn.is_ect_or_ce(),
+        }
+    }
+
+    pub fn l_len(&self) -> usize {
+        self.l.len()
+    }
+
+    /// One PI update at tick `t`, on the larger head age of the two queues.
+    pub fn update(&mut self, t: Nanos) {
+        let age = |h: Option<Nanos>| h.map_or(0, |h| t.saturating_sub(h));
+        let qd = age(self.c.head_enqueue_ns()).max(age(self.l.head_enqueue_ns()));
+        let s = |ns: i64| ns as f64 / 1e9;
+        let delta = self.params.alpha * s(qd as i64 - self.params.target_ns as i64) + self.params.beta * s(qd as i64 - self.vars.prev_qdelay_ns as i64);
+        self.vars.prob = (self.vars.prob + delta).clamp(0.0, 1.0);
+        self.vars.prev_qdelay_ns = qd;
+    }
+
+    fn catch_up(&mut self, now: Nanos) {
+        let mut n = 0;
+        while self.vars.next_update_ns <= now {
+            if n < MAX_CATCHUP {
+                let t = self.vars.next_update_ns;
+                self.update(t);
+            }
+            n += 1;
+            self.vars.next_update_ns += self.params.tupdate_ns;
+        }
+    }
+
+    fn twice(&mut self) -> bool {
+        let p = self.vars.prob;
+        uniform01(&mut self.rng) < p && uniform01(&mut self.rng) < p
+    }
+
+    /// Take the next packet by the WRR credit; returns (packet, from L).
+    fn pick(&mut self) -> Option<(P, bool)> {
+        let (l_len, c_len) = (self.l.len(), self.c.len());
+        let wc = self.params.wc as i64;
+        if l_len > 0 && (c_len == 0 || self.vars.credit <= 0) {
+            let p = self.l.pop()?;
+            if c_len > 0 {
+                self.vars.credit += wc * p.wire_len() as i64;
+            }
+            Some((p, true))
+        } else if c_len > 0 {
+            let p = self.c.pop()?;
+            if l_len > 0 {
+                self.vars.credit -= (100 - wc) * p.wire_len() as i64;
+            }
+            Some((p, false))
+        } else {
+            // Both empty: reset the protection credit (dualpi2_reset_c_protection).
+            self.vars.credit = Self::credit_init(&self.params);
+            None
+        }
+    }
+}
+
+impl<P: Packet> Qdisc<P> for DualPi2<P> {
+    fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        self.catch_up(now);
+        if (self.l.len() + self.c.len()) as u64 >= self.params.limit {
+            self.stats.overlimit += 1;
+            out.dropped(pkt, DropReason::Overflow, now);
+            return;
+        }
+        pkt.set_enqueue_ns(now);
+        if self.is_l4s(pkt.ecn()) {
+            self.l.push(pkt);
+        } else {
+            self.c.push(pkt);
+        }
+    }
+
+    fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
+        self.catch_up(now);
+        loop {
+            let backlog_before = self.l.bytes() + self.c.bytes();
+            let l_qlen_before = self.l.len() as u64;
+            let (mut pkt, from_l) = self.pick()?;
+            let sojourn = now - pkt.enqueue_ns();
+            if from_l && l_qlen_before >= self.params.min_qlen_step && sojourn >= self.params.step_ns {
+                // The native L4S step AQM.
+                pkt.set_ce();
+                self.stats.l_step_mark += 1;
+                out.marked(&pkt, MarkReason::Step, now);
+                return Some(pkt);
+            }
+            if backlog_before < 2 * self.params.mtu_bytes {
+                return Some(pkt);
+            }
+            let overloaded = self.params.k * self.vars.prob >= 1.0;
+            if from_l {
+                if overloaded && self.twice() {
+                    self.stats.l_drop += 1;
+                    out.dropped(pkt, DropReason::Overload, now);
+                    continue;
+                }
+                if overloaded || uniform01(&mut self.rng) < self.params.k * self.vars.prob {
+                    pkt.set_ce();
+                    self.stats.l_coupled_mark += 1;
+                    out.marked(&pkt, MarkReason::Coupled, now);
+                }
+                return Some(pkt);
+            }
+            if self.twice() {
+                if pkt.ecn().is_ect_or_ce() && !overloaded {
+                    pkt.set_ce();
+                    self.stats.c_mark += 1;
+                    out.marked(&pkt, MarkReason::Prob, now);
+                    return Some(pkt);
+                }
+                self.stats.c_drop += 1;
+                let why = if pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
+                out.dropped(pkt, why, now);
+                continue;
+            }
+            return Some(pkt);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.l.len() + self.c.len()
+    }
+
+    fn backlog_bytes(&self) -> u64 {
+        self.l.bytes() + self.c.bytes()
+    }
+
+    fn head_enqueue_ns(&self) -> Option<Nanos> {
+        match (self.l.head_enqueue_ns(), self.c.head_enqueue_ns()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn reset(&mut self) -> Vec<P> {
+        self.vars.prob = 0.0;
+        self.vars.prev_qdelay_ns = 0;
+        self.vars.credit = Self::credit_init(&self.params);
+        let mut all = self.l.drain();
+        all.extend(self.c.drain());
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng_from_seed;
+    use crate::testing::{pkt, Recorder, TestPkt};
+
+    const MS: Nanos = 1_000_000;
+
+    fn dq() -> DualPi2<TestPkt> {
+        DualPi2::new(Params::default(), rng_from_seed(5))
+    }
+
+    #[test]
+    fn classification_follows_ecn_mask() {
+        let mut q = dq();
+        let mut r = Recorder::default();
+        q.enqueue(pkt(0, 1500, Ecn::Ect1), 0, &mut r);
+        q.enqueue(pkt(1, 1500, Ecn::Ce), 0, &mut r);
+        q.enqueue(pkt(2, 1500, Ecn::Ect0), 0, &mut r);
+        q.enqueue(pkt(3, 1500, Ecn::NotEct), 0, &mut r);
+        assert_eq!((q.l.len(), q.c.len()), (2, 2));
+        let mut q = DualPi2::new(Params { ecn_mask: EcnMask::AnyEct, ..Params::default() }, rng_from_seed(5));
+        q.enqueue(pkt(2, 1500, Ecn::Ect0), 0, &mut r);
+        q.enqueue(pkt(3, 1500, Ecn::NotEct), 0, &mut r);
+        assert_eq!((q.l.len(), q.c.len()), (1, 1));
+    }
+
+    #[test]
+    fn wrr_gives_a_backlogged_c_queue_its_weight() {
+        // Both queues backlogged with equal packets: credit starts at 1514·(10 − 90) < 0 (L
+        // first); each L packet adds 10·1500, each C packet subtracts 90·1500, so in the long
+        // run C gets 10 % of the packets (dualpi2's C protection, wc = 10).
+        let mut q = DualPi2::new(Params { limit: 100_000, ..Params::default() }, rng_from_seed(5));
+        q.vars.next_update_ns = u64::MAX;
+        let mut r = Recorder::default();
+        for i in 0..20_000 {
+            q.enqueue(pkt(i, 1500, Ecn::Ect1), 0, &mut r);
+            q.enqueue(pkt(i, 1500, Ecn::NotEct), 0, &mut r);
+        }
+        let mut from_c = 0;
+        for _ in 0..10_000 {
+            // No sojourn (now = 0): neither the step nor p′ (= 0) signals anything.
+            if q.dequeue(0, &mut r).unwrap().ecn == Ecn::NotEct {
+                from_c += 1;
+            }
+        }
+        assert!(r.marks.is_empty() && r.drops.is_empty());
+        assert!((from_c as f64 / 10_000.0 - 0.10).abs() < 0.002, "C share {}", from_c as f64 / 10_000.0);
+    }
+
+    #[test]
+    fn l_packets_above_the_step_are_marked_and_coupling_is_k_p() {
+        // An L packet that waited 1 ms is step-marked whatever p′; below the step it is
+        // marked with k·p′ = 2·0.1 = 0.2 (σ over 50 000 ≈ 0.002; ±0.006).
+        let mut q = dq();
+        q.vars.next_update_ns = u64::MAX;
+        let mut r = Recorder::default();
+        for i in 0..3 {
+            q.enqueue(pkt(i, 1500, Ecn::Ect1), 0, &mut r);
+        }
+        q.dequeue(MS, &mut r);
+        assert_eq!(r.marks.last().map(|(_, w)| *w), Some(MarkReason::Step));
+        let mut q = dq();
+        q.vars.next_update_ns = u64::MAX;
+        q.vars.prob = 0.1;
+        let mut r = Recorder::default();
+        let n = 50_000;
+        for i in 0..n {
+            while q.len() < 30 {
+                q.enqueue(pkt(i, 1500, Ecn::Ect1), 0, &mut r);
+            }
+            q.dequeue(0, &mut r);
+        }
+        let f = r.marks.len() as f64 / n as f64;
+        assert!((f - 0.2).abs() < 0.006, "coupled mark fraction {f}");
+        assert!(r.marks.iter().all(|(_, w)| *w == MarkReason::Coupled));
+    }
+
+    #[test]
+    fn the_controller_sees_the_older_head_of_the_two_queues() {
+        // C head 20 ms old, L head 5 ms: the tick at 20 ms uses 20 ms ⇒ Δ = 0.16·0.005 +
+        // 3.2·0.020 = 0.0648 (from p′ = 0, prev 0).
+        let mut q = DualPi2::new(Params { tupdate_ns: 20 * MS, alpha: 0.16, beta: 3.2, ..Params::default() }, rng_from_seed(1));
+        let mut r = Recorder::default();
+        q.enqueue(pkt(0, 1500, Ecn::NotEct), 0, &mut r);
+        q.enqueue(pkt(1, 1500, Ecn::Ect1), 15 * MS, &mut r);
+        q.catch_up(20 * MS);
+        assert!((q.vars.prob - 0.0648).abs() < 1e-12, "p′ = {}", q.vars.prob);
+    }
+}
