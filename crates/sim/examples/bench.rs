@@ -7,7 +7,7 @@
 //!
 //! (a) 1 Gbps, 10 ms, 20 CUBIC flows, 1-BDP TailDrop, 30 s simulated.
 //!     `bench a KIND` runs (a) with another discipline instead of TailDrop (red, step, pie,
-//!     fq_pie, pi2, codel, fq_codel, choke, ckcd, gsp), for the per-discipline cost.
+//!     fq_pie, pi2, dualpi2, codel, fq_codel, choke, ckcd, gsp), for the per-discipline cost.
 //! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
 
 use serde_json::json;
@@ -23,6 +23,7 @@ fn aqm_for_a(kind: &str) -> serde_json::Value {
         "pie" => json!({"kind": "pie", "limit": 833}),
         "fq_pie" => json!({"kind": "fq_pie", "limit": 833}),
         "pi2" => json!({"kind": "pi2", "limit": 833}),
+        "dualpi2" => json!({"kind": "dualpi2", "limit": 833}),
         "fq_codel" => json!({"kind": "fq_codel", "limit": 833, "memory_limit": 1_250_000u64}),
         "choke" => json!({"kind": "choke", "limit": 833, "bandwidth": 1_000_000_000u64}),
         "ckcd" => json!({"kind": "ckcd", "rate_bps": 1_000_000_000u64, "q_min": 277.0, "q_max": 833.0, "d_max_ns": 10_000_000u64}),
