@@ -60,11 +60,13 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"utilization {_pct(m['utilization'])}   Jain {_num(m['jain'])}   goodput {m['goodput_bps'] / 1e6:.1f} Mbps   "
         f"mark {_pct(m['mark_ratio'])}   drop {_pct(m['drop_ratio'])}",
         highlight=False,
+        soft_wrap=True,
     )
     out.print(
         f"queueing delay (ms): mean {_num(s['mean'])}  p50 {_num(s['p50'])}  p99 {_num(s['p99'])}  max {_num(s['max'])}"
         + (f"   mean/target {_num(m['sojourn_mean_rel_target'], '.2f')}" if m.get("sojourn_mean_rel_target") is not None else ""),
         highlight=False,
+        soft_wrap=True,
     )
     unfinished = summary.get("counters", {}).get("unfinished_flows", 0)
     if unfinished:
@@ -100,4 +102,4 @@ def run(
         return
     if not quiet:
         print_summary(res.summary)
-        out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False)
+        out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False, soft_wrap=True)
