@@ -1,41 +1,42 @@
-//! CoDel — Controlled Delay (aqm.md §6.1).
+//! CoDel — Controlled Delay, single queue, with Linux sch_codel semantics (aqm.md §6.1).
 //!
 //! Sources: K. Nichols, V. Jacobson, "Controlling Queue Delay", ACM Queue 10(5), 2012;
-//! RFC 8289 §3, §5; Linux include/net/codel.h, include/net/codel_impl.h (`codel_should_drop`,
-//! `codel_dequeue`, `codel_control_law`), net/sched/sch_codel.c.
+//! RFC 8289 §3, §5; Linux net/sched/sch_codel.c (`codel_qdisc_enqueue`,
+//! `codel_qdisc_dequeue`, `codel_init`), include/net/codel_impl.h; tc-codel(8) for the option
+//! names, so `tc qdisc add dev eth0 root codel limit 1000 target 5ms interval 100ms noecn`
+//! transcribes field for field.
 //!
-//! At dequeue: once every packet's sojourn has stayed at or above `target` for `interval`
-//! (and more than one MTU is queued), CoDel enters the dropping state and drops (or, with
-//! `ecn`, marks) a packet, then the next ones at `interval/√count` spacing until the sojourn
-//! falls below target. Re-entering soon after leaving reuses the previous drop rate
-//! (`count = count − lastcount` if that is > 1 and the last drop was < 16 intervals ago), as
-//! Linux and RFC 8289 §5 do. `ce_threshold` marks every ECT packet whose sojourn exceeds it.
+//! Enqueue appends and timestamps the packet while fewer than `limit` packets are queued,
+//! else drops it (`Overflow`, tc's `drop_overlimit`). Dequeue runs the shared control law
+//! ([`crate::codel_law::dequeue`], `codel_dequeue`) over the one FIFO, with the FIFO's byte
+//! backlog as the MTU guard: drops at the head (`HeadDrop`) or, with `ecn`, CE marks
+//! (`MarkReason::Delay`); `ce_threshold` marks (`MarkReason::Step`).
 //!
-//! [`CodelLaw`] is the control law alone, generic over the queue it drains
-//! ([`CodelQueue`]), so FQ-CoDel can run one per flow queue with shared parameters (as
-//! `codel_impl.h` serves sch_codel and sch_fq_codel). Deviations from Linux: u64 ns time
-//! instead of 1024-ns `codel_time_t`; the exact 1/√count instead of Newton-iterated
-//! `rec_inv_sqrt` (which Linux refines by one step per drop, so the two agree within a few
-//! percent on the first drops and converge quickly).
+//! Deviations from Linux: those of [`crate::codel_law`] (u64 ns time; exact f64 √count
+//! instead of the Newton-iterated `rec_inv_sqrt`). `mtu_bytes` is not a tc option: Linux takes
+//! it from the device (`psched_mtu`, 1514 on Ethernet).
 
+use crate::codel_law::{self, Vars};
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
+use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
-/// The CoDel parameters (`struct codel_params`; defaults of `codel_params_init`).
+pub use crate::codel_law::{control_law, CodelQueue};
+
+/// sch_codel's options (tc-codel(8)); defaults of `codel_init`/`codel_params_init`.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
 pub struct Params {
-    /// Acceptable standing sojourn, ns (5 ms).
+    /// `target`: acceptable standing sojourn, ns (5 ms).
     pub target_ns: Nanos,
-    /// Sliding window and control-law base, ns (100 ms).
+    /// `interval`: sliding window and control-law base, ns (100 ms).
     pub interval_ns: Nanos,
-    /// No drop while at most this many bytes stay queued (Linux `psched_mtu`: 1514).
+    /// No drop while at most this many bytes stay queued, bytes (Linux `psched_mtu`: 1514).
     pub mtu_bytes: u64,
-    /// Mark ECT packets instead of dropping them.
+    /// `ecn`: mark ECT packets instead of dropping them (off).
     pub ecn: bool,
-    /// Mark every ECT packet whose sojourn exceeds this, ns (None: off).
+    /// `ce_threshold`: mark every ECT packet whose sojourn exceeds this, ns (None: off).
     pub ce_threshold_ns: Option<Nanos>,
-    /// Packet limit of the queue (sch_codel: 1000).
+    /// `limit`: packet limit of the queue (1000).
     pub limit: u64,
 }
 
@@ -60,167 +61,34 @@ impl Params {
     }
 }
 
-/// `struct codel_vars`.
-#[derive(Clone, Debug, Default)]
-pub struct Vars {
-    pub count: u32,
-    pub lastcount: u32,
-    pub dropping: bool,
-    /// 0 = the sojourn is not above target.
-    pub first_above_time: Nanos,
-    pub drop_next: Nanos,
-    /// Sojourn of the last dequeued packet.
-    pub ldelay: Nanos,
+impl Params {
+    /// The control-law parameters.
+    pub fn law(&self) -> codel_law::Params {
+        codel_law::Params { target_ns: self.target_ns, interval_ns: self.interval_ns, mtu_bytes: self.mtu_bytes, ecn: self.ecn, ce_threshold_ns: self.ce_threshold_ns }
+    }
 }
 
-/// `struct codel_stats` (tc -s names).
+/// tc -s codel names: the law's counters plus the enqueue overflows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    pub drop_count: u64,
-    pub ecn_mark: u64,
-    pub ce_mark: u64,
+    /// `maxpacket`, `drop_count`, `ecn_mark`, `ce_mark`, ...
+    pub law: codel_law::Stats,
+    /// Arrivals dropped because `limit` packets were queued.
     pub drop_overlimit: u64,
-}
-
-/// What the control law drains.
-pub trait CodelQueue<P> {
-    fn pop_head(&mut self) -> Option<P>;
-    /// Bytes still queued (after the pops so far).
-    fn backlog(&self) -> u64;
-}
-
-impl<P: Packet> CodelQueue<P> for Fifo<P> {
-    fn pop_head(&mut self) -> Option<P> {
-        self.pop()
-    }
-    fn backlog(&self) -> u64 {
-        self.bytes()
-    }
-}
-
-/// `t + interval/√count` (`codel_control_law`).
-pub fn control_law(t: Nanos, interval_ns: Nanos, count: u32) -> Nanos {
-    t + (interval_ns as f64 / (count.max(1) as f64).sqrt()) as Nanos
-}
-
-/// The CoDel control law state for one queue.
-#[derive(Clone, Debug, Default)]
-pub struct CodelLaw {
-    pub vars: Vars,
-    pub stats: Stats,
-}
-
-impl CodelLaw {
-    /// `codel_should_drop`, for `pkt` just popped with `backlog` bytes left behind it.
-    fn should_drop<P: Packet>(&mut self, pkt: Option<&P>, backlog: u64, now: Nanos, p: &Params) -> bool {
-        let Some(pkt) = pkt else {
-            self.vars.first_above_time = 0;
-            return false;
-        };
-        self.vars.ldelay = now - pkt.enqueue_ns();
-        if self.vars.ldelay < p.target_ns || backlog <= p.mtu_bytes {
-            // Went below: stay below for at least an interval.
-            self.vars.first_above_time = 0;
-            return false;
-        }
-        if self.vars.first_above_time == 0 {
-            // Just went above: if it stays above for an interval, it is ok to drop.
-            self.vars.first_above_time = now + p.interval_ns;
-            false
-        } else {
-            now > self.vars.first_above_time
-        }
-    }
-
-    fn mark<P: Packet>(pkt: &mut P) -> bool {
-        if pkt.ecn().is_ect_or_ce() {
-            pkt.set_ce();
-            true
-        } else {
-            false
-        }
-    }
-
-    /// `codel_dequeue`: the next packet to send from `q`, after the drops the law decides.
-    pub fn dequeue<P: Packet, Q: CodelQueue<P>>(&mut self, q: &mut Q, now: Nanos, p: &Params, out: &mut impl Verdicts<P>) -> Option<P> {
-        let mut pkt = q.pop_head();
-        if pkt.is_none() {
-            self.vars.dropping = false;
-            return None;
-        }
-        let mut drop = self.should_drop(pkt.as_ref(), q.backlog(), now, p);
-        if self.vars.dropping {
-            if !drop {
-                // Sojourn below target: leave the dropping state.
-                self.vars.dropping = false;
-            } else if now >= self.vars.drop_next {
-                // Time for the next drop; a large backlog may call for several now.
-                while self.vars.dropping && now >= self.vars.drop_next {
-                    self.vars.count += 1;
-                    let cur = pkt.as_mut().expect("should_drop saw a packet");
-                    if p.ecn && Self::mark(cur) {
-                        self.stats.ecn_mark += 1;
-                        out.marked(cur, MarkReason::Delay, now);
-                        self.vars.drop_next = control_law(self.vars.drop_next, p.interval_ns, self.vars.count);
-                        return self.ce_threshold(pkt, now, p, out);
-                    }
-                    self.stats.drop_count += 1;
-                    out.dropped(pkt.take().expect("present"), DropReason::HeadDrop, now);
-                    pkt = q.pop_head();
-                    if !self.should_drop(pkt.as_ref(), q.backlog(), now, p) {
-                        self.vars.dropping = false;
-                    } else {
-                        self.vars.drop_next = control_law(self.vars.drop_next, p.interval_ns, self.vars.count);
-                    }
-                }
-            }
-        } else if drop {
-            let cur = pkt.as_mut().expect("should_drop saw a packet");
-            if p.ecn && Self::mark(cur) {
-                self.stats.ecn_mark += 1;
-                out.marked(cur, MarkReason::Delay, now);
-            } else {
-                self.stats.drop_count += 1;
-                out.dropped(pkt.take().expect("present"), DropReason::HeadDrop, now);
-                pkt = q.pop_head();
-                drop = self.should_drop(pkt.as_ref(), q.backlog(), now, p);
-                let _ = drop;
-            }
-            self.vars.dropping = true;
-            // Re-entering soon after the last cycle: start near its drop rate.
-            let delta = self.vars.count.wrapping_sub(self.vars.lastcount);
-            if delta > 1 && (now as i128 - self.vars.drop_next as i128) < 16 * p.interval_ns as i128 {
-                self.vars.count = delta;
-            } else {
-                self.vars.count = 1;
-            }
-            self.vars.lastcount = self.vars.count;
-            self.vars.drop_next = control_law(now, p.interval_ns, self.vars.count);
-        }
-        self.ce_threshold(pkt, now, p, out)
-    }
-
-    fn ce_threshold<P: Packet>(&mut self, mut pkt: Option<P>, now: Nanos, p: &Params, out: &mut impl Verdicts<P>) -> Option<P> {
-        if let (Some(cur), Some(th)) = (pkt.as_mut(), p.ce_threshold_ns) {
-            if self.vars.ldelay > th && cur.ecn() != crate::Ecn::Ce && Self::mark(cur) {
-                self.stats.ce_mark += 1;
-                out.marked(cur, MarkReason::Step, now);
-            }
-        }
-        pkt
-    }
 }
 
 #[derive(Clone, Debug)]
 pub struct Codel<P> {
     pub params: Params,
-    pub law: CodelLaw,
+    law_params: codel_law::Params,
+    pub vars: Vars,
+    pub stats: Stats,
     queue: Fifo<P>,
 }
 
 impl<P: Packet> Codel<P> {
     pub fn new(params: Params) -> Self {
-        Codel { params, law: CodelLaw::default(), queue: Fifo::default() }
+        Codel { law_params: params.law(), params, vars: Vars::default(), stats: Stats::default(), queue: Fifo::default() }
     }
 }
 
@@ -231,19 +99,19 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
             self.queue.push(pkt);
             return;
         }
-        self.law.stats.drop_overlimit += 1;
+        self.stats.drop_overlimit += 1;
         out.dropped(pkt, DropReason::Overflow, now);
     }
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
-        let params = self.params.clone();
-        self.law.dequeue(&mut self.queue, now, &params, out)
+        codel_law::dequeue(&mut self.queue, now, &self.law_params, &mut self.vars, &mut self.stats.law, out)
     }
 
     fifo_accessors!();
 
     fn reset(&mut self) -> Vec<P> {
-        self.law = CodelLaw::default();
+        // codel_reset: codel_vars_init; the statistics survive, as in Linux.
+        self.vars = Vars::default();
         self.queue.drain()
     }
 }
@@ -252,7 +120,7 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
 mod tests {
     use super::*;
     use crate::testing::{pkt, Recorder, TestPkt};
-    use crate::Ecn;
+    use crate::{Ecn, MarkReason};
 
     const MS: Nanos = 1_000_000;
 
@@ -264,6 +132,12 @@ mod tests {
             q.enqueue(pkt(i, 1500, if ecn { Ecn::Ect0 } else { Ecn::NotEct }), 0, &mut r);
         }
         (q, r)
+    }
+
+    #[test]
+    fn defaults_are_sch_codel_s() {
+        let p = Params::default();
+        assert_eq!((p.target_ns, p.interval_ns, p.mtu_bytes, p.ecn, p.ce_threshold_ns, p.limit), (5 * MS, 100 * MS, 1514, false, None, 1000));
     }
 
     #[test]
@@ -284,6 +158,10 @@ mod tests {
         }
         assert_eq!(drop_times, vec![106, 206, 277, 335, 385]);
         assert!(r.drops.iter().all(|(_, w)| *w == DropReason::HeadDrop));
+        assert_eq!(q.stats.law.drop_count, 5);
+        // 400 − 390 sent − 5 dropped.
+        assert_eq!(q.len(), 5);
+        assert_eq!(q.backlog_bytes(), 5 * 1500);
     }
 
     #[test]
@@ -316,37 +194,33 @@ mod tests {
         }
         assert!(r.drops.is_empty());
         assert_eq!(r.marks.len(), 5);
+        assert_eq!(q.stats.law.ecn_mark, 5);
         assert!(r.marks.iter().all(|(p, w)| p.ecn == Ecn::Ce && *w == MarkReason::Delay));
     }
 
     #[test]
-    fn count_is_reused_when_dropping_resumes_soon() {
-        // A dropping episode reaches count 5; the queue drains below target, then builds up
-        // again within 16 intervals: the new episode starts at count − lastcount = 5 − 1 = 4
-        // (its first spacing is 100/√4 = 50 ms, not 100 ms).
-        let mut law = CodelLaw::default();
-        law.vars.count = 5;
-        law.vars.lastcount = 1;
-        law.vars.drop_next = 300 * MS;
-        law.vars.first_above_time = 1;
-        let p = Params::default();
-        let mut fifo: Fifo<TestPkt> = Fifo::default();
+    fn limit_overflows_at_enqueue() {
+        // limit 3: the 4th and 5th arrivals are dropped as Overflow; the queue keeps 3.
+        let mut q = Codel::new(Params { limit: 3, ..Params::default() });
         let mut r = Recorder::default();
-        for i in 0..10 {
-            let mut x = pkt(i, 1500, Ecn::NotEct);
-            x.enqueued = 0;
-            fifo.push(x);
+        for i in 0..5 {
+            q.enqueue(pkt(i, 1000, Ecn::NotEct), 0, &mut r);
         }
-        law.dequeue(&mut fifo, 400 * MS, &p, &mut r);
-        assert_eq!(law.vars.count, 4);
-        assert_eq!(law.vars.drop_next, 450 * MS);
-        assert_eq!(r.drops.len(), 1);
+        assert_eq!(q.len(), 3);
+        assert_eq!(r.drops.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(3, DropReason::Overflow), (4, DropReason::Overflow)]);
+        assert_eq!(q.stats.drop_overlimit, 2);
     }
 
     #[test]
-    fn control_law_values() {
-        assert_eq!(control_law(0, 100 * MS, 1), 100 * MS);
-        assert_eq!(control_law(0, 100 * MS, 4), 50 * MS);
-        assert_eq!(control_law(0, 100 * MS, 2), 70_710_678);
+    fn reset_returns_packets_and_clears_the_state() {
+        let (mut q, mut r) = standing(false);
+        for t in 1..=210u64 {
+            q.dequeue(t * MS, &mut r);
+        }
+        assert!(q.vars.dropping);
+        // 400 − 210 sent − 2 dropped (106, 206).
+        assert_eq!(q.reset().len(), 188);
+        assert_eq!(q.vars, Vars::default());
+        assert!(q.is_empty() && q.backlog_bytes() == 0 && q.head_enqueue_ns().is_none());
     }
 }

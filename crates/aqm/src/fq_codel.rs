@@ -1,7 +1,7 @@
 //! FQ-CoDel — Flow Queue CoDel (RFC 8290; Linux net/sched/sch_fq_codel.c; aqm.md §6.2).
 //!
-//! Arrivals are hashed into `flows` queues (1024), each with its own CoDel state and shared
-//! parameters ([`crate::codel::CodelLaw`]). A deficit round robin ([`crate::drr`]) with a quantum of one MTU
+//! Arrivals are hashed into `flows` queues (1024), each with its own CoDel state
+//! ([`crate::codel_law::Vars`]) and shared parameters and statistics ([`crate::codel_law`]). A deficit round robin ([`crate::drr`]) with a quantum of one MTU
 //! serves two lists: a flow becoming active joins *new_flows* (served first: sparse flows get
 //! priority); a flow that used its quantum moves to *old_flows*; an empty new flow passes
 //! through old_flows once before leaving (anti-starvation), exactly as `fq_codel_dequeue`.
@@ -13,9 +13,12 @@
 //! Deviations [ours]: the flow hash is a seeded 64-bit mix of the packet's flow key reduced
 //! modulo `flows` (Linux: a perturbed jhash of the 5-tuple, `reciprocal_scale`), so distinct
 //! flows collide as randomly as in Linux, deterministically per seed; memory is counted as
-//! wire bytes (Linux counts skb truesize, roughly 1.5× larger).
+//! wire bytes (Linux counts skb truesize, roughly 1.5× larger); `mtu_bytes` (CoDel's
+//! one-MTU guard) is a field here, Linux takes it from the device (`psched_mtu`, 1514), and it
+//! is independent of `quantum` as in Linux; the CoDel law's own deviations are those of
+//! [`crate::codel_law`] (u64 ns time, exact f64 √count).
 
-use crate::codel::{self, CodelLaw, CodelQueue};
+use crate::codel_law::{self, CodelQueue, Vars};
 use crate::drr::Drr;
 use crate::fifo::Fifo;
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
@@ -39,8 +42,11 @@ pub struct Params {
     pub interval_ns: Nanos,
     /// Mark instead of drop (`ecn`, on by default).
     pub ecn: bool,
-    /// `ce_threshold`, ns.
+    /// `ce_threshold`, ns (None: off).
     pub ce_threshold_ns: Option<Nanos>,
+    /// CoDel's "at most one MTU queued" guard, bytes (not a tc option: Linux `psched_mtu` of
+    /// the device, 1514).
+    pub mtu_bytes: u64,
 }
 
 impl Default for Params {
@@ -55,6 +61,7 @@ impl Default for Params {
             interval_ns: 100_000_000,
             ecn: true,
             ce_threshold_ns: None,
+            mtu_bytes: 1514,
         }
     }
 }
@@ -79,28 +86,28 @@ impl Params {
         Ok(())
     }
 
-    fn codel(&self) -> codel::Params {
-        codel::Params {
-            target_ns: self.target_ns,
-            interval_ns: self.interval_ns,
-            mtu_bytes: self.quantum as u64,
-            ecn: self.ecn,
-            ce_threshold_ns: self.ce_threshold_ns,
-            limit: self.limit,
-        }
+    /// The CoDel parameters shared by all flow queues (`q->cparams`).
+    pub fn codel(&self) -> codel_law::Params {
+        codel_law::Params { target_ns: self.target_ns, interval_ns: self.interval_ns, mtu_bytes: self.mtu_bytes, ecn: self.ecn, ce_threshold_ns: self.ce_threshold_ns }
     }
 }
 
 #[derive(Clone, Debug)]
 struct Flow<P> {
     queue: Fifo<P>,
-    law: CodelLaw,
+    /// `flow->cvars`.
+    vars: Vars,
 }
 
 /// tc -s names.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
+    /// CoDel's counters, shared by all flow queues (`q->cstats`): `maxpacket`, `drop_count`,
+    /// `ecn_mark`, `ce_mark`, ...
+    pub codel: codel_law::Stats,
+    /// Packets dropped by `fq_codel_drop` on overflow (packet or memory limit).
     pub drop_overlimit: u64,
+    /// Of those, the ones dropped while over the memory limit.
     pub drop_overmemory: u64,
     pub new_flow_count: u64,
 }
@@ -108,7 +115,7 @@ pub struct Stats {
 #[derive(Clone, Debug)]
 pub struct FqCodel<P> {
     pub params: Params,
-    codel_params: codel::Params,
+    codel_params: codel_law::Params,
     pub stats: Stats,
     flows: Vec<Flow<P>>,
     drr: Drr,
@@ -139,7 +146,7 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: Params, hash_seed: u64) -> Self {
-        let flows = (0..params.flows).map(|_| Flow { queue: Fifo::default(), law: CodelLaw::default() }).collect();
+        let flows = (0..params.flows).map(|_| Flow { queue: Fifo::default(), vars: Vars::default() }).collect();
         FqCodel {
             codel_params: params.codel(),
             drr: Drr::new(params.flows as usize, params.quantum),
@@ -182,7 +189,7 @@ impl<P: Packet> FqCodel<P> {
             }
         }
         // Tell CoDel to increase its signal strength too.
-        flow.law.vars.count += i;
+        flow.vars.count = flow.vars.count.wrapping_add(i);
         idx
     }
 }
@@ -216,7 +223,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
             let params = &self.codel_params;
             let flow = &mut self.flows[turn.queue];
             let mut view = FlowView { queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
-            match flow.law.dequeue(&mut view, now, params, out) {
+            match codel_law::dequeue(&mut view, now, params, &mut flow.vars, &mut self.stats.codel, out) {
                 None => self.drr.empty(turn),
                 Some(p) => {
                     self.drr.charge(turn, p.wire_len());
@@ -242,7 +249,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         let mut all = Vec::with_capacity(self.qlen);
         for f in &mut self.flows {
             all.extend(f.queue.drain());
-            f.law = CodelLaw::default();
+            f.vars = Vars::default();
         }
         self.drr.clear();
         self.qlen = 0;
@@ -341,7 +348,7 @@ mod tests {
         assert_eq!(r.drops.iter().map(|(p, _)| p.value).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>(), "from the head");
         assert_eq!(q.len(), 13);
         let a = q.classify(k[0]);
-        assert_eq!(q.flows[a].law.vars.count, 8);
+        assert_eq!(q.flows[a].vars.count, 8);
     }
 
     #[test]
@@ -366,5 +373,109 @@ mod tests {
         q.enqueue(pkt(b, 100, Ecn::NotEct), 0, &mut r);
         let order: Vec<u64> = (0..3).map(|_| q.dequeue(0, &mut r).unwrap().flow).collect();
         assert_eq!(order, vec![a, a, b], "no isolation within a shared queue");
+    }
+
+    #[test]
+    fn defaults_are_fq_codel_init_s() {
+        let p = Params::default();
+        assert_eq!((p.flows, p.quantum, p.limit, p.memory_limit, p.drop_batch), (1024, 1514, 10_240, 32 * 1024 * 1024, 64));
+        assert_eq!((p.target_ns, p.interval_ns, p.ecn, p.ce_threshold_ns, p.mtu_bytes), (5_000_000, 100_000_000, true, None, 1514));
+        assert!(FqCodel::<TestPkt>::new(p, 1).owns_limit());
+    }
+
+    #[test]
+    fn drr_order_for_two_flows_of_full_size_packets() {
+        // Both flows new with deficit 1514, 1500-B packets. A: 1514 → 14 → −1486 (2 packets),
+        // then +1514 = 28, to old; B the same: A A B B. Then on old_flows each has 28 > 0:
+        // one packet (→ −1472), then +1514 = 42 and to the tail: A B A B.
+        let mut q = fq(1024);
+        let k = distinct_keys(&q, 2);
+        let mut r = Recorder::default();
+        for _ in 0..10 {
+            q.enqueue(pkt(k[0], 1500, Ecn::NotEct), 0, &mut r);
+            q.enqueue(pkt(k[1], 1500, Ecn::NotEct), 0, &mut r);
+        }
+        let order: Vec<u64> = (0..8).map(|_| q.dequeue(0, &mut r).unwrap().flow).collect();
+        let (a, b) = (k[0], k[1]);
+        assert_eq!(order, vec![a, a, b, b, a, b, a, b]);
+    }
+
+    #[test]
+    fn an_emptied_new_flow_passes_through_old_flows_and_loses_its_priority() {
+        // A: 20 × 500 B; four dequeues take A's deficit 1514 → 14 → −486 (still at the head of
+        // new_flows). B (100 B) arrives: next dequeue rotates A to old (deficit 1028) and
+        // serves B from new (1414). The next dequeue finds B empty on new_flows with old_flows
+        // non-empty: B moves to the tail of old ([A, B]) and A is served (1028 → 528). A second
+        // B packet now finds B still listed: not a new flow, no priority: A (528 → 28),
+        // A (28 → −472), then A rotates (+1514) and B is served.
+        let mut q = fq(1024);
+        let k = distinct_keys(&q, 2);
+        let (a, b) = (k[0], k[1]);
+        let mut r = Recorder::default();
+        for _ in 0..20 {
+            q.enqueue(pkt(a, 500, Ecn::NotEct), 0, &mut r);
+        }
+        for _ in 0..4 {
+            assert_eq!(q.dequeue(0, &mut r).unwrap().flow, a);
+        }
+        q.enqueue(pkt(b, 100, Ecn::NotEct), 0, &mut r);
+        assert_eq!(q.dequeue(0, &mut r).unwrap().flow, b);
+        assert_eq!(q.dequeue(0, &mut r).unwrap().flow, a);
+        q.enqueue(pkt(b, 100, Ecn::NotEct), 0, &mut r);
+        let order: Vec<u64> = (0..3).map(|_| q.dequeue(0, &mut r).unwrap().flow).collect();
+        assert_eq!(order, vec![a, a, b]);
+        assert_eq!(q.stats.new_flow_count, 2);
+    }
+
+    #[test]
+    fn codel_runs_per_flow_queue() {
+        // A: 300 × 1500 B at t = 0 (a standing queue); B: one 100-B packet at 10.5, 20.5, ...
+        // ms (sparse). One dequeue per ms. B joins new_flows and leaves at the next dequeue
+        // (sojourn 0.5 ms), so A is served at every other ms; A's sojourn reaches 5 ms at its
+        // 5 ms dequeue (first_above = 105 ms) and its first drop is at its first dequeue
+        // after 105 ms: 106 ms (101 ms went to B). B never loses a packet.
+        let mut q = FqCodel::new(Params { ecn: false, ..Params::default() }, 7);
+        let k = distinct_keys(&q, 2);
+        let (a, b) = (k[0], k[1]);
+        let mut r = Recorder::default();
+        for _ in 0..300 {
+            q.enqueue(pkt(a, 1500, Ecn::NotEct), 0, &mut r);
+        }
+        let (mut b_sent, mut b_got, mut first_drop) = (0, 0, None);
+        for t in 1..=250u64 {
+            if t % 10 == 0 {
+                q.enqueue(pkt(b, 100, Ecn::NotEct), t * 1_000_000 + 500_000, &mut r);
+                b_sent += 1;
+            }
+            let before = r.drops.len();
+            if q.dequeue(t * 1_000_000 + 1_000_000, &mut r).map(|p| p.flow) == Some(b) {
+                b_got += 1;
+            }
+            if first_drop.is_none() && r.drops.len() > before {
+                first_drop = Some(t + 1);
+            }
+        }
+        assert_eq!(first_drop, Some(106));
+        assert!(r.drops.iter().all(|(p, w)| p.flow == a && *w == DropReason::HeadDrop));
+        assert_eq!((b_sent, b_got), (25, 25));
+        assert_eq!(q.stats.codel.drop_count, r.drops.len() as u64);
+    }
+
+    #[test]
+    fn memory_limit_drops_from_the_fattest_queue() {
+        // memory_limit 10 000 B: A holds 6 × 1500 = 9000 B; B's 1500-B arrival makes 10 500 B
+        // > 10 000: A is fattest (9000 B), threshold 4500 B: 3 packets dropped from its head.
+        let mut q = FqCodel::new(Params { memory_limit: 10_000, ..Params::default() }, 7);
+        let k = distinct_keys(&q, 2);
+        let mut r = Recorder::default();
+        for _ in 0..6 {
+            q.enqueue(pkt(k[0], 1500, Ecn::NotEct), 0, &mut r);
+        }
+        assert!(r.drops.is_empty());
+        q.enqueue(pkt(k[1], 1500, Ecn::NotEct), 0, &mut r);
+        assert_eq!(r.drops.len(), 3);
+        assert!(r.drops.iter().all(|(p, w)| p.flow == k[0] && *w == DropReason::Overflow));
+        assert_eq!((q.stats.drop_overlimit, q.stats.drop_overmemory), (3, 3));
+        assert_eq!((q.len(), q.backlog_bytes()), (4, 6000));
     }
 }

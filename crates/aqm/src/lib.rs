@@ -24,6 +24,7 @@ pub mod bernoulli;
 pub mod choke;
 pub mod ckcd;
 pub mod codel;
+pub mod codel_law;
 pub mod drr;
 pub mod dualpi2;
 pub mod fifo;
