@@ -20,6 +20,7 @@ fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>>
         Column::OptF64(v) => PyList::new(py, v)?.into_any(),
         Column::U64(v) => PyList::new(py, v)?.into_any(),
         Column::Str(v) => PyList::new(py, v)?.into_any(),
+        Column::OptStr(v) => PyList::new(py, v)?.into_any(),
         Column::Bool(v) => PyList::new(py, v)?.into_any(),
     })
 }

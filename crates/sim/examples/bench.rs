@@ -9,6 +9,9 @@
 //!     `bench a KIND` runs (a) with another discipline instead of TailDrop (red, step, pie,
 //!     fq_pie, pi2, dualpi2, codel, fq_codel, choke, ckcd, gsp), for the per-discipline cost.
 //! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
+//! (c) (issue "BBR and Prague", §Speed) 1 Gbps, 10 ms, 10 bbr2 + 10 CUBIC flows, 1-BDP
+//!     TailDrop, 30 s simulated; `bench c CC` puts another CC (bbr, bbr3, cubic, …) in place
+//!     of bbr2, so `bench c cubic` is (a) split into two classes: the baseline for BBR's cost.
 
 use serde_json::json;
 
@@ -32,19 +35,27 @@ fn aqm_for_a(kind: &str) -> serde_json::Value {
     }
 }
 
-fn scenario(name: &str) -> serde_json::Value {
-    let (rate, rtt_ns, cc, count, buffer_bytes, aqm, secs): (u64, u64, &str, u32, u64, serde_json::Value, u64) = match name {
+fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
+    let (rate, rtt_ns, ccs, buffer_bytes, aqm, secs): (u64, u64, Vec<(&str, u32)>, u64, serde_json::Value, u64) = match name {
         // BDP = 1e9/8 × 0.010 = 1 250 000 B.
-        "a" => (1_000_000_000, 10_000_000, "cubic", 20, 1_250_000, json!({"kind": "taildrop"}), 30),
+        "a" => (1_000_000_000, 10_000_000, vec![("cubic", 20)], 1_250_000, json!({"kind": "taildrop"}), 30),
         // K = 0.17 × 1e10/8 × 0.005 = 1 062 500 B; buffer 500 ms = 625 000 000 B.
-        "b" => (10_000_000_000, 5_000_000, "dctcp", 100, 625_000_000, json!({"kind": "step", "threshold_bytes": 1_062_500u64}), 10),
-        other => panic!("unknown scenario {other:?} (expected a or b)"),
+        "b" => (10_000_000_000, 5_000_000, vec![("dctcp", 100)], 625_000_000, json!({"kind": "step", "threshold_bytes": 1_062_500u64}), 10),
+        "c" => (1_000_000_000, 10_000_000, vec![(c_cc, 10), ("cubic", 10)], 1_250_000, json!({"kind": "taildrop"}), 30),
+        other => panic!("unknown scenario {other:?} (expected a, b or c)"),
     };
+    let classes: Vec<serde_json::Value> = ccs
+        .iter()
+        .enumerate()
+        .map(|(i, (cc, count))| {
+            json!({"name": format!("{cc}{i}"), "cc": {"name": cc}, "count": count, "rtt_ns": rtt_ns, "ecn": false,
+                   "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64}, "size_bytes": null, "fq_pacing": false})
+        })
+        .collect();
     json!({
         "name": format!("bench-{name}"), "seed": 1, "duration_ns": secs * 1_000_000_000, "warmup_ns": 0,
         "bottleneck": {"rate_bps": rate, "buffer_packets": null, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
-        "classes": [{"name": cc, "cc": {"name": cc}, "count": count, "rtt_ns": rtt_ns, "ecn": false,
-                     "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64}, "size_bytes": null, "fq_pacing": false}],
+        "classes": classes,
         "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
     })
 }
@@ -58,12 +69,17 @@ fn peak_rss_mb() -> Option<f64> {
 
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| "a".into());
-    let mut cfg = scenario(&name);
+    let arg2 = std::env::args().nth(2);
+    let mut cfg = scenario(&name, arg2.as_deref().unwrap_or("bbr2"));
     let mut label = name.clone();
-    if let Some(kind) = std::env::args().nth(2) {
-        assert_eq!(name, "a", "a discipline can replace scenario (a)'s TailDrop only");
-        cfg["bottleneck"]["aqm"] = aqm_for_a(&kind);
-        label = format!("a/{kind}");
+    match (name.as_str(), arg2) {
+        ("a", Some(kind)) => {
+            cfg["bottleneck"]["aqm"] = aqm_for_a(&kind);
+            label = format!("a/{kind}");
+        }
+        ("c", cc) => label = format!("c/{}", cc.as_deref().unwrap_or("bbr2")),
+        (_, Some(_)) => panic!("only scenarios a (a discipline) and c (a CC) take a second argument"),
+        _ => {}
     }
     let cfg = cfg.to_string();
     let t = std::time::Instant::now();

@@ -16,6 +16,7 @@ pub enum Column {
     OptF64(Vec<Option<f64>>),
     U64(Vec<u64>),
     Str(Vec<String>),
+    OptStr(Vec<Option<String>>),
     Bool(Vec<bool>),
 }
 
@@ -26,6 +27,7 @@ impl Column {
             Column::OptF64(v) => v.len(),
             Column::U64(v) => v.len(),
             Column::Str(v) => v.len(),
+            Column::OptStr(v) => v.len(),
             Column::Bool(v) => v.len(),
         }
     }
@@ -74,6 +76,8 @@ pub struct SampleRow {
     pub srtt_us: u64,
     pub pacing_rate_bps: f64,
     pub ca_state: CaState,
+    /// The CC's own state (BBR mode and bw estimate, inflight_hi, α).
+    pub cc: crate::cc::CcProbe,
 }
 
 /// A bottleneck time-series sample.
@@ -308,6 +312,10 @@ pub fn collect(mut w: World) -> RunResult {
     ts.push("srtt_ms", Column::F64(rows.iter().map(|r| r.srtt_us as f64 / 1e3).collect()));
     ts.push("pacing_rate_bps", Column::F64(rows.iter().map(|r| r.pacing_rate_bps).collect()));
     ts.push("ca_state", Column::Str(rows.iter().map(|r| r.ca_state.to_string()).collect()));
+    ts.push("cc_phase", Column::OptStr(rows.iter().map(|r| r.cc.phase.map(str::to_string)).collect()));
+    ts.push("cc_bw_bps", Column::OptF64(rows.iter().map(|r| r.cc.bw_bps).collect()));
+    ts.push("inflight_hi", Column::OptF64(rows.iter().map(|r| r.cc.inflight_hi.map(f64::from)).collect()));
+    ts.push("cc_alpha", Column::OptF64(rows.iter().map(|r| r.cc.alpha).collect()));
 
     let mut queue = Table::default();
     let iv_s = cfg.measure.interval_ns as f64 / 1e9;

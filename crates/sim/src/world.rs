@@ -74,6 +74,8 @@ pub fn derive_seed(run_seed: u64, component: u64) -> u64 {
 
 const SEED_QDISC: u64 = 1;
 const SEED_STARTS: u64 = 2;
+/// Per-flow CC streams: SEED_CC + flow id.
+const SEED_CC: u64 = 1 << 32;
 
 impl World {
     pub fn new(cfg: EngineConfig) -> Result<World, RunError> {
@@ -123,7 +125,7 @@ impl World {
                     handshake_rtt_ns: class.rtt_ns,
                 };
                 let sender = match (&class.cc, class.cbr_rate_bps) {
-                    (Some(cc), _) => Sender::new(&scfg, cc.build()),
+                    (Some(cc), _) => Sender::new(&scfg, cc.build(derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64)))),
                     (None, Some(rate)) => Sender::new_cbr(&scfg, rate),
                     (None, None) => unreachable!("checked by EngineConfig::check"),
                 };
@@ -132,7 +134,7 @@ impl World {
                 } else {
                     match sender.ecn_use() {
                         crate::cc::EcnUse::Classic => EcnFeedback::Classic,
-                        crate::cc::EcnUse::Dctcp => EcnFeedback::Dctcp,
+                        crate::cc::EcnUse::Dctcp | crate::cc::EcnUse::WantsCeEvents => EcnFeedback::Dctcp,
                         crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
                     }
                 };
@@ -374,6 +376,7 @@ impl World {
                 srtt_us: s.srtt_us(),
                 pacing_rate_bps: s.tp.pacing_rate as f64 * 8.0,
                 ca_state: s.tp.ca_state,
+                cc: if s.is_cbr() { Default::default() } else { crate::cc::CongestionControl::probe(&s.cc, &s.tp) },
             });
         }
         let in_tx = self.bottleneck.in_tx().map(|p| (p.wire_len, self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns));

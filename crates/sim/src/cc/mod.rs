@@ -12,6 +12,7 @@
 //! Units as in Linux: cwnd, ssthresh and inflight in segments; sequence numbers in segments
 //! (the simulator numbers segments, not bytes); times in the units their names say.
 
+pub mod bbr;
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
@@ -77,20 +78,123 @@ pub struct AckSample {
     pub in_flight: u32,
 }
 
-/// The rate sample handed to CCs that implement `cong_control` (Linux `struct rate_sample`,
-/// `net/ipv4/tcp_rate.c`). BBR and Prague extend its use.
-#[derive(Clone, Copy, Debug, Default)]
+/// What the sender snapshots into each segment when it is (re)transmitted, for the rate sample
+/// its delivery will produce (`TCP_SKB_CB(skb)->tx`, `tcp_rate_skb_sent` in
+/// net/ipv4/tcp_rate.c; `in_flight`, `lost` and `delivered_ce` are the BBRv2/v3 additions of
+/// google/bbr's tree, `tcp_set_tx_in_flight`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxSnapshot {
+    /// `tp->first_tx_mstamp` at send time, µs.
+    pub first_tx_mstamp_us: u64,
+    /// `tp->delivered_mstamp` at send time, µs.
+    pub delivered_mstamp_us: u64,
+    /// `tp->delivered` at send time (u32 as in Linux's skb control block, wrapping).
+    pub delivered: u32,
+    /// `tp->delivered_ce` at send time (wrapping).
+    pub delivered_ce: u32,
+    /// `tp->lost` at send time (wrapping).
+    pub lost: u32,
+    /// Packets in flight just after this one was sent (`tcp_packets_in_flight + pcount`).
+    pub in_flight: u32,
+    /// The connection was application-limited when it was sent.
+    pub is_app_limited: bool,
+}
+
+/// The rate sample handed to `cong_control` once per ACK (Linux `struct rate_sample`,
+/// include/net/tcp.h, filled by `tcp_rate_skb_delivered` and `tcp_rate_gen`,
+/// net/ipv4/tcp_rate.c; with google/bbr's v2/v3 additions). Signed fields keep Linux's
+/// "−1 = invalid" convention so that CC code ports line for line.
+#[derive(Clone, Copy, Debug)]
 pub struct RateSample {
+    /// `tx.delivered_mstamp` of the most recently sent segment this ACK delivered, µs; None if
+    /// the ACK delivered no segment with timing information (`!rs->prior_mstamp`).
+    pub prior_mstamp_us: Option<u64>,
+    /// `tx.delivered` of that segment (u32, wrapping, as Linux).
+    pub prior_delivered: u32,
+    /// `tx.delivered_ce` of that segment.
+    pub prior_delivered_ce: u32,
+    /// Segments delivered over the sampling interval (`tp->delivered − prior_delivered`), −1 if
+    /// invalid.
+    pub delivered: i64,
+    /// Of those, CE-marked (v2/v3).
+    pub delivered_ce: i64,
+    /// The sampling interval, µs: max(send phase, ACK phase); −1 if invalid (no timing, or
+    /// shorter than min_rtt).
+    pub interval_us: i64,
+    /// Send phase of the interval, µs.
+    pub snd_interval_us: i64,
+    /// ACK phase of the interval, µs.
+    pub rcv_interval_us: i64,
+    /// `ca_rtt` of this ACK, µs; −1 if none (Karn).
+    pub rtt_us: i64,
+    /// Segments newly marked lost while processing this ACK.
+    pub losses: u32,
     /// Segments newly delivered (cum-acked or SACKed) by this ACK.
     pub acked_sacked: u32,
-    /// Segments newly marked lost by this ACK.
-    pub losses: u32,
-    /// `ca_rtt` of this ACK, if any.
-    pub rtt_us: Option<u32>,
-    /// Inflight before the ACK was processed.
+    /// Packets in flight before this ACK.
     pub prior_in_flight: u32,
-    /// The ACK echoed congestion.
+    /// `tx.in_flight` of the sampled segment (v2/v3).
+    pub tx_in_flight: u32,
+    /// Segments marked lost since the sampled segment was sent (`tp->lost − tx.lost`; v2/v3).
+    pub lost: u32,
+    /// The sampled segment was sent while application-limited.
+    pub is_app_limited: bool,
+    /// The sampled segment was a retransmission.
+    pub is_retrans: bool,
+    /// The ACK was probably delayed (`FLAG_ACK_MAYBE_DELAYED`: it acked a single segment with
+    /// nothing else in flight).
+    pub is_ack_delayed: bool,
+    /// The ACK echoed congestion (classic ECE, or an AccECN CE-counter increase).
     pub is_ece: bool,
+    /// AccECN: segments newly reported CE by this ACK (Prague's `ece_delta`).
+    pub ece_delta: u32,
+    /// The ACK covered the retransmission sent by a tail loss probe (v3
+    /// `is_acking_tlp_retrans_seq`).
+    pub is_acking_tlp_retrans_seq: bool,
+    /// Sequence end of the sampled segment (`last_end_seq`, for `tcp_skb_sent_after`).
+    pub last_end_seq: u32,
+}
+
+impl Default for RateSample {
+    fn default() -> Self {
+        RateSample {
+            prior_mstamp_us: None,
+            prior_delivered: 0,
+            prior_delivered_ce: 0,
+            delivered: -1,
+            delivered_ce: 0,
+            interval_us: -1,
+            snd_interval_us: -1,
+            rcv_interval_us: -1,
+            rtt_us: -1,
+            losses: 0,
+            acked_sacked: 0,
+            prior_in_flight: 0,
+            tx_in_flight: 0,
+            lost: 0,
+            is_app_limited: false,
+            is_retrans: false,
+            is_ack_delayed: false,
+            is_ece: false,
+            ece_delta: 0,
+            is_acking_tlp_retrans_seq: false,
+            last_end_seq: 0,
+        }
+    }
+}
+
+/// A CC's internal state for the time-series table: what `ss -ti` shows (`bbr:(bw:…,mrtt:…,
+/// pacing_gain:…)`) and the bounds a user needs to see why a flow behaves as it does.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CcProbe {
+    /// The CC's mode/phase (BBR: "startup", "drain", "probe_bw:up", "probe_rtt", …).
+    pub phase: Option<&'static str>,
+    /// The CC's bandwidth estimate, bit/s.
+    pub bw_bps: Option<f64>,
+    /// The CC's upper bound on inflight, segments (BBRv2/v3 inflight_hi), if set.
+    pub inflight_hi: Option<u32>,
+    /// The CC's congestion-signal average in [0, 1] (DCTCP/Prague/BBRv2 α), if any.
+    pub alpha: Option<f64>,
 }
 
 /// How a CC uses ECN: decides what the sender sets on its packets and how its receiver echoes CE
@@ -105,6 +209,10 @@ pub enum EcnUse {
     Dctcp,
     /// L4S: ECT(1) on every packet and accurate per-packet CE feedback (AccECN).
     L4s,
+    /// `TCP_CONG_WANTS_CE_EVENTS` without `NEEDS_ECN` (BBRv2/v3): ECN only when the flow class
+    /// enables it, classic codepoints (ECT(0) on new data), but the receiver echoes CE with the
+    /// DCTCP state machine so each ACK's ECE describes exactly the data it acknowledges.
+    WantsCeEvents,
 }
 
 /// The connection state a CC reads and writes: the fields of Linux's `struct tcp_sock` that CC
@@ -153,6 +261,22 @@ pub struct TcpState {
     pub paced: bool,
     /// Time of the last data transmission (`lsndtime`), ns.
     pub lsndtime_ns: u64,
+    /// Time of the last delivery (`delivered_mstamp`), µs.
+    pub delivered_mstamp_us: u64,
+    /// Send time of the first segment of the current sampling flight (`first_tx_mstamp`), µs.
+    pub first_tx_mstamp_us: u64,
+    /// `app_limited`: the `delivered` count at which the current application-limited period
+    /// ends; 0 if not application-limited. Set by CCs (BBR's PROBE_RTT) and cleared by the
+    /// core when delivery passes it (`tcp_rate_gen`).
+    pub app_limited: u64,
+    /// Earliest departure time of the next segment (`tcp_wstamp_ns`), ns.
+    pub wstamp_ns: u64,
+    /// Scoreboard counters (`sacked_out`, `lost_out`, `retrans_out`).
+    pub sacked_out: u32,
+    pub lost_out: u32,
+    pub retrans_out: u32,
+    /// ECN was negotiated (`TCP_ECN_OK`).
+    pub ecn_ok: bool,
 }
 
 impl TcpState {
@@ -180,7 +304,27 @@ impl TcpState {
             pacing_rate: 0,
             paced: false,
             lsndtime_ns: 0,
+            delivered_mstamp_us: 0,
+            first_tx_mstamp_us: 0,
+            app_limited: 0,
+            wstamp_ns: 0,
+            sacked_out: 0,
+            lost_out: 0,
+            retrans_out: 0,
+            ecn_ok: false,
         }
+    }
+
+    /// `tcp_clock_us()` / `tp->tcp_mstamp`: now in µs.
+    #[inline]
+    pub fn now_us(&self) -> u64 {
+        self.now_ns / 1000
+    }
+
+    /// `tcp_jiffies32` with HZ = 1000 (the common server configuration): now in ms.
+    #[inline]
+    pub fn jiffies(&self) -> u32 {
+        (self.now_ns / 1_000_000) as u32
     }
 
     /// `tcp_in_slow_start`: strictly below ssthresh (Linux ≥ 4.x).
@@ -261,6 +405,24 @@ pub trait CongestionControl {
     fn wants_pacing(&self) -> bool {
         false
     }
+    /// `min_tso_segs`: the floor of `tcp_tso_autosize` (sysctl `tcp_min_tso_segs` = 2 unless
+    /// the CC overrides it, as BBR does).
+    fn min_tso_segs(&self, _tp: &TcpState) -> u32 {
+        2
+    }
+    /// `tso_segs`: segments per TSO burst, if the CC sizes bursts itself (BBRv2/v3, Prague);
+    /// None = the core's `tcp_tso_autosize` with `min_tso_segs`.
+    fn tso_segs(&self, _tp: &TcpState) -> Option<u32> {
+        None
+    }
+    /// `skb_marked_lost` (google/bbr v2/v3 core hook): called for every segment RACK or an RTO
+    /// marks lost, after the core counted it in `tp.lost`, with the segment's send-time
+    /// snapshot.
+    fn skb_marked_lost(&mut self, _tp: &mut TcpState, _tx: &TxSnapshot) {}
+    /// The CC's internal state for the time-series table.
+    fn probe(&self, _tp: &TcpState) -> CcProbe {
+        CcProbe::default()
+    }
 }
 
 /// Which CC a flow class runs, with its tunables (module parameters in Linux). Deserialized
@@ -271,6 +433,7 @@ pub enum CcConfig {
     Reno(reno::Params),
     Cubic(cubic::Params),
     Dctcp(dctcp::Params),
+    Bbr(bbr::Params),
 }
 
 /// Static dispatch over every CC (smoltcp's `AnyController`).
@@ -279,12 +442,13 @@ pub enum AnyCc {
     Reno(reno::Reno),
     Cubic(cubic::Cubic),
     Dctcp(dctcp::Dctcp),
+    Bbr(bbr::Bbr),
 }
 
 impl CcConfig {
     /// The names of every CC this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["reno", "cubic", "dctcp"]
+        &["reno", "cubic", "dctcp", "bbr"]
     }
 
     /// Every CC with its Linux source and its tunables' defaults, for `aqmlab list ccs`.
@@ -294,6 +458,7 @@ impl CcConfig {
             d("reno", "Linux net/ipv4/tcp_cong.c (RFC 5681)", serde_json::to_value(reno::Params::default()).unwrap()),
             d("cubic", "Linux net/ipv4/tcp_cubic.c v2.3 with HyStart (RFC 9438)", serde_json::to_value(cubic::Params::default()).unwrap()),
             d("dctcp", "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)", serde_json::to_value(dctcp::Params::default()).unwrap()),
+            d("bbr", bbr::SOURCE, serde_json::to_value(bbr::Params::default()).unwrap()),
         ])
     }
 
@@ -303,14 +468,18 @@ impl CcConfig {
             CcConfig::Reno(_) => Ok(()),
             CcConfig::Cubic(p) => p.validate(),
             CcConfig::Dctcp(p) => p.validate(),
+            CcConfig::Bbr(p) => p.validate(),
         }
     }
 
-    pub fn build(&self) -> AnyCc {
+    /// The CC for one flow; `seed` feeds the CC's own random choices (BBR's gain-cycle phase
+    /// and probe timing: Linux's `prandom_u32_max`/`get_random_u32_below`).
+    pub fn build(&self, seed: u64) -> AnyCc {
         match self {
             CcConfig::Reno(p) => AnyCc::Reno(reno::Reno::new(p.clone())),
             CcConfig::Cubic(p) => AnyCc::Cubic(cubic::Cubic::new(p.clone())),
             CcConfig::Dctcp(p) => AnyCc::Dctcp(dctcp::Dctcp::new(p.clone())),
+            CcConfig::Bbr(p) => AnyCc::Bbr(bbr::Bbr::new(p.clone(), seed)),
         }
     }
 }
@@ -321,6 +490,7 @@ macro_rules! dispatch {
             AnyCc::Reno($cc) => $e,
             AnyCc::Cubic($cc) => $e,
             AnyCc::Dctcp($cc) => $e,
+            AnyCc::Bbr($cc) => $e,
         }
     };
 }
@@ -364,5 +534,17 @@ impl CongestionControl for AnyCc {
     }
     fn wants_pacing(&self) -> bool {
         dispatch!(self, c => c.wants_pacing())
+    }
+    fn min_tso_segs(&self, tp: &TcpState) -> u32 {
+        dispatch!(self, c => c.min_tso_segs(tp))
+    }
+    fn tso_segs(&self, tp: &TcpState) -> Option<u32> {
+        dispatch!(self, c => c.tso_segs(tp))
+    }
+    fn skb_marked_lost(&mut self, tp: &mut TcpState, tx: &TxSnapshot) {
+        dispatch!(self, c => c.skb_marked_lost(tp, tx))
+    }
+    fn probe(&self, tp: &TcpState) -> CcProbe {
+        dispatch!(self, c => c.probe(tp))
     }
 }

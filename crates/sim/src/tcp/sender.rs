@@ -21,7 +21,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use aqm::Ecn;
 
-use crate::cc::{AckEvent, AckSample, AnyCc, CaEvent, CaState, CongestionControl, EcnUse, RateSample, TcpState, TCP_INFINITE_SSTHRESH};
+use crate::cc::{AckEvent, AckSample, AnyCc, CaEvent, CaState, CongestionControl, EcnUse, RateSample, TcpState, TxSnapshot, TCP_INFINITE_SSTHRESH};
 use crate::engine::{Event, Nanos, Scheduler, TimerSlot};
 use crate::packet::{flags, AckPkt, DataPkt, MSS_BYTES, TCP_HEADER_BYTES, TCP_IP_HEADER_BYTES};
 use crate::tcp::minmax::MinMax;
@@ -40,8 +40,6 @@ const GSO_MAX_SIZE: u64 = 65_536;
 const PACING_SHIFT: u32 = 10;
 /// `sysctl_tcp_tso_rtt_log` = 9: the RTT allowance halves per 512 µs of min_rtt.
 const TSO_RTT_LOG: u32 = 9;
-/// `sysctl_tcp_min_tso_segs` = 2.
-const MIN_TSO_SEGS: u32 = 2;
 /// "Original sch_fq does not pace first 10 MSS" (`tcp_update_skb_after_send`).
 const UNPACED_INITIAL_SEGS: u64 = 10;
 
@@ -71,6 +69,8 @@ struct Seg {
     /// (`tsorted_sent_queue`), as absolute segment numbers.
     prev: u32,
     next: u32,
+    /// Delivery state when it was last sent (`TCP_SKB_CB(skb)->tx`).
+    tx: TxSnapshot,
 }
 
 /// What occupies the retransmission-timer slot (Linux `icsk_pending`).
@@ -161,6 +161,8 @@ pub struct Sender {
     pub stats: SenderStats,
     /// Unresponsive constant-bit-rate mode: send at this rate (bit/s), ignore everything.
     cbr_rate_bps: Option<u64>,
+    /// The rate sample being built by the current ACK (`sack_state.rate`).
+    rs: RateSample,
 }
 
 impl Sender {
@@ -176,6 +178,7 @@ impl Sender {
         // TCP_CONG_NEEDS_ECN forces negotiation (cc.md §1.13).
         let ecn_ok = cfg.ecn || matches!(ecn_use, EcnUse::Dctcp | EcnUse::L4s);
         let mut tp = TcpState::new(MSS_BYTES, 0);
+        tp.ecn_ok = ecn_ok;
         tp.paced = cc.wants_pacing() || cfg.fq_pacing;
         let mut s = Sender {
             flow: cfg.flow,
@@ -219,6 +222,7 @@ impl Sender {
             finished_at: None,
             stats: SenderStats::default(),
             cbr_rate_bps: None,
+            rs: RateSample::default(),
         };
         // The handshake's RTT sample (the SYN-ACK's, `tcp_ack_update_rtt` on the SYN-ACK).
         let rtt_us = (cfg.handshake_rtt_ns / 1000).max(1);
@@ -236,7 +240,7 @@ impl Sender {
     /// unresponsive traffic (CHOKe, CKCD, PPV).
     pub fn new_cbr(cfg: &SenderConfig, rate_bps: u64) -> Self {
         let cfg = SenderConfig { ecn: false, fq_pacing: false, ..cfg.clone() };
-        let mut s = Sender::new(&cfg, crate::cc::CcConfig::Reno(crate::cc::reno::Params::default()).build());
+        let mut s = Sender::new(&cfg, crate::cc::CcConfig::Reno(crate::cc::reno::Params::default()).build(0));
         s.ecn_ok = false;
         s.cbr_rate_bps = Some(rate_bps);
         if let Some(b) = cfg.size_bytes {
@@ -348,6 +352,87 @@ impl Sender {
     fn sync_tp(&mut self, now: Nanos) {
         self.tp.now_ns = now;
         self.tp.inflight = self.inflight();
+        self.tp.sacked_out = self.sacked_out;
+        self.tp.lost_out = self.lost_out;
+        self.tp.retrans_out = self.retrans_out;
+        self.tp.wstamp_ns = self.wstamp_ns;
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Delivery-rate sampling (net/ipv4/tcp_rate.c, with google/bbr's v2/v3 additions)
+    // ---------------------------------------------------------------------------------------
+
+    /// `tcp_rate_skb_sent` + `tcp_set_tx_in_flight`: snapshot the delivery state into a segment
+    /// about to be (re)transmitted, before the core counts it as sent.
+    fn rate_skb_sent(&mut self, now: Nanos) -> TxSnapshot {
+        let now_us = now / 1000;
+        if self.tp.packets_out == 0 {
+            // Nothing in flight: the sample starts now (packets_out, not the inflight guess).
+            self.tp.first_tx_mstamp_us = now_us;
+            self.tp.delivered_mstamp_us = now_us;
+        }
+        TxSnapshot {
+            first_tx_mstamp_us: self.tp.first_tx_mstamp_us,
+            delivered_mstamp_us: self.tp.delivered_mstamp_us,
+            delivered: self.tp.delivered as u32,
+            delivered_ce: self.tp.delivered_ce as u32,
+            lost: self.tp.lost as u32,
+            in_flight: self.inflight() + 1,
+            is_app_limited: self.tp.app_limited != 0,
+        }
+    }
+
+    /// `tcp_rate_skb_delivered`: a segment was newly cum-acked or SACKed; keep the snapshot of
+    /// the most recently sent one delivered by this ACK (`tcp_skb_sent_after`: later send time,
+    /// then higher sequence).
+    fn rate_skb_delivered(&mut self, seq: u32, f: u8, sent_ns: Nanos, tx: TxSnapshot) {
+        let tx_us = sent_ns / 1000;
+        let end_seq = seq + 1;
+        let rs = &mut self.rs;
+        let sent_after = tx_us > self.tp.first_tx_mstamp_us || (tx_us == self.tp.first_tx_mstamp_us && end_seq > rs.last_end_seq);
+        if rs.prior_mstamp_us.is_none() || sent_after {
+            rs.prior_delivered_ce = tx.delivered_ce;
+            rs.prior_delivered = tx.delivered;
+            rs.prior_mstamp_us = Some(tx.delivered_mstamp_us);
+            rs.is_app_limited = tx.is_app_limited;
+            rs.is_retrans = f & sb::EVER_RETRANS != 0;
+            rs.tx_in_flight = tx.in_flight;
+            rs.lost = (self.tp.lost as u32).wrapping_sub(tx.lost);
+            rs.last_end_seq = end_seq;
+            self.tp.first_tx_mstamp_us = tx_us;
+            rs.interval_us = tx_us as i64 - tx.first_tx_mstamp_us as i64;
+        }
+    }
+
+    /// `tcp_rate_gen`: finish the ACK's rate sample.
+    fn rate_gen(&mut self, delivered: u32, lost: u32) {
+        let tp = &mut self.tp;
+        if tp.app_limited != 0 && tp.delivered > tp.app_limited {
+            tp.app_limited = 0;
+        }
+        let now_us = tp.now_us();
+        if delivered > 0 {
+            tp.delivered_mstamp_us = now_us;
+        }
+        let rs = &mut self.rs;
+        rs.acked_sacked = delivered;
+        rs.losses = lost;
+        let Some(prior_mstamp) = rs.prior_mstamp_us else {
+            rs.delivered = -1;
+            rs.interval_us = -1;
+            return;
+        };
+        rs.delivered = (tp.delivered as u32).wrapping_sub(rs.prior_delivered) as i64;
+        rs.delivered_ce = (tp.delivered_ce as u32).wrapping_sub(rs.prior_delivered_ce) as i64;
+        let snd_us = rs.interval_us;
+        let ack_us = now_us as i64 - prior_mstamp as i64;
+        rs.interval_us = snd_us.max(ack_us);
+        rs.snd_interval_us = snd_us;
+        rs.rcv_interval_us = ack_us;
+        // Normally interval ≥ min_rtt; a shorter one would overestimate bw.
+        if rs.interval_us < tp.min_rtt_us as i64 {
+            rs.interval_us = -1;
+        }
     }
 
     // ---------------------------------------------------------------------------------------
@@ -405,19 +490,25 @@ impl Sender {
         }
         self.sync_tp(now);
         self.cc.init(&mut self.tp);
-        self.update_pacing_rate();
+        if !self.cc.has_cong_control() {
+            self.update_pacing_rate();
+        }
         self.transmit(sched, out);
     }
 
-    /// `tcp_tso_autosize`: segments per burst for a paced socket.
+    /// `tcp_tso_segs`: the CC's `tso_segs` hook, else `tcp_tso_autosize` with its
+    /// `min_tso_segs`: segments per burst for a paced socket.
     fn tso_segs(&self) -> u32 {
+        if let Some(n) = self.cc.tso_segs(&self.tp) {
+            return n.max(1);
+        }
         let mut bytes = self.tp.pacing_rate >> PACING_SHIFT;
         let r = (self.tp.min_rtt_us as u64) >> TSO_RTT_LOG;
         if r < 32 {
             bytes += GSO_MAX_SIZE >> r;
         }
         bytes = bytes.min(GSO_MAX_SIZE);
-        ((bytes / self.tp.mss as u64) as u32).max(MIN_TSO_SEGS)
+        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp))
     }
 
     /// The next lost segment to retransmit, lowest sequence first (`tcp_xmit_retransmit_queue`).
@@ -524,7 +615,8 @@ impl Sender {
             self.cc.cwnd_event(&mut self.tp, CaEvent::TxStart);
         }
         let prior_packets = self.tp.packets_out;
-        self.segs.push_back(Seg { sent_ns: now, flags: 0, prev: NONE, next: NONE });
+        let tx = self.rate_skb_sent(now);
+        self.segs.push_back(Seg { sent_ns: now, flags: 0, prev: NONE, next: NONE, tx });
         self.tp.snd_nxt += 1;
         self.tp.packets_out += 1;
         self.ts_push_tail(seq);
@@ -560,8 +652,10 @@ impl Sender {
     }
 
     fn retransmit(&mut self, seq: u32, now: Nanos) -> DataPkt {
+        let tx = self.rate_skb_sent(now);
         {
             let s = self.seg_mut(seq);
+            s.tx = tx;
             s.flags |= sb::RETRANS_OUT | sb::EVER_RETRANS;
             s.sent_ns = now;
         }
@@ -631,7 +725,10 @@ impl Sender {
         let prior_delivered = self.tp.delivered;
         let prior_lost = self.tp.lost;
         let prior_inflight = self.inflight();
-        let mut ece = matches!(self.ecn_use, EcnUse::Classic | EcnUse::Dctcp) && self.ecn_ok && ack.ece;
+        let prior_packets_out = self.tp.packets_out;
+        let prior_sacked = self.sacked_out;
+        self.rs = RateSample { prior_in_flight: prior_inflight, ..RateSample::default() };
+        let mut ece = matches!(self.ecn_use, EcnUse::Classic | EcnUse::Dctcp | EcnUse::WantsCeEvents) && self.ecn_ok && ack.ece;
 
         // AccECN: the CE counter's increase (cc.md §1.3 step 6).
         let mut ce_delta = 0;
@@ -654,8 +751,7 @@ impl Sender {
         let snd_una_advanced = ack.ack > self.tp.snd_una;
         while self.tp.snd_una < ack.ack {
             let seq = self.tp.snd_una;
-            let f = self.seg(seq).flags;
-            let sent = self.seg(seq).sent_ns;
+            let Seg { flags: f, sent_ns: sent, tx, .. } = *self.seg(seq);
             self.ts_remove(seq);
             if f & sb::RETRANS_OUT != 0 {
                 self.retrans_out -= 1;
@@ -674,6 +770,8 @@ impl Sender {
                     self.tp.delivered_ce += 1;
                 }
                 self.rack_advance(f, seq + 1, sent, now);
+                // A SACKed segment already gave its sample (Linux zeroes its tx stamp).
+                self.rate_skb_delivered(seq, f, sent, tx);
             }
             if f & sb::LOST != 0 {
                 self.lost_out -= 1;
@@ -686,6 +784,15 @@ impl Sender {
         if self.ecn_use == EcnUse::L4s {
             self.tp.delivered_ce += ce_delta as u64;
         }
+        self.rs.ece_delta = ce_delta;
+        self.rs.is_ece = ece;
+        // FLAG_ACK_MAYBE_DELAYED (tcp_clean_rtx_queue): one segment acked, nothing else was in
+        // flight, nothing SACKed: the receiver probably delayed this ACK.
+        self.rs.is_ack_delayed = pkts_acked == 1
+            && prior_packets_out == 1
+            && prior_sacked == 0
+            && self.rs.prior_mstamp_us.is_some()
+            && self.rs.prior_delivered.wrapping_add(1) == self.tp.delivered as u32;
         if snd_una_advanced {
             self.retransmits = 0;
         }
@@ -724,11 +831,14 @@ impl Sender {
         self.sync_tp(now);
 
         let rtt_sample = ca_rtt_us.map(|v| v.min(u32::MAX as u64) as u32);
+        self.rs.rtt_us = rtt_sample.map_or(-1, |v| v as i64);
         self.cc.pkts_acked(&mut self.tp, &AckSample { pkts_acked, rtt_us: rtt_sample, in_flight: prior_inflight });
         self.cc.in_ack_event(&mut self.tp, &AckEvent { ece, snd_una_advanced });
 
         let mut set_xmit_timer = snd_una_advanced;
-        if self.tlp_high_seq.is_some() {
+        if let Some(high) = self.tlp_high_seq {
+            // v3's `is_acking_tlp_retrans_seq`: this ACK covers the probe's retransmission.
+            self.rs.is_acking_tlp_retrans_seq = self.tlp_retrans && ack.ack >= high;
             self.process_tlp_ack(ack.ack, snd_una_advanced, sack.newly_sacked > 0);
         }
         // tcp_ack_is_dubious: a dupACK, SACK or ECE information, or a state other than Open.
@@ -748,8 +858,9 @@ impl Sender {
         let acked_sacked = (self.tp.delivered - prior_delivered) as u32;
         let losses = (self.tp.lost - prior_lost) as u32;
         self.sync_tp(now);
+        self.rate_gen(acked_sacked, losses);
         if self.cc.has_cong_control() {
-            let rs = RateSample { acked_sacked, losses, rtt_us: rtt_sample, prior_in_flight: prior_inflight, is_ece: ece };
+            let rs = self.rs;
             self.cc.cong_control(&mut self.tp, &rs);
         } else {
             if self.in_cwnd_reduction() {
@@ -826,14 +937,12 @@ impl Sender {
     }
 
     fn sacktag_one(&mut self, seq: u32, now: Nanos, count_ce: bool, st: &mut SackState) {
-        let (mut f, sent) = {
-            let s = self.seg(seq);
-            (s.flags, s.sent_ns)
-        };
+        let Seg { flags: mut f, sent_ns: sent, tx, .. } = *self.seg(seq);
         if f & sb::SACKED != 0 {
             return;
         }
         self.rack_advance(f, seq + 1, sent, now);
+        self.rate_skb_delivered(seq, f, sent, tx);
         if f & sb::RETRANS_OUT != 0 {
             // A retransmission not tagged lost (a TLP) is believed still in flight.
             if f & sb::LOST != 0 {
@@ -933,6 +1042,11 @@ impl Sender {
         }
         self.seg_mut(seq).flags = nf;
         self.lost_queue.push(Reverse(seq));
+        if self.cc.has_cong_control() {
+            let tx = self.seg(seq).tx;
+            self.sync_tp(self.tp.now_ns);
+            self.cc.skb_marked_lost(&mut self.tp, &tx);
+        }
     }
 
     /// `tcp_rack_mark_lost`; returns whether the reordering timer was armed.

@@ -17,7 +17,7 @@ const MS: Nanos = 1_000_000;
 
 fn cc(name: &str) -> crate::cc::AnyCc {
     let cfg: CcConfig = serde_json::from_str(&format!("{{\"name\": \"{name}\"}}")).unwrap();
-    cfg.build()
+    cfg.build(0)
 }
 
 fn sender(name: &str, rtt_ns: Nanos, ecn: bool) -> Sender {
