@@ -1,11 +1,12 @@
 # aqmlab — the two commands of the README, and helpers.
-#   make run    quick reproduction of the bundled example, ending in its summary
+#   make run    quick reproduction of a seed study (ckcd, seed 001), ending in its HTML report
 #   make test   install what is needed, build the native module, run every test
 SHELL := /bin/bash
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Pinned Python dependencies (pyproject.toml lists the same runtime pins).
 PY_DEPS := pydantic==2.13.4 typer==0.29.1 rich==15.0.0 pyarrow==26.0.1 pandas==3.1.1 numpy==2.4.6 \
+           matplotlib==3.11.2 dask==2026.8.0 distributed==2026.8.0 \
            pytest==9.2.0 hypothesis==6.170.15 maturin==1.16.0
 STAMP := .make
 
@@ -14,6 +15,8 @@ STAMP := .make
 $(STAMP)/deps: Makefile
 	@mkdir -p $(STAMP)
 	$(PIP) install --quiet --disable-pip-version-check $(PY_DEPS)
+	@# Headless Chromium (Debian's package) for the report-in-a-browser test.
+	@command -v chromium >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@touch $@
 
 deps: $(STAMP)/deps
@@ -25,7 +28,7 @@ build: deps
 	@$(PYTHON) -c "import aqmlab._native" || { echo "native module failed to build"; exit 1; }
 
 run: build
-	$(PYTHON) -m aqmlab run examples/dctcp-cubic-step.toml -o out/example --overwrite
+	$(PYTHON) -m aqmlab reproduce ckcd --quick -o out/ckcd-quick
 
 # The PyO3 crate links against libpython only when loaded by Python: test the others.
 rust-test:

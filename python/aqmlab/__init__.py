@@ -5,14 +5,20 @@ simulator, Parquet results.
     res = aqmlab.run("examples/dctcp-cubic-step.toml")
     res.classes          # DataFrame
     res.save("out/example")
+
+    sweep = aqmlab.load_sweep("python/aqmlab/studies/ckcd.toml", quick=True)
+    aqmlab.run_sweep(sweep, "out/ckcd")
+    df = aqmlab.load("out/ckcd")   # one row per run and class
 """
 
 from ._results import Result, load_result
 from ._run import VERSION as __version__
 from ._run import run
 from ._scenario import Scenario, ScenarioError, load_scenario
+from ._sweep import Sweep, SweepError, load_sweep
+from ._sweeprun import load, run_sweep
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "__version__"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "__version__"]
 
 
 def validate_file(path: str) -> Scenario:

@@ -115,7 +115,9 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    # validate_default: defaults go through the same canonicalisation as given values, so
+    # the canonical form (and hash) of a re-read canonical scenario is unchanged.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, validate_default=True)
 
 
 # ------------------------------------------------------------------------------------------

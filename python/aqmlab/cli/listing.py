@@ -47,3 +47,19 @@ def aqms() -> None:
             opts.append(f"{name} = {'–' if d is None else str(d).lower() if isinstance(d, bool) else d}")
         t.add_row(kind, ", ".join(opts) or "–", getattr(model, "SOURCE", ""))
     out.print(t)
+
+
+@app.command("studies")
+def studies() -> None:
+    """The seed studies `aqmlab reproduce` runs, with their run counts (full and --quick)."""
+    from .._sweep import load_sweep
+    from ..studies import STUDIES, study_path
+
+    t = Table(title="seed studies (aqmlab reproduce NAME [--quick])", title_justify="left")
+    for col in ("study", "seed", "runs", "quick runs", "what"):
+        t.add_column(col, justify="right" if "runs" in col else "left")
+    for name, (seed, what) in STUDIES.items():
+        full = load_sweep(study_path(name)).size()
+        quick = load_sweep(study_path(name), quick=True).size()
+        t.add_row(name, seed, str(full), str(quick), what)
+    out.print(t)

@@ -6,6 +6,7 @@ import typer
 
 from . import listing
 from . import run as run_cmds
+from . import sweep as sweep_cmds
 
 app = typer.Typer(
     name="aqmlab",
@@ -16,6 +17,10 @@ app = typer.Typer(
 )
 app.command("run")(run_cmds.run)
 app.command("validate")(run_cmds.validate)
+app.command("sweep")(sweep_cmds.sweep)
+app.command("reproduce")(sweep_cmds.reproduce)
+app.command("report")(sweep_cmds.report)
+app.command("plot")(sweep_cmds.plot)
 app.add_typer(listing.app, name="list")
 
 

@@ -1,0 +1,271 @@
+"""Static HTML reports of a sweep: the figure types the seed papers publish, each with the
+numbers under it, as one page that opens from disk (figures embedded), plus PNG and SVG copies
+for papers.
+
+Figures (each only where the sweep has the data):
+- facet grids of Jain's index, utilization, relative throughput per class and ECN-mark ratio
+  per class over the report's x parameter, faceted by its `col` and `row` parameters (seeds
+  003/004, Figures 1–18 and Fig. 10);
+- mean and max queueing delay relative to the AQM's target (seed 003);
+- per-flow throughput over time for one run per facet cell (seeds 001, 002);
+- queue-delay CDFs per run (seed 002).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+__all__ = ["write_report", "facet_figure"]
+
+_LABELS = {
+    "jain": "Jain's index (classes' flows)",
+    "run_jain": "Jain's index (all flows)",
+    "run_utilization": "utilization",
+    "utilization": "utilization",
+    "rel_throughput": "relative throughput",
+    "mark_ratio": "ECN-mark ratio",
+    "drop_ratio": "drop ratio",
+    "sojourn_mean_rel_target": "mean delay / target",
+    "sojourn_max_rel_target": "max delay / target",
+    "sojourn_mean_ms": "mean queueing delay (ms)",
+    "sojourn_p99_ms": "p99 queueing delay (ms)",
+}
+
+
+def _sorted_values(s: pd.Series) -> list[Any]:
+    vals = list(pd.unique(s.dropna()))
+    try:
+        return sorted(vals)
+    except TypeError:
+        return vals
+
+
+def facet_figure(df: pd.DataFrame, *, metric: str, x: str, col: str | None = None, row: str | None = None, hue: str | None = "class", title: str | None = None) -> plt.Figure:
+    """A grid of small line plots: metric over x, one panel per (row, col), one line per hue."""
+    rows = _sorted_values(df[row]) if row else [None]
+    cols = _sorted_values(df[col]) if col else [None]
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.6 * len(cols) + 1.2, 2.1 * len(rows) + 0.9), squeeze=False, sharex=True, sharey=True)
+    xs_numeric = pd.api.types.is_numeric_dtype(df[x])
+    hues = _sorted_values(df[hue]) if hue else [None]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] if len(hues) <= 10 else [plt.get_cmap("tab20")(i % 20) for i in range(20)]
+    for i, rv in enumerate(rows):
+        for j, cv in enumerate(cols):
+            ax = axes[i][j]
+            sub = df
+            if row:
+                sub = sub[sub[row] == rv]
+            if col:
+                sub = sub[sub[col] == cv]
+            xcats = [str(v) for v in _sorted_values(df[x])]
+            present = [hv for hv in hues if hue is None or (sub[hue] == hv).any()]
+            width = 0.8 / max(1, len(present))
+            for k, hv in enumerate(hues):
+                h = sub if hue is None else sub[sub[hue] == hv]
+                if h.empty or h[metric].isna().all():
+                    continue
+                slot = present.index(hv)
+                g = h.groupby(x, sort=True)[metric].mean()
+                label = str(hv) if hv is not None else None
+                if xs_numeric:
+                    ax.plot(list(g.index), g.values, marker="o", ms=3, lw=1.2, color=colors[k % len(colors)], label=label)
+                else:
+                    # Categories (AQMs, mixes): grouped bars, no lines between unrelated points.
+                    pos = [xcats.index(str(v)) - 0.4 + (slot + 0.5) * width for v in g.index]
+                    ax.bar(pos, g.values, width=width, color=colors[k % len(colors)], label=label)
+            if not xs_numeric:
+                ax.set_xticks(range(len(xcats)), xcats, rotation=30, ha="right")
+            if xs_numeric and len(df[x].unique()) > 2 and df[x].min() > 0 and df[x].max() / df[x].min() >= 20:
+                ax.set_xscale("log")
+            heading = " · ".join(f"{n}={v}" for n, v in ((row, rv), (col, cv)) if n)
+            if heading:
+                ax.set_title(heading, fontsize=8)
+            ax.grid(True, lw=0.3, alpha=0.6)
+            ax.tick_params(labelsize=7)
+            if i == len(rows) - 1:
+                ax.set_xlabel(x, fontsize=8)
+            if j == 0:
+                ax.set_ylabel(_LABELS.get(metric, metric), fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for a in axes.flat:
+        for hnd, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(hnd)
+                labels.append(lab)
+    if labels:
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    if title:
+        fig.suptitle(title, y=1.04, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.95 if labels else 1))
+    return fig
+
+
+class _Page:
+    def __init__(self, title: str, fig_dir: Path):
+        self.title = title
+        self.fig_dir = fig_dir
+        self.parts: list[str] = []
+        self.n = 0
+
+    def heading(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def para(self, text: str) -> None:
+        self.parts.append(f"<p>{html.escape(text)}</p>")
+
+    def figure(self, fig: plt.Figure, name: str, caption: str, table: pd.DataFrame | None = None) -> None:
+        self.n += 1
+        stem = f"{self.n:02d}-{name}"
+        self.fig_dir.mkdir(parents=True, exist_ok=True)
+        fig.savefig(self.fig_dir / f"{stem}.png", dpi=150, bbox_inches="tight")
+        fig.savefig(self.fig_dir / f"{stem}.svg", bbox_inches="tight")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        data = base64.b64encode(buf.getvalue()).decode()
+        links = f'<a href="{self.fig_dir.name}/{stem}.png">PNG</a> · <a href="{self.fig_dir.name}/{stem}.svg">SVG</a>'
+        self.parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({links})</figcaption></figure>')
+        if table is not None and not table.empty:
+            self.parts.append('<details><summary>numbers</summary>' + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>")
+
+    def render(self) -> str:
+        style = (
+            "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+            "figure{margin:1.2em 0}img{max-width:100%}figcaption{font-size:.9em;color:#555}"
+            "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
+            "details{margin-bottom:1.5em}code{background:#f4f4f4;padding:0 3px}"
+        )
+        body = "\n".join(self.parts)
+        return f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(self.title)}</title><style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>\n{body}\n</body></html>\n'
+
+
+def _layout(doc: dict[str, Any], df: pd.DataFrame) -> tuple[str, str | None, str | None]:
+    rep = doc.get("report", {})
+    axes = [a for a in doc["axes"] if a in df.columns]
+    varying = [a for a in axes if df[a].nunique() > 1]
+    x = rep.get("x") if rep.get("x") in varying else (varying[0] if varying else (axes[0] if axes else "run"))
+    rest = [a for a in varying if a != x]
+    col = rep.get("col") if rep.get("col") in rest else (rest[0] if rest else None)
+    rest = [a for a in rest if a != col]
+    row = rep.get("row") if rep.get("row") in rest else (rest[0] if rest else None)
+    return x, col, row
+
+
+def _pivot(df: pd.DataFrame, metric: str, x: str, col: str | None, row: str | None, hue: str | None) -> pd.DataFrame:
+    keys = [k for k in (row, col, hue) if k]
+    t = df.groupby(keys + [x], dropna=False)[metric].mean().unstack(x) if keys else df.groupby(x)[metric].mean().to_frame().T
+    return t
+
+
+def write_report(directory: str | Path, output: str | Path) -> Path:
+    """Write the HTML report of a sweep directory; figures also go to <output stem>-figures/."""
+    d = Path(directory)
+    out = Path(output)
+    doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
+    df = pq.read_table(d / "index.parquet").to_pandas()
+    page = _Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures")
+    n_runs = df["run"].nunique() if not df.empty else 0
+    page.para(f"{n_runs} runs of sweep {doc['name']!r}; axes: {', '.join(doc['axes'])}. Each point is one run (deterministic; seed in the scenario).")
+    if doc.get("missing_models"):
+        page.para("Left out (model not implemented yet): " + ", ".join(f"{k} ({n} runs)" for k, n in doc["missing_models"].items()))
+    if df.empty:
+        page.para("No completed runs.")
+        out.write_text(page.render(), encoding="utf-8")
+        return out
+    x, col, row = _layout(doc, df)
+    per_run = df.drop_duplicates("run")
+    page.heading("Fairness and utilization")
+    for metric, data, hue in (("run_jain", per_run, None), ("utilization", per_run, None), ("rel_throughput", df, "class"), ("jain", df, "class")):
+        if data[metric].notna().any():
+            fig = facet_figure(data, metric=metric, x=x, col=col, row=row, hue=hue, title=_LABELS.get(metric, metric))
+            page.figure(fig, metric, f"{_LABELS.get(metric, metric)} over {x}" + (f", by {col}" if col else "") + (f" and {row}" if row else ""), _pivot(data, metric, x, col, row, hue))
+    if df["mark_ratio"].fillna(0).gt(0).any():
+        page.heading("Congestion signals")
+        fig = facet_figure(df, metric="mark_ratio", x=x, col=col, row=row, hue="class", title="ECN-mark ratio per class")
+        page.figure(fig, "mark_ratio", "ECN-mark ratio per class (CE-marked ÷ arriving bytes)", _pivot(df, "mark_ratio", x, col, row, "class"))
+    if df["drop_ratio"].fillna(0).gt(0).any():
+        fig = facet_figure(df, metric="drop_ratio", x=x, col=col, row=row, hue="class", title="drop ratio per class")
+        page.figure(fig, "drop_ratio", "drop ratio per class (dropped ÷ arriving bytes)", _pivot(df, "drop_ratio", x, col, row, "class"))
+    page.heading("Queueing delay")
+    for metric in ("sojourn_mean_rel_target", "sojourn_max_rel_target", "sojourn_mean_ms", "sojourn_p99_ms"):
+        if per_run[metric].notna().any():
+            fig = facet_figure(per_run, metric=metric, x=x, col=col, row=row, hue=None, title=_LABELS[metric])
+            page.figure(fig, metric, _LABELS[metric], _pivot(per_run, metric, x, col, row, None))
+    _delay_cdfs(page, d, per_run, x, col, row)
+    _throughput_over_time(page, d, per_run, x, col, row)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page.render(), encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def _cells(per_run: pd.DataFrame, col: str | None, row: str | None) -> list[tuple[str, pd.DataFrame]]:
+    keys = [k for k in (row, col) if k]
+    if not keys:
+        return [("all runs", per_run)]
+    return [(" · ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,))), g) for key, g in per_run.groupby(keys, sort=True)]
+
+
+def _delay_cdfs(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
+    cells = _cells(per_run, col, row)[:12]
+    ncol = min(4, len(cells))
+    nrow = math.ceil(len(cells) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.1 * ncol, 2.3 * nrow), squeeze=False)
+    drawn = False
+    for ax, (name, g) in zip(axes.flat, cells):
+        for _, r in g.sort_values(x).iterrows():
+            h = pq.read_table(d / "runs" / r["run"] / "sojourn_hist.parquet").to_pandas()
+            if h.empty or h["count"].sum() == 0:
+                continue
+            cdf = h["count"].cumsum() / h["count"].sum()
+            ax.plot(h["bin_hi_ms"], cdf, lw=1, label=f"{x}={r[x]}")
+            drawn = True
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel("queueing delay (ms)", fontsize=8)
+        ax.set_ylabel("CDF", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, lw=0.3, alpha=0.6)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.axis("off")
+    fig.tight_layout()
+    if drawn:
+        page.figure(fig, "delay_cdf", f"queue-delay CDFs (1 ms bins), one line per {x}")
+    else:
+        plt.close(fig)
+
+
+def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
+    picks = [(name, g.sort_values(x).iloc[len(g) // 2]) for name, g in _cells(per_run, col, row)][:8]
+    ncol = min(4, len(picks))
+    nrow = math.ceil(len(picks) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.4 * nrow), squeeze=False)
+    for ax, (name, r) in zip(axes.flat, picks):
+        ts = pq.read_table(d / "runs" / r["run"] / "timeseries.parquet", columns=["t_s", "flow", "class", "throughput_bps"]).to_pandas()
+        for (cls, flow), g in ts.groupby(["class", "flow"], sort=True):
+            ax.plot(g["t_s"], g["throughput_bps"] / 1e6, lw=0.7, label=f"{cls} #{flow}")
+        ax.set_title(f"{name} · {x}={r[x]}", fontsize=8)
+        ax.set_xlabel("time (s)", fontsize=8)
+        ax.set_ylabel("throughput (Mbps)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, lw=0.3, alpha=0.6)
+        if len(ts["flow"].unique()) <= 6:
+            ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(picks):]:
+        ax.axis("off")
+    fig.tight_layout()
+    page.figure(fig, "throughput_time", "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)")

@@ -1,0 +1,173 @@
+"""`aqmlab sweep`, `aqmlab reproduce`, `aqmlab report`, `aqmlab plot`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .._scenario import ScenarioError
+from .._sweep import Sweep, SweepError, load_sweep
+from .._sweeprun import SweepResult, plan, run_sweep
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, skip_missing: bool, dry_run: bool, quiet: bool) -> SweepResult | None:
+    try:
+        p = plan(sw, skip_missing=skip_missing)
+    except ScenarioError as e:
+        _fail(e)
+        raise
+    for model, n in p.missing.items():
+        err.print(f"[yellow]skipping {n} run(s) that need {model!r}, not implemented yet[/]", highlight=False)
+    if dry_run:
+        t = Table(title=f"{sw.name}: {len(p.runs)} runs", title_justify="left")
+        for a in sw.axis_names:
+            t.add_column(a)
+        t.add_column("hash")
+        for r in p.runs:
+            t.add_row(*[str(r.params[a]) for a in sw.axis_names], r.hash)
+        out.print(t)
+        return None
+    show = not quiet and err.is_terminal
+    try:
+        if show:
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[failed]} failed"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=False,
+            ) as bar:
+                task = bar.add_task(sw.name, total=None, failed=0)
+
+                def on_progress(done: int, failed: int, todo: int, total: int) -> None:
+                    bar.update(task, completed=done + failed, total=todo, failed=failed)
+
+                res = run_sweep(sw, output, jobs=jobs, cluster=cluster, skip_missing=skip_missing, on_progress=on_progress)
+        else:
+            last = [0.0]
+
+            def on_progress(done: int, failed: int, todo: int, total: int) -> None:
+                now = time.monotonic()
+                if not quiet and (now - last[0] > 10 or done + failed == todo):
+                    last[0] = now
+                    err.print(f"{sw.name}: {done + failed}/{todo} runs ({failed} failed)", highlight=False)
+
+            res = run_sweep(sw, output, jobs=jobs, cluster=cluster, skip_missing=skip_missing, on_progress=on_progress)
+    except ScenarioError as e:
+        _fail(e)
+        raise
+    except KeyboardInterrupt:
+        err.print("interrupted: finished runs are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    if not quiet:
+        out.print(f"{sw.name}: {res.total} runs — {res.ran} ran, {res.skipped} already done, {len(res.failed)} failed ({res.wall_s:.1f} s); index: {output / 'index.parquet'}", highlight=False, soft_wrap=True)
+    for h, msg in res.failed:
+        err.print(f"[red]run {h} failed:[/] {msg}", highlight=False, soft_wrap=True)
+    if res.failed:
+        raise typer.Exit(1)
+    return res
+
+
+def sweep(
+    file: Annotated[Path, typer.Argument(help="Sweep TOML file (a scenario plus [sweep])")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Sweep directory (resumes if it exists)")],
+    jobs: Annotated[int | None, typer.Option("-j", "--jobs", help="Parallel runs (default: every core)", min=1)] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Use the file's [quick] form")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs, run nothing")] = False,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address, e.g. tcp://host:8786")] = None,
+    skip_missing: Annotated[bool, typer.Option("--skip-missing", help="Leave out runs that need a model not implemented yet")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Run every point of a sweep; resumable; writes DIR/index.parquet."""
+    try:
+        sw = load_sweep(file, quick=quick)
+    except ScenarioError as e:
+        _fail(e)
+        raise
+    _execute(sw, output, jobs, cluster, skip_missing, dry_run, quiet)
+
+
+def reproduce(
+    study: Annotated[str, typer.Argument(help="Study name (see `aqmlab list studies`)")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Sweep directory (default out/STUDY[-quick])")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The short form: fewer points, shorter runs")] = False,
+    jobs: Annotated[int | None, typer.Option("-j", "--jobs", min=1)] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address")] = None,
+    skip_missing: Annotated[bool, typer.Option("--skip-missing", help="Run the rest when a model is not implemented yet")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Run a seed study's sweep and write its report (DIR/report.html)."""
+    from ..studies import study_path
+
+    try:
+        path = study_path(study)
+        sw = load_sweep(path, quick=quick)
+    except (ScenarioError, KeyError) as e:
+        _fail(e if isinstance(e, ScenarioError) else ValueError(e.args[0]))
+        raise
+    target = output or Path("out") / (study + ("-quick" if quick else ""))
+    res = _execute(sw, target, jobs, cluster, skip_missing, dry_run, quiet)
+    if res is None:
+        return
+    from .._report import write_report
+
+    html = write_report(target, target / "report.html")
+    out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
+
+
+def report(
+    directory: Annotated[Path, typer.Argument(help="Sweep directory")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file (default DIR/report.html)")] = None,
+) -> None:
+    """Write a static HTML report (figures as PNG and SVG beside it) for a sweep directory."""
+    from .._report import write_report
+
+    if not (directory / "index.parquet").is_file():
+        _fail(ValueError(f"{directory}: not a sweep directory (no index.parquet)"))
+    html = write_report(directory, output or directory / "report.html")
+    out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
+
+
+def plot(
+    directory: Annotated[Path, typer.Argument(help="Sweep directory")],
+    metric: Annotated[str, typer.Option("--metric", "-m", help="Index column to plot, e.g. rel_throughput, jain, utilization")],
+    x: Annotated[str, typer.Option("--x", help="Swept parameter on the x axis")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Figure file (.png, .svg or .pdf)")],
+    col: Annotated[str | None, typer.Option("--col", help="Facet columns by this parameter")] = None,
+    row: Annotated[str | None, typer.Option("--row", help="Facet rows by this parameter")] = None,
+    hue: Annotated[str, typer.Option("--hue", help="One line per value of this column")] = "class",
+) -> None:
+    """One facet-grid figure from a sweep's index."""
+    from .._report import facet_figure
+    from .._sweeprun import load
+
+    try:
+        df = load(directory)
+    except FileNotFoundError as e:
+        _fail(e)
+        raise
+    for name, v in (("--metric", metric), ("--x", x), ("--col", col), ("--row", row), ("--hue", hue)):
+        if v is not None and v not in df.columns:
+            _fail(ValueError(f"{name} {v!r}: not a column of the index (columns: {', '.join(df.columns)})"))
+    fig = facet_figure(df, metric=metric, x=x, col=col, row=row, hue=hue)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=150, bbox_inches="tight")
+    out.print(f"figure: {output}", highlight=False)
