@@ -38,7 +38,7 @@ fn share_of_first_class(r: &sim::RunResult) -> f64 {
 fn each_model_based_cc_alone_fills_a_deep_buffered_path() {
     // Issue "BBR and Prague": alone on 100 Mbps, 20 ms with a deep buffer, ≥ 95 % utilization
     // (BBR pays ≈ 2 % for PROBE_RTT — 200 ms of every 10 s — and paces 1 % below its estimate).
-    for cc in ["bbr"] {
+    for cc in ["bbr", "prague"] {
         let cfg = config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 30.0, 5.0, 1);
         let r = run(&cfg);
         let u = metric(&r, "utilization");
@@ -121,4 +121,35 @@ fn bbr_runs_are_reproducible_and_the_seed_moves_the_gain_cycle() {
     assert_eq!(a.table("timeseries"), b.table("timeseries"));
     assert_eq!(a.table("flows"), b.table("flows"));
     assert_ne!(a.table("timeseries"), c.table("timeseries"));
+}
+
+#[test]
+fn prague_over_a_1ms_step_fills_the_link_with_a_queue_near_the_threshold() {
+    // RFC 9330 §1 / RFC 9332 §1: a scalable CC over an immediate step at 1 ms keeps the link
+    // full with about 1 ms of queue. Accept ≥ 95 % utilization and a mean sojourn ≤ 1.5 ms.
+    let step = json!({"kind": "step", "threshold_bytes": 12_500u64});
+    let r = run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, step, &[class("prague", 1, 20.0)], 20.0, 5.0, 1));
+    let (u, q) = (metric(&r, "utilization"), sojourn_mean_ms(&r));
+    println!("prague over step 1 ms: utilization {u:.4}, mean sojourn {q:.3} ms");
+    assert!(u >= 0.95, "utilization {u:.3}");
+    assert!(q <= 1.5, "mean sojourn {q:.3} ms");
+}
+
+#[test]
+fn prague_is_rtt_independent_below_its_25ms_reference_where_dctcp_is_not() {
+    // tcp_prague.c (prague_rtt_target = 25 ms): below the reference RTT the additive increase is
+    // scaled by (srtt/25 ms)², so flows of 5 and 20 ms grow their *rate* alike and share the
+    // link about evenly over DualPI2's L queue; DCTCP's +1 segment per RTT gives the 5 ms flow
+    // several times the 20 ms flow's rate (≈ RTT ratio). Accept Prague's ratio in [0.75, 1.33]
+    // and DCTCP's above 3.
+    let ratio = |cc: &str| {
+        let aqm = json!({"kind": "dualpi2", "ecn_mask": "any_ect"});
+        let r = run(&config(100 * MBPS, Some(2 * bdp_bytes(100 * MBPS, 20.0)), None, aqm, &[class(cc, 1, 5.0), class(cc, 1, 20.0)], 40.0, 10.0, 1));
+        let g = col_f64(&r, "flows", "goodput_bps");
+        g[0] / g[1]
+    };
+    let (p, d) = (ratio("prague"), ratio("dctcp"));
+    println!("5 ms / 20 ms throughput: prague {p:.3}, dctcp {d:.3}");
+    assert!((0.75..=1.33).contains(&p), "prague ratio {p:.3}");
+    assert!(d > 3.0, "dctcp ratio {d:.3}");
 }

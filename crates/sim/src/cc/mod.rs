@@ -16,6 +16,7 @@ pub mod bbr;
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
+pub mod prague;
 pub mod reno;
 
 use serde::Deserialize;
@@ -333,10 +334,13 @@ impl TcpState {
         self.cwnd < self.ssthresh
     }
 
-    /// `tcp_is_cwnd_limited` (include/net/tcp.h): in slow start also true while
-    /// cwnd < 2·max_packets_out.
+    /// `tcp_is_cwnd_limited` (include/net/tcp.h, Linux ≥ 5.x): the window was fully used, or —
+    /// in slow start — cwnd < 2·max_packets_out (so cwnd grows to twice what was ACKed).
     #[inline]
     pub fn is_cwnd_limited(&self) -> bool {
+        if self.is_cwnd_limited {
+            return true;
+        }
         if self.in_slow_start() {
             return self.cwnd < 2 * self.max_packets_out;
         }
@@ -434,6 +438,7 @@ pub enum CcConfig {
     Cubic(cubic::Params),
     Dctcp(dctcp::Params),
     Bbr(bbr::Params),
+    Prague(prague::Params),
 }
 
 /// Static dispatch over every CC (smoltcp's `AnyController`).
@@ -443,12 +448,13 @@ pub enum AnyCc {
     Cubic(cubic::Cubic),
     Dctcp(dctcp::Dctcp),
     Bbr(bbr::Bbr),
+    Prague(prague::Prague),
 }
 
 impl CcConfig {
     /// The names of every CC this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["reno", "cubic", "dctcp", "bbr"]
+        &["reno", "cubic", "dctcp", "bbr", "prague"]
     }
 
     /// Every CC with its Linux source and its tunables' defaults, for `aqmlab list ccs`.
@@ -459,6 +465,7 @@ impl CcConfig {
             d("cubic", "Linux net/ipv4/tcp_cubic.c v2.3 with HyStart (RFC 9438)", serde_json::to_value(cubic::Params::default()).unwrap()),
             d("dctcp", "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)", serde_json::to_value(dctcp::Params::default()).unwrap()),
             d("bbr", bbr::SOURCE, serde_json::to_value(bbr::Params::default()).unwrap()),
+            d("prague", prague::SOURCE, serde_json::to_value(prague::Params::default()).unwrap()),
         ])
     }
 
@@ -469,6 +476,7 @@ impl CcConfig {
             CcConfig::Cubic(p) => p.validate(),
             CcConfig::Dctcp(p) => p.validate(),
             CcConfig::Bbr(p) => p.validate(),
+            CcConfig::Prague(p) => p.validate(),
         }
     }
 
@@ -480,6 +488,7 @@ impl CcConfig {
             CcConfig::Cubic(p) => AnyCc::Cubic(cubic::Cubic::new(p.clone())),
             CcConfig::Dctcp(p) => AnyCc::Dctcp(dctcp::Dctcp::new(p.clone())),
             CcConfig::Bbr(p) => AnyCc::Bbr(bbr::Bbr::new(p.clone(), seed)),
+            CcConfig::Prague(p) => AnyCc::Prague(prague::Prague::new(p.clone(), seed)),
         }
     }
 }
@@ -491,6 +500,7 @@ macro_rules! dispatch {
             AnyCc::Cubic($cc) => $e,
             AnyCc::Dctcp($cc) => $e,
             AnyCc::Bbr($cc) => $e,
+            AnyCc::Prague($cc) => $e,
         }
     };
 }
