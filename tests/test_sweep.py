@@ -242,3 +242,18 @@ def test_a_study_needing_a_missing_model_says_which_and_runs_the_rest_only_if_as
     r = subprocess.run([sys.executable, "-m", "aqmlab", "reproduce", "fejes2019", "--quick", "--dry-run", "--skip-missing", "-o", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "skipping 12 run(s) that need 'ppv'" in r.stderr
+
+
+def test_the_sweep_example_in_the_docs_expands_as_documented():
+    text = (Path(__file__).parent.parent / "docs" / "sweeps.md").read_text()
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    sw = parse_sweep(block)
+    # f (4) × N (2) × mix (2), minus (f=0.1, N=10) × 2 mixes, minus "with-bbr" at N=10 for the
+    # three remaining f: 16 − 2 − 3 = 11.
+    assert sw.size() == 11
+    runs = sw.runs()
+    r = next(r for r in runs if r.params == {"f": 0.5, "N": 2, "mix": "with-bbr"})
+    assert [f.cc for f in r.scenario.flows] == ["cubic", "bbr"]
+    assert r.scenario.bottleneck.aqm.target == "0.375rtt"
+    quick = parse_sweep(block, quick=True)
+    assert quick.size() == 2 * 2 * 2 - 2 and quick.base["duration"] == "20s"
