@@ -20,17 +20,45 @@ __all__ = ["Result", "load_result", "TABLES"]
 TABLES = ("flows", "classes", "timeseries", "queue", "sojourn_hist", "fct")
 
 
+class _Frames(dict):
+    """The tables as DataFrames, converted from Arrow on first access (a sweep that only
+    stores its runs never pays for pandas)."""
+
+    def __init__(self, arrow: dict[str, pa.Table]):
+        super().__init__()
+        self.arrow = arrow
+
+    def __missing__(self, name: str) -> pd.DataFrame:
+        if name not in self.arrow:
+            raise KeyError(name)
+        df = self.arrow[name].to_pandas()
+        self[name] = df
+        return df
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.arrow
+
+    def __iter__(self):
+        return iter(self.arrow)
+
+    def keys(self):  # type: ignore[override]
+        return self.arrow.keys()
+
+
 class Result:
     """One run: `.summary` (dict) and the tables as DataFrames (`.flows`, `.classes`,
-    `.timeseries`, `.queue`, `.sojourn_hist`, `.fct`)."""
+    `.timeseries`, `.queue`, `.sojourn_hist`, `.fct`; `.tables[name]`), held as Arrow tables
+    (`.arrow[name]`)."""
 
-    def __init__(self, summary: dict[str, Any], tables: dict[str, pd.DataFrame]):
+    def __init__(self, summary: dict[str, Any], tables: dict[str, pa.Table] | dict[str, pd.DataFrame]):
         self.summary = summary
-        self.tables = tables
+        arrow = {k: v if isinstance(v, pa.Table) else pa.Table.from_pandas(v, preserve_index=False) for k, v in tables.items()}
+        self.arrow = arrow
+        self.tables = _Frames(arrow)
 
     def __getattr__(self, name: str) -> pd.DataFrame:
-        tables = self.__dict__.get("tables", {})
-        if name in tables:
+        tables = self.__dict__.get("tables")
+        if tables is not None and name in tables:
             return tables[name]
         raise AttributeError(name)
 
@@ -50,8 +78,7 @@ class Result:
         try:
             _write_json(tmp / "summary.json", self.summary)
             for name in TABLES:
-                table = pa.Table.from_pandas(self.tables[name], preserve_index=False)
-                pq.write_table(table, tmp / f"{name}.parquet")
+                pq.write_table(self.arrow[name], tmp / f"{name}.parquet")
                 _fsync(tmp / f"{name}.parquet")
             _fsync(tmp)
             if target.exists():
@@ -92,9 +119,9 @@ def load_result(directory: str | Path) -> Result:
     if not summary_path.is_file():
         raise FileNotFoundError(f"{d} is not a results directory (no summary.json)")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    tables = {name: pq.read_table(d / f"{name}.parquet").to_pandas() for name in TABLES}
+    tables = {name: pq.read_table(d / f"{name}.parquet") for name in TABLES}
     return Result(summary, tables)
 
 
-def frames_from_native(tables: dict[str, dict[str, list[Any]]]) -> dict[str, pd.DataFrame]:
-    return {name: pd.DataFrame(tables[name]) for name in TABLES}
+def frames_from_native(tables: dict[str, dict[str, list[Any]]]) -> dict[str, pa.Table]:
+    return {name: pa.table(tables[name]) for name in TABLES}
