@@ -77,21 +77,27 @@ pub struct Params {
     pub flow_expiry_ns: Nanos,
 }
 
+#[cfg(feature = "serde")]
 fn default_packet_bytes() -> u64 {
     1500
 }
+#[cfg(feature = "serde")]
 fn default_omega() -> f64 {
     0.002
 }
+#[cfg(feature = "serde")]
 fn default_d() -> Nanos {
     5_000_000
 }
+#[cfg(feature = "serde")]
 fn default_delta() -> Nanos {
     100_000_000
 }
+#[cfg(feature = "serde")]
 fn default_law() -> ThresholdLaw {
     ThresholdLaw::Paper
 }
+#[cfg(feature = "serde")]
 fn default_expiry() -> Nanos {
     1_000_000_000
 }
@@ -190,10 +196,47 @@ type FlowMap = HashMap<u64, FlowState, BuildHasherDefault<FlowKeyHasher>>;
 /// usually a tiny fraction of T_μ, where e^−x is its Taylor polynomial to x³ (relative error
 /// < x⁴/24 < 3·10⁻⁷ for x < 0.05) — a libm `exp` per packet cost CKCD a third of scenario
 /// (a)'s speed.
-fn decayed_mu(fs: &FlowState, now: Nanos, t_mu_ns: Nanos) -> f64 {
-    let x = (now - fs.mu_at) as f64 / t_mu_ns as f64;
+fn decayed_mu(fs: &FlowState, now: Nanos, inv_t_mu_ns: f64) -> f64 {
+    let x = (now - fs.mu_at) as f64 * inv_t_mu_ns;
     let e = if x < 0.05 { 1.0 - x * (1.0 - x * (0.5 - x / 6.0)) } else { (-x).exp() };
     fs.mu * e
+}
+
+/// What the per-packet delay test needs, computed once per flow count: Eq. 9's K and Q, 1/μ_f,
+/// D and d_max in seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct ThresholdConsts {
+    big_k: f64,
+    q: f64,
+    inv_mu_f: f64,
+    d: f64,
+    d_max: f64,
+    law: ThresholdLaw,
+}
+
+impl ThresholdConsts {
+    fn new(p: &Params, flows: f64) -> Self {
+        let (big_k, q) = p.k_and_q(flows);
+        ThresholdConsts { big_k, q, inv_mu_f: flows.max(1.0) * 8.0 / p.rate_bps as f64, d: p.d_ns as f64 / 1e9, d_max: p.d_max_ns as f64 / 1e9, law: p.threshold }
+    }
+
+    /// `d_s ≥ d_th(μ_i)` without a division: with x = μ_i/μ_f > 0 the clamped threshold
+    /// min(max(K/x² + Q, 0), d_max) (Paper) or min(D/x², d_max) (Ratio2) is compared after
+    /// multiplying both sides by x². Same decision as [`Params::threshold_with`], which the
+    /// tests check.
+    #[inline]
+    fn exceeded(&self, d_s: f64, mu_i: f64) -> bool {
+        if mu_i <= 0.0 {
+            return d_s >= self.d_max;
+        }
+        let x = mu_i * self.inv_mu_f;
+        let x2 = x * x;
+        let num = match self.law {
+            ThresholdLaw::Paper => (self.big_k + self.q * x2).max(0.0),
+            ThresholdLaw::Ratio2 => self.d,
+        };
+        d_s * x2 >= num.min(self.d_max * x2)
+    }
 }
 
 /// Per-flow state of the dequeue phase.
@@ -212,8 +255,9 @@ pub struct Vars {
     pub q_avg: f64,
     pub flows: FlowMap,
     next_sweep: Nanos,
-    /// Eq. 9's (K, Q) for the flow count they were computed for (they change only with it).
-    kq_cache: Option<(usize, (f64, f64))>,
+    /// The dequeue test's constants for the flow count they were computed for (they change
+    /// only with it).
+    th_cache: Option<(usize, ThresholdConsts)>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -231,11 +275,14 @@ pub struct Ckcd<P> {
     pub stats: Stats,
     rng: Rng,
     queue: HoleRing<P>,
+    /// 1/T_μ in 1/ns (a multiplication per packet instead of a division).
+    inv_t_mu_ns: f64,
 }
 
 impl<P: Packet> Ckcd<P> {
     pub fn new(params: Params, rng: Rng) -> Self {
-        Ckcd { params, vars: Vars { q_avg: 0.0, flows: FlowMap::default(), next_sweep: 0, kq_cache: None }, stats: Stats::default(), rng, queue: HoleRing::default() }
+        let inv_t_mu_ns = 1.0 / params.t_mu_ns as f64;
+        Ckcd { params, vars: Vars { q_avg: 0.0, flows: FlowMap::default(), next_sweep: 0, th_cache: None }, stats: Stats::default(), rng, queue: HoleRing::default(), inv_t_mu_ns }
     }
 
     /// Forget flows idle for longer than `flow_expiry` (checked at most every 100 ms).
@@ -249,13 +296,12 @@ impl<P: Packet> Ckcd<P> {
     }
 
     fn admit(&mut self, mut pkt: P, now: Nanos) {
-        let t = self.params.t_mu_ns as f64;
         let len = pkt.wire_len() as f64;
         let key = pkt.flow_key();
-        let t_mu = self.params.t_mu_ns;
+        let inv_t = self.inv_t_mu_ns;
         let e = self.vars.flows.entry(key).or_insert(FlowState { mu: 0.0, mu_at: now, first_above: None, last_seen: now });
         // μ ← μ·e^(−Δt/T_μ) + len/T_μ (bytes/s).
-        e.mu = decayed_mu(e, now, t_mu) + len / (t / 1e9);
+        e.mu = decayed_mu(e, now, inv_t) + len * inv_t * 1e9;
         e.mu_at = now;
         e.last_seen = now;
         pkt.set_enqueue_ns(now);
@@ -296,21 +342,20 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
         let n = self.vars.flows.len();
-        let flows = n as f64;
-        let kq = match self.vars.kq_cache {
-            Some((m, kq)) if m == n => kq,
+        let consts = match self.vars.th_cache {
+            Some((m, c)) if m == n => c,
             _ => {
-                let kq = self.params.k_and_q(flows);
-                self.vars.kq_cache = Some((n, kq));
-                kq
+                let c = ThresholdConsts::new(&self.params, n as f64);
+                self.vars.th_cache = Some((n, c));
+                c
             }
         };
         while let Some(pkt) = self.queue.pop() {
-            let d_s = (now - pkt.enqueue_ns()) as f64 / 1e9;
+            let d_s = (now - pkt.enqueue_ns()) as f64 * 1e-9;
             let key = pkt.flow_key();
             let Some(entry) = self.vars.flows.get_mut(&key) else { return Some(pkt) };
-            let th = self.params.threshold_with(decayed_mu(entry, now, self.params.t_mu_ns), flows, kq);
-            if d_s >= th && self.queue.bytes() > MTU_BYTES {
+            let mu_i = decayed_mu(entry, now, self.inv_t_mu_ns);
+            if consts.exceeded(d_s, mu_i) && self.queue.bytes() > MTU_BYTES {
                 match entry.first_above {
                     None => entry.first_above = Some(now + self.params.delta_ns),
                     Some(deadline) if now >= deadline => {
@@ -341,7 +386,7 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars = Vars { q_avg: 0.0, flows: FlowMap::default(), next_sweep: 0, kq_cache: None };
+        self.vars = Vars { q_avg: 0.0, flows: FlowMap::default(), next_sweep: 0, th_cache: None };
         self.queue.drain()
     }
 }
@@ -388,6 +433,30 @@ mod tests {
         assert!(p.threshold_s(1.05 * mu_f, 2.0) < 0.0003);
         // Below the fair share the threshold grows (a slow flow keeps its packets).
         assert!(p.threshold_s(0.5 * mu_f, 2.0) > 0.1);
+    }
+
+    #[test]
+    fn the_division_free_delay_test_decides_as_the_threshold_formula() {
+        // Over a grid of rates and delays (both laws, below/inside/above the clamps), the
+        // per-packet test must agree with d_s ≥ threshold_with(μ_i) except within rounding of
+        // the boundary.
+        for law in [ThresholdLaw::Paper, ThresholdLaw::Ratio2] {
+            let p = Params { threshold: law, ..params(27.0) };
+            for flows in [1.0, 4.0, 27.0] {
+                let c = ThresholdConsts::new(&p, flows);
+                let kq = p.k_and_q(flows);
+                let mu_f = p.rate_bps as f64 / 8.0 / flows;
+                for r in [0.0, 0.05, 0.3, 0.9, 1.0, 1.7, 4.0, 30.0] {
+                    for d_ms in [0.0, 0.5, 2.0, 5.0, 20.0, 200.0, 2000.0] {
+                        let (mu_i, d_s) = (r * mu_f, d_ms / 1e3);
+                        let th = p.threshold_with(mu_i, flows, kq);
+                        if (d_s - th).abs() > 1e-12 * th.max(1e-9) {
+                            assert_eq!(c.exceeded(d_s, mu_i), d_s >= th, "{law:?} flows {flows} r {r} d {d_ms} ms th {th}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -53,15 +53,19 @@ pub struct Params {
     pub limit_bytes: Option<u64>,
 }
 
+#[cfg(feature = "serde")]
 fn default_interval() -> Nanos {
     200_000_000
 }
+#[cfg(feature = "serde")]
 fn default_tau() -> Nanos {
     5 * default_interval()
 }
+#[cfg(feature = "serde")]
 fn default_alpha() -> f64 {
     1.0
 }
+#[cfg(feature = "serde")]
 fn default_adaptive() -> bool {
     true
 }

@@ -163,6 +163,10 @@ pub struct Sender {
     cbr_rate_bps: Option<u64>,
     /// The rate sample being built by the current ACK (`sack_state.rate`).
     rs: RateSample,
+    /// Whether to run tcp_rate.c's bookkeeping: only CCs with `cong_control` read rate samples
+    /// (Linux always runs it; for the others it is unobservable, and it costs ≈ 15 % of
+    /// scenario (a)'s speed).
+    rate_sampling: bool,
 }
 
 impl Sender {
@@ -223,7 +227,9 @@ impl Sender {
             stats: SenderStats::default(),
             cbr_rate_bps: None,
             rs: RateSample::default(),
+            rate_sampling: false,
         };
+        s.rate_sampling = s.cc.has_cong_control();
         // The handshake's RTT sample (the SYN-ACK's, `tcp_ack_update_rtt` on the SYN-ACK).
         let rtt_us = (cfg.handshake_rtt_ns / 1000).max(1);
         s.rtt.sample(rtt_us, 0, 0);
@@ -615,7 +621,7 @@ impl Sender {
             self.cc.cwnd_event(&mut self.tp, CaEvent::TxStart);
         }
         let prior_packets = self.tp.packets_out;
-        let tx = self.rate_skb_sent(now);
+        let tx = if self.rate_sampling { self.rate_skb_sent(now) } else { TxSnapshot::default() };
         self.segs.push_back(Seg { sent_ns: now, flags: 0, prev: NONE, next: NONE, tx });
         self.tp.snd_nxt += 1;
         self.tp.packets_out += 1;
@@ -652,7 +658,7 @@ impl Sender {
     }
 
     fn retransmit(&mut self, seq: u32, now: Nanos) -> DataPkt {
-        let tx = self.rate_skb_sent(now);
+        let tx = if self.rate_sampling { self.rate_skb_sent(now) } else { TxSnapshot::default() };
         {
             let s = self.seg_mut(seq);
             s.tx = tx;
@@ -771,7 +777,9 @@ impl Sender {
                 }
                 self.rack_advance(f, seq + 1, sent, now);
                 // A SACKed segment already gave its sample (Linux zeroes its tx stamp).
-                self.rate_skb_delivered(seq, f, sent, tx);
+                if self.rate_sampling {
+                    self.rate_skb_delivered(seq, f, sent, tx);
+                }
             }
             if f & sb::LOST != 0 {
                 self.lost_out -= 1;
@@ -858,7 +866,9 @@ impl Sender {
         let acked_sacked = (self.tp.delivered - prior_delivered) as u32;
         let losses = (self.tp.lost - prior_lost) as u32;
         self.sync_tp(now);
-        self.rate_gen(acked_sacked, losses);
+        if self.rate_sampling {
+            self.rate_gen(acked_sacked, losses);
+        }
         if self.cc.has_cong_control() {
             let rs = self.rs;
             self.cc.cong_control(&mut self.tp, &rs);
@@ -942,7 +952,9 @@ impl Sender {
             return;
         }
         self.rack_advance(f, seq + 1, sent, now);
-        self.rate_skb_delivered(seq, f, sent, tx);
+        if self.rate_sampling {
+            self.rate_skb_delivered(seq, f, sent, tx);
+        }
         if f & sb::RETRANS_OUT != 0 {
             // A retransmission not tagged lost (a TLP) is believed still in flight.
             if f & sb::LOST != 0 {
