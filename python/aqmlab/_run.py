@@ -48,6 +48,7 @@ def run(scenario: Scenario | str | Path, progress: Callable[[float], None] | Non
         "scenario_hash": scenario.hash(),
         "metrics": _json_safe(out["metrics"]),
         "classes": _json_safe(out["classes"]),
+        "fct": _json_safe(out["fct"]),
         "counters": out["counters"],
     }
     return Result(summary, frames_from_native(out["tables"]))

@@ -84,6 +84,7 @@ fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAn
     let summary = json_to_py(py, &result.summary)?;
     out.set_item("metrics", summary.get_item("metrics")?)?;
     out.set_item("classes", summary.get_item("classes")?)?;
+    out.set_item("fct", summary.get_item("fct")?)?;
     out.set_item("counters", json_to_py(py, &result.counters)?)?;
     let tables = PyDict::new(py);
     for (name, table) in &result.tables {

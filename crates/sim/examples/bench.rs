@@ -12,6 +12,10 @@
 //! (c) (issue "BBR and Prague", §Speed) 1 Gbps, 10 ms, 10 bbr2 + 10 CUBIC flows, 1-BDP
 //!     TailDrop, 30 s simulated; `bench c CC` puts another CC (bbr, bbr3, cubic, …) in place
 //!     of bbr2, so `bench c cubic` is (a) split into two classes: the baseline for BBR's cost.
+//! (d) (issue "Traffic beyond bulk flows", §Speed) seed 002's dynamic case: 40 Mbps, 7 ms,
+//!     2 long CUBIC flows and 100 short flows per second (bounded Pareto
+//!     1 KB–1 MB, α 1.2), RED as seed 002's tc line, 60 s; `bench d bulk` runs the 2 long
+//!     flows alone, the per-packet baseline.
 
 use serde_json::json;
 
@@ -42,9 +46,10 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
         // K = 0.17 × 1e10/8 × 0.005 = 1 062 500 B; buffer 500 ms = 625 000 000 B.
         "b" => (10_000_000_000, 5_000_000, vec![("dctcp", 100)], 625_000_000, json!({"kind": "step", "threshold_bytes": 1_062_500u64}), 10),
         "c" => (1_000_000_000, 10_000_000, vec![(c_cc, 10), ("cubic", 10)], 1_250_000, json!({"kind": "taildrop"}), 30),
-        other => panic!("unknown scenario {other:?} (expected a, b or c)"),
+        "d" => (40_000_000, 7_000_000, vec![("cubic", 2)], 1_600_000, json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": false, "bandwidth": 40_000_000u64}), 60),
+        other => panic!("unknown scenario {other:?} (expected a, b, c or d)"),
     };
-    let classes: Vec<serde_json::Value> = ccs
+    let mut classes: Vec<serde_json::Value> = ccs
         .iter()
         .enumerate()
         .map(|(i, (cc, count))| {
@@ -52,11 +57,16 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
                    "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64}, "size_bytes": null, "fq_pacing": false})
         })
         .collect();
+    if name == "d" && c_cc != "bulk" {
+        classes.push(json!({"name": "short", "cc": {"name": "cubic"}, "count": 0, "rtt_ns": rtt_ns, "ecn": false,
+            "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false,
+            "workload": {"rate_per_s": 100.0, "size": {"dist": "pareto", "alpha": 1.2, "lo": 1000, "hi": 1_000_000}, "start_ns": 0, "stop_ns": null}}));
+    }
     json!({
         "name": format!("bench-{name}"), "seed": 1, "duration_ns": secs * 1_000_000_000, "warmup_ns": 0,
         "bottleneck": {"rate_bps": rate, "buffer_packets": null, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
         "classes": classes,
-        "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
+        "measure": {"interval_ns": if std::env::var("NO_TS").is_ok() { 0 } else { 100_000_000u64 }, "hist_bin_ns": 1_000_000u64},
     })
 }
 
@@ -70,7 +80,7 @@ fn peak_rss_mb() -> Option<f64> {
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| "a".into());
     let arg2 = std::env::args().nth(2);
-    let mut cfg = scenario(&name, arg2.as_deref().unwrap_or("bbr2"));
+    let mut cfg = scenario(&name, arg2.as_deref().unwrap_or(if name == "d" { "dynamic" } else { "bbr2" }));
     let mut label = name.clone();
     match (name.as_str(), arg2) {
         ("a", Some(kind)) => {
@@ -78,7 +88,8 @@ fn main() {
             label = format!("a/{kind}");
         }
         ("c", cc) => label = format!("c/{}", cc.as_deref().unwrap_or("bbr2")),
-        (_, Some(_)) => panic!("only scenarios a (a discipline) and c (a CC) take a second argument"),
+        ("d", which) => label = format!("d/{}", which.as_deref().unwrap_or("dynamic")),
+        (_, Some(_)) => panic!("only scenarios a (a discipline), c (a CC) and d (bulk) take a second argument"),
         _ => {}
     }
     let cfg = cfg.to_string();

@@ -62,6 +62,106 @@ pub struct ClassConfig {
     /// Pace every flow of this class at Linux's default rate (as the `fq` qdisc does), even if
     /// its CC does not ask for pacing.
     pub fq_pacing: bool,
+    /// An arrival workload instead of `count` scheduled flows: finite flows arriving as a
+    /// Poisson process (`count`, `start` and `size_bytes` are then unused and must be 0/fixed/None).
+    #[serde(default)]
+    pub workload: Option<WorkloadConfig>,
+}
+
+/// Poisson arrivals of finite flows (issue "Traffic beyond bulk flows"; seed 002's dynamic
+/// case: 10 or 100 flows/s, bounded Pareto sizes 1 KB–1 MB).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// Mean arrivals per second.
+    pub rate_per_s: f64,
+    /// Payload size of each flow.
+    pub size: SizeDist,
+    /// Arrivals from this time, ns...
+    pub start_ns: u64,
+    /// ...until this time, ns (None: the end of the run).
+    pub stop_ns: Option<u64>,
+}
+
+/// A flow-size distribution, bytes. Draws come from the run's seeded RNG.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SizeDist {
+    Fixed { bytes: u64 },
+    Uniform { lo: u64, hi: u64 },
+    Exponential { mean: f64 },
+    /// Bounded Pareto on [lo, hi] with shape `alpha` (inverse-CDF sampling).
+    Pareto { alpha: f64, lo: u64, hi: u64 },
+    /// exp(N(mu, sigma²)) bytes.
+    Lognormal { mu: f64, sigma: f64 },
+    /// An empirical CDF: (size in bytes, cumulative probability) points, increasing in both,
+    /// the last at probability 1; sizes between points are interpolated linearly (the format
+    /// of the published web-search / data-mining flow-size CDFs).
+    Empirical { points: Vec<(f64, f64)> },
+}
+
+impl SizeDist {
+    pub fn check(&self) -> Result<(), String> {
+        match *self {
+            SizeDist::Fixed { bytes } if bytes == 0 => Err("bytes: must be positive".into()),
+            SizeDist::Uniform { lo, hi } if lo == 0 || lo > hi => Err(format!("uniform: needs 0 < lo <= hi (got {lo}, {hi})")),
+            SizeDist::Exponential { mean } if !(mean >= 1.0 && mean.is_finite()) => Err(format!("mean: {mean} must be at least 1 byte")),
+            SizeDist::Pareto { alpha, lo, hi } if !(alpha > 0.0 && alpha.is_finite()) || lo == 0 || lo >= hi => Err(format!("pareto: needs alpha > 0 and 0 < lo < hi (got alpha {alpha}, {lo}, {hi})")),
+            SizeDist::Lognormal { mu, sigma } if !(mu.is_finite() && sigma > 0.0 && sigma.is_finite()) => Err(format!("lognormal: needs a finite mu and sigma > 0 (got {mu}, {sigma})")),
+            SizeDist::Empirical { ref points } => {
+                if points.len() < 2 {
+                    return Err("empirical: needs at least two (size, cdf) points".into());
+                }
+                for w in points.windows(2) {
+                    if !(w[1].0 >= w[0].0 && w[1].1 >= w[0].1) {
+                        return Err(format!("empirical: sizes and probabilities must not decrease ({:?} then {:?})", w[0], w[1]));
+                    }
+                }
+                let (first, last) = (points[0], points[points.len() - 1]);
+                if first.0 < 1.0 || first.1 < 0.0 || (last.1 - 1.0).abs() > 1e-9 {
+                    return Err("empirical: sizes must be ≥ 1 byte, probabilities in [0, 1] ending at 1".into());
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// One size, bytes (≥ 1), from a uniform draw `u` in [0, 1) and, for the lognormal, a
+    /// second one `v` (Box–Muller).
+    pub fn sample(&self, u: f64, v: f64) -> u64 {
+        let x = match *self {
+            SizeDist::Fixed { bytes } => bytes as f64,
+            SizeDist::Uniform { lo, hi } => lo as f64 + u * (hi - lo + 1) as f64,
+            SizeDist::Exponential { mean } => -mean * (1.0 - u).ln(),
+            SizeDist::Pareto { alpha, lo, hi } => {
+                // Inverse CDF of the bounded Pareto: F(x) = (1 − (L/x)^α) / (1 − (L/H)^α).
+                let (l, h) = (lo as f64, hi as f64);
+                let r = (l / h).powf(alpha);
+                l / (1.0 - u * (1.0 - r)).powf(1.0 / alpha)
+            }
+            SizeDist::Lognormal { mu, sigma } => {
+                let z = (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+                (mu + sigma * z).exp()
+            }
+            SizeDist::Empirical { ref points } => {
+                let i = points.partition_point(|p| p.1 < u);
+                if i == 0 {
+                    points[0].0
+                } else if i >= points.len() {
+                    points[points.len() - 1].0
+                } else {
+                    let (a, b) = (points[i - 1], points[i]);
+                    if b.1 > a.1 {
+                        a.0 + (b.0 - a.0) * (u - a.1) / (b.1 - a.1)
+                    } else {
+                        b.0
+                    }
+                }
+            }
+        };
+        x.floor().max(1.0) as u64
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -82,6 +182,14 @@ pub struct MeasureConfig {
     pub interval_ns: u64,
     /// Bin width of the reported sojourn histogram, ns (1 ms like the seeds by default).
     pub hist_bin_ns: u64,
+    /// Upper edges of the flow-size bins the completion-time summary uses, bytes (the last
+    /// bin is open: default < 100 KB, 100 KB–1 MB, ≥ 1 MB).
+    #[serde(default = "default_fct_bins")]
+    pub fct_bins_bytes: Vec<u64>,
+}
+
+fn default_fct_bins() -> Vec<u64> {
+    vec![100_000, 1_000_000]
 }
 
 impl EngineConfig {
@@ -123,9 +231,24 @@ impl EngineConfig {
             if c.size_bytes == Some(0) {
                 return Err(format!("flows[{i}].size: must be positive"));
             }
+            if let Some(wl) = &c.workload {
+                if !(wl.rate_per_s > 0.0 && wl.rate_per_s.is_finite()) {
+                    return Err(format!("flows[{i}].workload.rate: {} must be positive", wl.rate_per_s));
+                }
+                wl.size.check().map_err(|e| format!("flows[{i}].workload.size.{e}"))?;
+                if c.count != 0 || c.size_bytes.is_some() || c.cc.is_none() {
+                    return Err(format!("flows[{i}]: a workload class has TCP flows and no count or size of its own"));
+                }
+                if wl.stop_ns.is_some_and(|s| s <= wl.start_ns) {
+                    return Err(format!("flows[{i}].workload.stop: must be after its start"));
+                }
+            }
         }
         if self.measure.hist_bin_ns == 0 {
             return Err("measure.hist_bin: must be positive".into());
+        }
+        if self.measure.fct_bins_bytes.windows(2).any(|w| w[0] >= w[1]) || self.measure.fct_bins_bytes.first() == Some(&0) {
+            return Err("measure.fct_bins: must be increasing positive sizes".into());
         }
         Ok(())
     }

@@ -233,7 +233,10 @@ pub fn collect(mut w: World) -> RunResult {
     flows.push("fct_s", Column::OptF64(col_fct));
 
     // Classes.
-    let fair_share = c_bps / n_flows.max(1) as f64;
+    // Fair shares and Jain's index are over the scheduled flows: a workload's short flows come
+    // and go and have no share to be fair to (their yardstick is the completion time).
+    let scheduled: Vec<usize> = (0..n_flows).filter(|&f| cfg.classes[w.flows[f].class].workload.is_none()).collect();
+    let fair_share = c_bps / scheduled.len().max(1) as f64;
     let mut classes_json = Vec::new();
     let mut classes = Table::default();
     let (mut k_name, mut k_cc, mut k_rtt, mut k_count, mut k_good, mut k_rel, mut k_jain, mut k_mr, mut k_dr) =
@@ -246,18 +249,19 @@ pub fn collect(mut w: World) -> RunResult {
         let arrived: u64 = idx.iter().map(|&f| w.fm[f].arrived_bytes).sum();
         let marked: u64 = idx.iter().map(|&f| w.fm[f].marked_bytes).sum();
         let dropped: u64 = idx.iter().map(|&f| w.fm[f].dropped_bytes).sum();
-        let rel = mean / fair_share;
-        let j = jain(&g);
+        let is_workload = class.workload.is_some();
+        let rel = if is_workload { None } else { Some(mean / fair_share) };
+        let j = if is_workload { None } else { jain(&g) };
         let cc_name = w.flows.get(*idx.first().unwrap_or(&0)).map(|f| f.sender.kind_name()).unwrap_or("");
         classes_json.push(json!({
-            "name": class.name, "cc": cc_name, "rtt_ms": class.rtt_ns as f64 / 1e6, "count": class.count,
+            "name": class.name, "cc": cc_name, "rtt_ms": class.rtt_ns as f64 / 1e6, "count": idx.len(),
             "goodput_bps": sum, "mean_goodput_bps": mean, "rel_throughput": rel, "jain": j,
             "mark_ratio": ratio(marked, arrived), "drop_ratio": ratio(dropped, arrived),
         }));
         k_name.push(class.name.clone());
         k_cc.push(cc_name.to_string());
         k_rtt.push(class.rtt_ns as f64 / 1e6);
-        k_count.push(class.count as u64);
+        k_count.push(idx.len() as u64);
         k_good.push(sum);
         k_rel.push(rel);
         k_jain.push(j);
@@ -269,7 +273,7 @@ pub fn collect(mut w: World) -> RunResult {
     classes.push("rtt_ms", Column::F64(k_rtt));
     classes.push("count", Column::U64(k_count));
     classes.push("goodput_bps", Column::F64(k_good));
-    classes.push("rel_throughput", Column::F64(k_rel));
+    classes.push("rel_throughput", Column::OptF64(k_rel));
     classes.push("jain", Column::OptF64(k_jain));
     classes.push("mark_ratio", Column::OptF64(k_mr));
     classes.push("drop_ratio", Column::OptF64(k_dr));
@@ -283,7 +287,7 @@ pub fn collect(mut w: World) -> RunResult {
     let target = cfg.bottleneck.delay_target_ns;
     let metrics = json!({
         "utilization": utilization,
-        "jain": jain(&goodput),
+        "jain": jain(&scheduled.iter().map(|&f| goodput[f]).collect::<Vec<_>>()),
         "goodput_bps": goodput.iter().sum::<f64>(),
         "sojourn_ms": {
             "mean": mean.map(ns_to_ms),
@@ -340,10 +344,10 @@ pub fn collect(mut w: World) -> RunResult {
 
     // Flow completion times (finite flows only); unfinished flows stay in the table.
     let mut fct = Table::default();
-    let fin: Vec<usize> = (0..n_flows).filter(|&f| cfg.classes[w.flows[f].class].size_bytes.is_some()).collect();
+    let fin: Vec<usize> = (0..n_flows).filter(|&f| w.flows[f].size_bytes.is_some()).collect();
     fct.push("flow", Column::U64(fin.iter().map(|&f| f as u64).collect()));
     fct.push("class", Column::Str(fin.iter().map(|&f| cfg.classes[w.flows[f].class].name.clone()).collect()));
-    fct.push("size_bytes", Column::U64(fin.iter().map(|&f| cfg.classes[w.flows[f].class].size_bytes.unwrap()).collect()));
+    fct.push("size_bytes", Column::U64(fin.iter().map(|&f| w.flows[f].size_bytes.unwrap()).collect()));
     fct.push("start_s", Column::F64(fin.iter().map(|&f| w.flows[f].start_ns as f64 / 1e9).collect()));
     fct.push(
         "fct_s",
@@ -356,7 +360,7 @@ pub fn collect(mut w: World) -> RunResult {
                 .map(|&f| {
                     let class = &cfg.classes[w.flows[f].class];
                     // Ideal: size/C + base RTT (DESIGN.md §Metrics).
-                    let ideal = class.size_bytes.unwrap() as f64 * 8.0 / c_bps + class.rtt_ns as f64 / 1e9;
+                    let ideal = w.flows[f].size_bytes.unwrap() as f64 * 8.0 / c_bps + class.rtt_ns as f64 / 1e9;
                     w.flows[f].receiver.completed_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9 / ideal)
                 })
                 .collect(),
@@ -364,6 +368,7 @@ pub fn collect(mut w: World) -> RunResult {
     );
     fct.push("completed", Column::Bool(fin.iter().map(|&f| w.flows[f].receiver.completed_at.is_some()).collect()));
     let unfinished = fin.iter().filter(|&&f| w.flows[f].receiver.completed_at.is_none()).count();
+    let fct_summary = fct_by_size(&w, &fin, &cfg.measure.fct_bins_bytes, c_bps);
 
     let counters = json!({
         "events": w.sched.events_run,
@@ -373,7 +378,7 @@ pub fn collect(mut w: World) -> RunResult {
         "unfinished_flows": unfinished,
     });
     RunResult {
-        summary: json!({"metrics": metrics, "classes": classes_json}),
+        summary: json!({"metrics": metrics, "classes": classes_json, "fct": fct_summary}),
         tables: vec![
             ("flows".into(), flows),
             ("classes".into(), classes),
@@ -388,4 +393,50 @@ pub fn collect(mut w: World) -> RunResult {
 
 fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
+}
+
+/// Completion times summarised by flow-size bin (DESIGN.md §Metrics; issue "Traffic beyond bulk
+/// flows" §3): per bin the flows, how many completed and how many did not (never averaged
+/// away), and mean / p50 / p99 of FCT and slowdown over the completed ones (nearest-rank
+/// quantiles).
+fn fct_by_size(w: &World, fin: &[usize], edges: &[u64], c_bps: f64) -> Value {
+    let label = |b: u64| if b >= 1_000_000 && b % 1_000_000 == 0 { format!("{}MB", b / 1_000_000) } else if b % 1000 == 0 { format!("{}KB", b / 1000) } else { format!("{b}B") };
+    let mut out = Vec::new();
+    for k in 0..=edges.len() {
+        let lo = if k == 0 { 0 } else { edges[k - 1] };
+        let hi = edges.get(k).copied();
+        let name = match (k, hi) {
+            (0, Some(h)) => format!("<{}", label(h)),
+            (_, Some(h)) => format!("{}–{}", label(lo), label(h)),
+            (_, None) => format!("≥{}", label(lo)),
+        };
+        let in_bin: Vec<usize> = fin.iter().copied().filter(|&f| {
+            let sz = w.flows[f].size_bytes.unwrap_or(0);
+            sz >= lo && hi.is_none_or(|h| sz < h)
+        }).collect();
+        let mut fcts = Vec::new();
+        let mut slow = Vec::new();
+        for &f in &in_bin {
+            let flow = &w.flows[f];
+            if let Some(t) = flow.receiver.completed_at {
+                let fct = (t - flow.start_ns) as f64 / 1e9;
+                let ideal = flow.size_bytes.unwrap() as f64 * 8.0 / c_bps + w.cfg.classes[flow.class].rtt_ns as f64 / 1e9;
+                fcts.push(fct);
+                slow.push(fct / ideal);
+            }
+        }
+        let stats = |v: &mut Vec<f64>| -> Value {
+            if v.is_empty() {
+                return json!({"mean": null, "p50": null, "p99": null});
+            }
+            v.sort_by(|a, b| a.total_cmp(b));
+            let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+            json!({"mean": v.iter().sum::<f64>() / v.len() as f64, "p50": q(0.5), "p99": q(0.99)})
+        };
+        out.push(json!({
+            "bin": name, "lo_bytes": lo, "hi_bytes": hi, "flows": in_bin.len(), "completed": fcts.len(),
+            "unfinished": in_bin.len() - fcts.len(), "fct_s": stats(&mut fcts), "slowdown": stats(&mut slow),
+        }));
+    }
+    Value::Array(out)
 }

@@ -21,6 +21,8 @@ use crate::tcp::{EcnFeedback, Receiver, Sender, SenderConfig};
 pub struct Flow {
     pub class: usize,
     pub start_ns: Nanos,
+    /// Payload bytes of a finite flow; None = bulk.
+    pub size_bytes: Option<u64>,
     pub sender: Sender,
     pub receiver: Receiver,
 }
@@ -61,6 +63,9 @@ pub struct World {
     ack_buf: Vec<AckPkt>,
     /// Packets the bottleneck has accepted for transmission (for benchmarks).
     pub bottleneck_pkts: u64,
+    /// Flows in start order, and the next one to start.
+    start_order: Vec<u32>,
+    next_start: usize,
 }
 
 /// Derive a component's seed from the run seed (SplitMix64 finalizer), so adding a component
@@ -76,6 +81,8 @@ const SEED_QDISC: u64 = 1;
 const SEED_STARTS: u64 = 2;
 /// Per-flow CC streams: SEED_CC + flow id.
 const SEED_CC: u64 = 1 << 32;
+/// Per-class workload streams: SEED_WORKLOAD + class index.
+const SEED_WORKLOAD: u64 = 3 << 32;
 
 impl World {
     pub fn new(cfg: EngineConfig) -> Result<World, RunError> {
@@ -102,9 +109,29 @@ impl World {
         let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
         let mut flows = Vec::new();
         for (c, class) in cfg.classes.iter().enumerate() {
-            for i in 0..class.count {
+            // (start, size) of every flow of the class: scheduled, or drawn from the workload.
+            let mut plan: Vec<(Nanos, Option<u64>)> = Vec::new();
+            if let Some(wl) = &class.workload {
+                let mut rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_WORKLOAD.wrapping_add(c as u64)));
+                let stop = wl.stop_ns.unwrap_or(cfg.duration_ns).min(cfg.duration_ns);
+                let mut t = wl.start_ns as f64;
+                loop {
+                    // Exponential inter-arrival times: a Poisson process of rate λ.
+                    t += -(1.0 - aqm::uniform01(&mut rng)).ln() / wl.rate_per_s * 1e9;
+                    if t >= stop as f64 {
+                        break;
+                    }
+                    let (u, v) = (aqm::uniform01(&mut rng), aqm::uniform01(&mut rng));
+                    plan.push((t as Nanos, Some(wl.size.sample(u, v))));
+                }
+            }
+            plan.extend((0..class.count).map(|_| (0, class.size_bytes)));
+            for (i, (wl_start, size_bytes)) in plan.into_iter().enumerate() {
                 let id = flows.len() as u32;
-                let start_ns = match class.start {
+                let start_ns = if class.workload.is_some() {
+                    wl_start
+                } else {
+                    match class.start {
                     StartConfig::Fixed { at_ns } => at_ns,
                     StartConfig::Uniform { lo_ns, hi_ns } => {
                         let span = hi_ns - lo_ns;
@@ -116,10 +143,11 @@ impl World {
                         }
                     }
                     StartConfig::Staggered { first_ns, spacing_ns } => first_ns + i as u64 * spacing_ns,
+                    }
                 };
                 let scfg = SenderConfig {
                     flow: id,
-                    size_bytes: class.size_bytes,
+                    size_bytes,
                     ecn: class.ecn,
                     fq_pacing: class.fq_pacing,
                     handshake_rtt_ns: class.rtt_ns,
@@ -139,11 +167,11 @@ impl World {
                     }
                 };
                 let receiver = if sender.is_cbr() {
-                    Receiver::new_cbr(id, class.size_bytes, class.rtt_ns)
+                    Receiver::new_cbr(id, size_bytes, class.rtt_ns)
                 } else {
-                    Receiver::new(id, feedback, class.size_bytes, class.rtt_ns)
+                    Receiver::new(id, feedback, size_bytes, class.rtt_ns)
                 };
-                flows.push(Flow { class: c, start_ns, sender, receiver });
+                flows.push(Flow { class: c, start_ns, size_bytes, sender, receiver });
             }
         }
         let fm = vec![FlowMeasure::default(); flows.len()];
@@ -164,6 +192,8 @@ impl World {
             data_buf: Vec::with_capacity(64),
             ack_buf: Vec::with_capacity(8),
             bottleneck_pkts: 0,
+            start_order: Vec::new(),
+            next_start: 0,
         })
     }
 
@@ -175,11 +205,12 @@ impl World {
     /// Run to the end of the scenario. `progress` gets the fraction of simulated time done,
     /// now and then; returning false stops the run.
     pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult, RunError> {
-        for f in 0..self.flows.len() {
-            let at = self.flows[f].start_ns;
-            if at < self.cfg.duration_ns {
-                self.sched.schedule(at, Event::FlowStart(f as u32));
-            }
+        // One pending start at a time (a workload has thousands of flows: keep the event heap
+        // small); flows starting at the same instant start together, in flow order.
+        self.start_order = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].start_ns < self.cfg.duration_ns).collect();
+        self.start_order.sort_by_key(|&f| (self.flows[f as usize].start_ns, f));
+        if let Some(&f) = self.start_order.first() {
+            self.sched.schedule(self.flows[f as usize].start_ns, Event::FlowStart(f));
         }
         if self.cfg.measure.interval_ns > 0 && self.cfg.measure.interval_ns <= self.cfg.duration_ns {
             self.sched.schedule(self.cfg.measure.interval_ns, Event::Sample);
@@ -215,11 +246,19 @@ impl World {
 
     fn dispatch(&mut self, ev: Event) {
         match ev {
-            Event::FlowStart(f) => {
-                let mut out = std::mem::take(&mut self.data_buf);
-                self.flows[f as usize].sender.start(&mut self.sched, &mut out);
-                self.route_data_batch(&mut out);
-                self.data_buf = out;
+            Event::FlowStart(_) => {
+                let now = self.sched.now();
+                while let Some(&f) = self.start_order.get(self.next_start) {
+                    if self.flows[f as usize].start_ns != now {
+                        self.sched.schedule(self.flows[f as usize].start_ns, Event::FlowStart(f));
+                        break;
+                    }
+                    self.next_start += 1;
+                    let mut out = std::mem::take(&mut self.data_buf);
+                    self.flows[f as usize].sender.start(&mut self.sched, &mut out);
+                    self.route_data_batch(&mut out);
+                    self.data_buf = out;
+                }
             }
             Event::LinkTxDone(_) => {
                 let (start, end) = (self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns);
@@ -358,7 +397,9 @@ impl World {
         let now = self.sched.now();
         let iv = self.cfg.measure.interval_ns;
         for (f, flow) in self.flows.iter().enumerate() {
-            if flow.start_ns > now {
+            // Only flows under way: not yet started, or completed before this interval, have
+            // nothing to show (and a workload has thousands of them).
+            if flow.start_ns > now || flow.receiver.completed_at.is_some_and(|t| t + iv <= now) {
                 continue;
             }
             let d = flow.receiver.delivered_bytes;

@@ -193,7 +193,7 @@ impl Sender {
             queue_cwr: false,
             total_segs,
             last_payload,
-            segs: VecDeque::with_capacity(64),
+            segs: VecDeque::new(),
             sacked_out: 0,
             lost_out: 0,
             retrans_out: 0,
@@ -888,6 +888,10 @@ impl Sender {
                 self.finished_at = Some(now);
                 self.xmit_timer.disarm();
                 self.pacing_timer.disarm();
+                // Everything is acknowledged: give the queues' memory back (a workload
+                // finishes thousands of flows).
+                self.segs = VecDeque::new();
+                self.lost_queue = BinaryHeap::new();
                 return;
             }
         }

@@ -15,10 +15,12 @@ pub struct Class {
     pub size_bytes: Option<u64>,
     /// Some(rate): an unresponsive CBR class instead of TCP.
     pub cbr_rate_bps: Option<u64>,
+    /// Some(workload JSON): Poisson arrivals of finite flows instead of `count` flows.
+    pub workload: Option<Value>,
 }
 
 pub fn class(cc: &str, count: u32, rtt_ms: f64) -> Class {
-    Class { cc: json!({"name": cc}), count, rtt_ms, ecn: false, start: json!({"kind": "fixed", "at_ns": 0}), size_bytes: None, cbr_rate_bps: None }
+    Class { cc: json!({"name": cc}), count, rtt_ms, ecn: false, start: json!({"kind": "fixed", "at_ns": 0}), size_bytes: None, cbr_rate_bps: None, workload: None }
 }
 
 pub fn cbr(count: u32, rtt_ms: f64, rate_bps: u64) -> Class {
@@ -32,7 +34,7 @@ pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u
         .map(|(i, c)| {
             json!({
                 "name": format!("c{i}"), "cc": c.cc, "cbr_rate_bps": c.cbr_rate_bps, "count": c.count, "rtt_ns": (c.rtt_ms * 1e6) as u64,
-                "ecn": c.ecn, "start": c.start, "size_bytes": c.size_bytes, "fq_pacing": false,
+                "ecn": c.ecn, "start": c.start, "size_bytes": c.size_bytes, "fq_pacing": false, "workload": c.workload,
             })
         })
         .collect();
