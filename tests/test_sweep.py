@@ -51,8 +51,9 @@ def test_each_study_expands_to_the_runs_its_paper_describes():
     # ckcd (seed 001): AQM {taildrop, red, codel, choke, ckcd} × mixes {bbr+cubic,
     # bbr+cubic+reno, 5+5+5, 5 cubic joining, 5 bbr joining} = 5 × 5.
     assert aqmlab.load_sweep(study_path("ckcd")).size() == 5 * 5
-    # dualq (seed 002): 0–10 DCTCP × 0–10 Cubic without 0+0 = 11·11 − 1 = 120, × 4 AQMs.
-    assert aqmlab.load_sweep(study_path("dualq")).size() == (11 * 11 - 1) * 4
+    # dualq (seed 002): 0–10 DCTCP × 0–10 Cubic without 0+0 = 11·11 − 1 = 120, × 4 AQMs; and
+    # the dynamic runs: 2 arrival rates × 4 AQMs beside 1 DCTCP + 1 Cubic.
+    assert aqmlab.load_sweep(study_path("dualq")).size() == (11 * 11 - 1) * 4 + 2 * 4
     # fejes2019 (seed 004): single-RTT C(3) × RTT(2) × N(4) × mix(3) × AQM(4) × f(6) = 1728;
     # multi-RTT mixes (5) × C(3) × AQM(4) × f(6) = 360.
     assert aqmlab.load_sweep(study_path("fejes2019")).size() == 3 * 2 * 4 * 3 * 4 * 6 + 5 * 3 * 4 * 6
@@ -61,7 +62,7 @@ def test_each_study_expands_to_the_runs_its_paper_describes():
     # C(2) × AQM(3) × K(9) × buffer(2) = 648, + TailDrop reference 6 × 2 = 12.
     assert aqmlab.load_sweep(study_path("fejes2020")).size() == 2 * 2 * 5 * 3 * 3 * 7 * 2 + 2 * 2 * 5 * 3 + 6 * 2 * 3 * 9 * 2 + 6 * 2
     # The quick forms.
-    assert aqmlab.load_sweep(study_path("dualq"), quick=True).size() == (4 * 4 - 1) * 4
+    assert aqmlab.load_sweep(study_path("dualq"), quick=True).size() == (4 * 4 - 1) * 4 + 2 * 4
     assert aqmlab.load_sweep(study_path("fejes2019"), quick=True).size() == 2 * 2 * 3 * 4
     assert aqmlab.load_sweep(study_path("fejes2020"), quick=True).size() == 2 * 3 * 3 * 3
 

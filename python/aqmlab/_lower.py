@@ -284,6 +284,40 @@ def lower(s: "Scenario") -> dict[str, Any]:
                 "fq_pacing": f.fq_pacing,
             }
         )
+    names = s.class_names()
+    for w, name in zip(s.workload, names[len(s.flows):]):
+        sd = w.size
+        if sd.dist == "fixed":
+            size: dict[str, Any] = {"dist": "fixed", "bytes": sd.bytes_of("size")}
+        elif sd.dist == "uniform":
+            size = {"dist": "uniform", "lo": sd.bytes_of("min"), "hi": sd.bytes_of("max")}
+        elif sd.dist == "exponential":
+            size = {"dist": "exponential", "mean": float(sd.bytes_of("mean"))}
+        elif sd.dist == "pareto":
+            size = {"dist": "pareto", "alpha": sd.alpha, "lo": sd.bytes_of("min"), "hi": sd.bytes_of("max")}
+        elif sd.dist == "lognormal":
+            size = {"dist": "lognormal", "mu": math.log(sd.bytes_of("median")), "sigma": sd.sigma}
+        else:
+            size = {"dist": "empirical", "points": [list(p) for p in sd.points or []]}
+        rate_per_s = w.rate if w.rate is not None else w.load * rate / 8 / sd.mean_bytes()
+        classes.append(
+            {
+                "name": name,
+                "cc": {"name": w.cc, **w.cc_params},
+                "cbr_rate_bps": None,
+                "count": 0,
+                "rtt_ns": u.parse_time(w.rtt),
+                "ecn": w.ecn,
+                "start": {"kind": "fixed", "at_ns": 0},
+                "size_bytes": None,
+                "fq_pacing": w.fq_pacing,
+                "workload": {"rate_per_s": rate_per_s, "size": size, "start_ns": u.parse_time(w.start), "stop_ns": u.parse_time(w.stop) if w.stop else None},
+            }
+        )
+    fct_bins = []
+    for b in s.measure.fct_bins:
+        q = u.parse_size(b, allow_time=False)
+        fct_bins.append(int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value))
     return {
         "name": s.name,
         "seed": s.seed,
@@ -297,7 +331,7 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "delay_target_ns": delay_target_ns,
         },
         "classes": classes,
-        "measure": {"interval_ns": u.parse_time(s.measure.interval), "hist_bin_ns": u.parse_time(s.measure.hist_bin)},
+        "measure": {"interval_ns": u.parse_time(s.measure.interval), "hist_bin_ns": u.parse_time(s.measure.hist_bin), "fct_bins_bytes": fct_bins},
     }
 
 
@@ -311,18 +345,19 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
         line = locate(text, key) if text is not None else None
         raise ScenarioError(msg, file=file, line=line, key=key)
 
-    for i, f in enumerate(s.flows):
-        if f.cc == "cbr":
-            continue
-        err = _native.check_cc(json.dumps({"name": f.cc, **f.cc_params}))
-        if err:
-            m = re.match(r"^unknown field `([^`]+)`(.*)$", err)
-            if m:
-                fail(f"flows[{i}].cc_params.{m.group(1)}", f"unknown {f.cc} parameter{m.group(2)}")
-            m = re.match(r"^([a-z_]+): (.*)$", err)
-            if m:
-                fail(f"flows[{i}].cc_params.{m.group(1)}", m.group(2))
-            fail(f"flows[{i}].cc_params", err)
+    for section, items in (("flows", s.flows), ("workload", s.workload)):
+        for i, f in enumerate(items):
+            if f.cc == "cbr":
+                continue
+            err = _native.check_cc(json.dumps({"name": f.cc, **f.cc_params}))
+            if err:
+                m = re.match(r"^unknown field `([^`]+)`(.*)$", err)
+                if m:
+                    fail(f"{section}[{i}].cc_params.{m.group(1)}", f"unknown {f.cc} parameter{m.group(2)}")
+                m = re.match(r"^([a-z_]+): (.*)$", err)
+                if m:
+                    fail(f"{section}[{i}].cc_params.{m.group(1)}", m.group(2))
+                fail(f"{section}[{i}].cc_params", err)
     try:
         _native.check(json.dumps(lower(s)))
     except ValueError as e:
@@ -332,5 +367,9 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
             key, detail = m.group(1), m.group(2)
             # Engine option names are the scenario's (tc's) names.
             key = key.replace("threshold_bytes", "target").replace("threshold_packets", "threshold")
+            # Engine classes are the flow classes, then the workloads.
+            m2 = re.match(r"^flows\[(\d+)\](.*)$", key)
+            if m2 and int(m2.group(1)) >= len(s.flows):
+                key = f"workload[{int(m2.group(1)) - len(s.flows)}]{m2.group(2).replace('.workload', '')}"
             fail(key, detail)
         fail("bottleneck", msg)

@@ -184,6 +184,11 @@ def write_report(directory: str | Path, output: str | Path) -> Path:
         page.para("No completed runs.")
         out.write_text(page.render(), encoding="utf-8")
         return out
+    all_runs = df.drop_duplicates("run")
+    # `[report] where = { axis = value }` restricts the facet grids (e.g. to the steady runs).
+    for k, v in doc.get("report", {}).get("where", {}).items():
+        if k in df.columns:
+            df = df[df[k] == v]
     x, col, row = _layout(doc, df)
     per_run = df.drop_duplicates("run")
     page.heading("Fairness and utilization")
@@ -205,6 +210,7 @@ def write_report(directory: str | Path, output: str | Path) -> Path:
             page.figure(fig, metric, _LABELS[metric], _pivot(per_run, metric, x, col, row, None))
     _delay_cdfs(page, d, per_run, x, col, row)
     _throughput_over_time(page, d, per_run, x, col, row)
+    _completion_times(page, d, all_runs, doc["axes"])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page.render(), encoding="utf-8")
@@ -269,3 +275,51 @@ def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, c
         ax.axis("off")
     fig.tight_layout()
     page.figure(fig, "throughput_time", "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)")
+
+
+def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str]) -> None:
+    """FCT over flow size (log–log, as seed 002) and slowdown CDFs, for runs with finite flows."""
+    tables = []
+    for _, r in runs.iterrows():
+        f = pq.read_table(d / "runs" / r["run"] / "fct.parquet").to_pandas()
+        if f.empty:
+            continue
+        label = " · ".join(str(r[a]) for a in axes if a in r and runs[a].nunique() > 1)
+        f["label"] = label or r["run"]
+        tables.append(f)
+    if not tables:
+        return
+    fct = pd.concat(tables, ignore_index=True)
+    done = fct[fct["completed"]]
+    page.heading("Completion times")
+    unfinished = fct.groupby("label")["completed"].apply(lambda c: int((~c).sum()))
+    page.para("Unfinished flows at the end of each run (counted, not averaged away): " + ", ".join(f"{k}: {v}" for k, v in unfinished.items()))
+    labels = sorted(done["label"].unique())
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(labels))]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for c, lab in zip(colors, labels):
+        g = done[done["label"] == lab]
+        ax.scatter(g["size_bytes"], g["fct_s"], s=4, alpha=0.5, color=c, label=lab)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("flow size (bytes)")
+    ax.set_ylabel("completion time (s)")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, markerscale=3)
+    fig.tight_layout()
+    bins = [0, 1e5, 1e6, float("inf")]
+    done = done.assign(size_bin=pd.cut(done["size_bytes"], bins, labels=["<100KB", "100KB–1MB", "≥1MB"], right=False))
+    table = done.groupby(["label", "size_bin"], observed=True)["fct_s"].agg(["count", "mean", "median", lambda v: v.quantile(0.99)]).rename(columns={"<lambda_0>": "p99"})
+    page.figure(fig, "fct_size", "flow completion time over flow size (log–log), one colour per run", table)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for c, lab in zip(colors, labels):
+        v = done[done["label"] == lab]["slowdown"].sort_values().to_numpy()
+        if len(v):
+            ax.plot(v, [(i + 1) / len(v) for i in range(len(v))], lw=1.2, color=c, label=lab)
+    ax.set_xscale("log")
+    ax.set_xlabel("slowdown (FCT ÷ (size/C + base RTT))")
+    ax.set_ylabel("CDF")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    page.figure(fig, "slowdown_cdf", "slowdown CDFs per run", done.groupby("label")["slowdown"].describe(percentiles=[0.5, 0.99]))

@@ -421,9 +421,153 @@ class Flows(_Model):
         return v
 
 
+class SizeDistribution(_Model):
+    """A flow-size distribution for a workload (issue "Traffic beyond bulk flows" §1)."""
+
+    dist: Literal["fixed", "uniform", "exponential", "pareto", "lognormal", "empirical"]
+    #: fixed: the size.
+    size: Size | None = None
+    #: uniform, pareto: bounds.
+    min: Size | None = None
+    max: Size | None = None
+    #: exponential: the mean.
+    mean: Size | None = None
+    #: pareto: the shape α.
+    alpha: Annotated[float, Field(gt=0.0)] | None = None
+    #: lognormal: the median size and σ of ln(size).
+    median: Size | None = None
+    sigma: Annotated[float, Field(gt=0.0)] | None = None
+    #: empirical: a CDF file — lines "size_bytes cumulative_probability" (whitespace or comma
+    #: separated, # comments), sizes and probabilities non-decreasing, ending at 1 — relative to
+    #: the scenario file.
+    file: str | None = None
+    #: empirical: the (size_bytes, cumulative_probability) points (read from `file`, or inline).
+    points: list[tuple[float, float]] | None = None
+
+    _NEEDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "fixed": ("size",),
+        "uniform": ("min", "max"),
+        "exponential": ("mean",),
+        "pareto": ("alpha", "min", "max"),
+        "lognormal": ("median", "sigma"),
+        "empirical": ("points",),
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_cdf_file(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("dist") == "empirical" and data.get("file") is not None and data.get("points") is None:
+            path = Path(data["file"])
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as e:
+                raise ValueError(f"file: cannot read {str(path)!r} ({e.strerror})") from None
+            points = []
+            for n, line in enumerate(text.splitlines(), 1):
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                parts = re.split(r"[\s,]+", line)
+                try:
+                    points.append((float(parts[0]), float(parts[1])))
+                except (ValueError, IndexError):
+                    raise ValueError(f"file: {str(path)!r} line {n}: expected 'size_bytes cumulative_probability', got {line!r}") from None
+            data = {**data, "points": points}
+        return data
+    @model_validator(mode="after")
+    def _fields_of_the_dist(self) -> "SizeDistribution":
+        need = self._NEEDS[self.dist]
+        given = {k for k in ("size", "min", "max", "mean", "alpha", "median", "sigma", "points") if getattr(self, k) is not None}
+        missing = [k for k in need if k not in given]
+        extra = sorted(given - set(need))
+        if missing:
+            raise ValueError(f"dist = {self.dist!r} needs {', '.join(missing)}")
+        if extra:
+            raise ValueError(f"dist = {self.dist!r} takes {', '.join(need)}, not {', '.join(extra)}")
+        for k in ("size", "min", "max", "mean", "median"):
+            v = getattr(self, k)
+            if v is not None and u.parse_size(v, allow_time=False).unit not in ("bytes", "packets"):
+                raise ValueError(f"{k}: {v!r} must be a size in bytes (e.g. 1KB) or packets")
+        if self.points is not None:
+            pts = self.points
+            if len(pts) < 2 or any(b[0] < a[0] or b[1] < a[1] for a, b in zip(pts, pts[1:])) or pts[0][0] < 1 or pts[0][1] < 0 or abs(pts[-1][1] - 1.0) > 1e-9:
+                raise ValueError("the empirical CDF needs ≥ 2 points, sizes ≥ 1 byte and probabilities non-decreasing from ≥ 0 to exactly 1")
+        return self
+
+    def bytes_of(self, key: str) -> int:
+        q = u.parse_size(getattr(self, key), allow_time=False)
+        return int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value)
+
+    def mean_bytes(self) -> float:
+        """The distribution's mean (for `load`)."""
+        import math
+
+        if self.dist == "fixed":
+            return float(self.bytes_of("size"))
+        if self.dist == "uniform":
+            return (self.bytes_of("min") + self.bytes_of("max")) / 2
+        if self.dist == "exponential":
+            return float(self.bytes_of("mean"))
+        if self.dist == "pareto":
+            a, lo, hi = self.alpha, float(self.bytes_of("min")), float(self.bytes_of("max"))
+            if abs(a - 1.0) < 1e-12:
+                return lo * hi / (hi - lo) * math.log(hi / lo)
+            return (lo**a / (1 - (lo / hi) ** a)) * a / (a - 1) * (lo ** (1 - a) - hi ** (1 - a))
+        if self.dist == "lognormal":
+            return self.bytes_of("median") * math.exp(self.sigma**2 / 2)
+        pts = self.points or []
+        return sum((b[1] - a[1]) * (a[0] + b[0]) / 2 for a, b in zip(pts, pts[1:])) + pts[0][1] * pts[0][0]
+
+
+class Workload(_Model):
+    """Finite flows arriving as a Poisson process (`[[workload]]`)."""
+
+    cc: str
+    rtt: PositiveTime
+    size: SizeDistribution
+    #: Arrivals per second, e.g. "100/s" or 100 ...
+    rate: Annotated[float, Field(gt=0.0)] | None = None
+    #: ... or the offered load as a fraction of the bottleneck rate (rate = load·C / mean size).
+    load: Annotated[float, Field(gt=0.0)] | None = None
+    start: Time = "0s"
+    stop: Time | None = None
+    ecn: bool = False
+    fq_pacing: bool = False
+    name: str | None = None
+    cc_params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _per_second(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*/\s*s\s*", v)
+            if not m:
+                raise ValueError(f"{v!r}: an arrival rate is flows per second, e.g. \"100/s\"")
+            return float(m.group(1))
+        return v
+
+    @field_validator("cc")
+    @classmethod
+    def _known_cc(cls, v: str) -> str:
+        available = _available("cc")
+        if v not in available:
+            raise ValueError(f"unknown cc {v!r} for a workload (available: {', '.join(available)})")
+        return v
+
+    @model_validator(mode="after")
+    def _rate_or_load(self) -> "Workload":
+        if (self.rate is None) == (self.load is None):
+            raise ValueError("give exactly one of rate (flows per second, e.g. \"100/s\") or load (a fraction of the bottleneck rate)")
+        if self.stop is not None and u.parse_time(self.stop) <= u.parse_time(self.start):
+            raise ValueError(f"stop ({self.stop}) must be after start ({self.start})")
+        return self
+
+
 class Measure(_Model):
     interval: Time = "100ms"
     hist_bin: PositiveTime = "1ms"
+    #: Upper edges of the flow-size bins of the completion-time summary (the last bin is open).
+    fct_bins: list[Size] = Field(default_factory=lambda: ["100KB", "1MB"])
 
 
 class Scenario(_Model):
@@ -434,11 +578,14 @@ class Scenario(_Model):
     warmup: Time = "0s"
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 1
     bottleneck: Bottleneck
-    flows: Annotated[list[Flows], Field(min_length=1)]
+    flows: list[Flows] = Field(default_factory=list)
+    workload: list[Workload] = Field(default_factory=list)
     measure: Measure = Field(default_factory=Measure)
 
     @model_validator(mode="after")
     def _checks(self) -> "Scenario":
+        if not self.flows and not self.workload:
+            raise ValueError("a scenario needs at least one [[flows]] class or [[workload]]")
         if u.parse_time(self.warmup) >= u.parse_time(self.duration):
             raise ValueError(f"warmup ({self.warmup}) must be shorter than duration ({self.duration})")
         return self
@@ -446,9 +593,10 @@ class Scenario(_Model):
     # -- derived ---------------------------------------------------------------------------
 
     def class_names(self) -> list[str]:
+        """Names of the flow classes, then of the workloads (`<cc>-<rtt>-arrivals`)."""
         names: list[str] = []
-        for f in self.flows:
-            base = f.name or f"{f.cc}-{f.rtt}"
+        bases = [f.name or f"{f.cc}-{f.rtt}" for f in self.flows] + [w.name or f"{w.cc}-{w.rtt}-arrivals" for w in self.workload]
+        for base in bases:
             n, k = base, 2
             while n in names:
                 n, k = f"{base}-{k}", k + 1
@@ -458,13 +606,13 @@ class Scenario(_Model):
     def rtt_ref_ns(self) -> int:
         if self.bottleneck.rtt_ref is not None:
             return u.parse_time(self.bottleneck.rtt_ref)
-        return min(u.parse_time(f.rtt) for f in self.flows)
+        return min(u.parse_time(f.rtt) for f in [*self.flows, *self.workload])
 
     def canonical(self) -> dict[str, Any]:
         """Every default filled in, quantities in canonical spelling, rtt_ref explicit."""
         d = self.model_dump(mode="json")
         d["bottleneck"]["rtt_ref"] = u.format_time(self.rtt_ref_ns())
-        for f, name in zip(d["flows"], self.class_names()):
+        for f, name in zip([*d["flows"], *d["workload"]], self.class_names()):
             f["name"] = name
         return d
 
@@ -520,7 +668,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         if part not in fields:
             return []
         ann = fields[part].annotation
-        for cand in (Bottleneck, Flows, Measure):
+        for cand in (Bottleneck, Flows, Workload, SizeDistribution, Measure):
             if cand is ann or (getattr(ann, "__args__", None) and cand in ann.__args__):
                 m = cand
                 break
@@ -552,16 +700,23 @@ def error_from_validation(e: ValidationError, text: str | None, file: str | None
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a TOML scenario file."""
+    """Read and validate a TOML scenario file (files it names are relative to it)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"cannot read the file ({e.strerror})", file=str(path)) from None
-    return parse_scenario(text, file=str(path), default_name=p.stem)
+    return parse_scenario(text, file=str(path), default_name=p.stem, base_dir=p.parent)
 
 
-def parse_scenario(text: str, *, file: str | None = None, default_name: str = "scenario") -> Scenario:
+def _resolve_files(data: dict[str, Any], base_dir: Path) -> None:
+    for w in data.get("workload", []) if isinstance(data.get("workload"), list) else []:
+        size = w.get("size") if isinstance(w, dict) else None
+        if isinstance(size, dict) and isinstance(size.get("file"), str) and not Path(size["file"]).is_absolute():
+            size["file"] = str(base_dir / size["file"])
+
+
+def parse_scenario(text: str, *, file: str | None = None, default_name: str = "scenario", base_dir: Path | None = None) -> Scenario:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -570,6 +725,8 @@ def parse_scenario(text: str, *, file: str | None = None, default_name: str = "s
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
         raise ScenarioError(f"TOML syntax: {msg}", file=file, line=line) from None
     data.setdefault("name", default_name)
+    if base_dir is not None:
+        _resolve_files(data, base_dir)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as e:

@@ -193,7 +193,7 @@ pub fn collect(mut w: World) -> RunResult {
         col_total_drops.push(m.total_dropped_pkts);
         col_total_marks.push(m.total_marked_pkts);
         col_innet.push(in_network[f]);
-        col_fct.push(flow.receiver.completed_at.map(|t| (t - flow.start_ns) as f64 / 1e9));
+        col_fct.push(flow.sender.finished_at.map(|t| (t - flow.start_ns) as f64 / 1e9));
         for (k, v) in drops_by.iter_mut().enumerate() {
             v.push(m.drops[k]);
         }
@@ -351,7 +351,7 @@ pub fn collect(mut w: World) -> RunResult {
     fct.push("start_s", Column::F64(fin.iter().map(|&f| w.flows[f].start_ns as f64 / 1e9).collect()));
     fct.push(
         "fct_s",
-        Column::OptF64(fin.iter().map(|&f| w.flows[f].receiver.completed_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9)).collect()),
+        Column::OptF64(fin.iter().map(|&f| w.flows[f].sender.finished_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9)).collect()),
     );
     fct.push(
         "slowdown",
@@ -361,13 +361,13 @@ pub fn collect(mut w: World) -> RunResult {
                     let class = &cfg.classes[w.flows[f].class];
                     // Ideal: size/C + base RTT (DESIGN.md §Metrics).
                     let ideal = w.flows[f].size_bytes.unwrap() as f64 * 8.0 / c_bps + class.rtt_ns as f64 / 1e9;
-                    w.flows[f].receiver.completed_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9 / ideal)
+                    w.flows[f].sender.finished_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9 / ideal)
                 })
                 .collect(),
         ),
     );
-    fct.push("completed", Column::Bool(fin.iter().map(|&f| w.flows[f].receiver.completed_at.is_some()).collect()));
-    let unfinished = fin.iter().filter(|&&f| w.flows[f].receiver.completed_at.is_none()).count();
+    fct.push("completed", Column::Bool(fin.iter().map(|&f| w.flows[f].sender.finished_at.is_some()).collect()));
+    let unfinished = fin.iter().filter(|&&f| w.flows[f].sender.finished_at.is_none()).count();
     let fct_summary = fct_by_size(&w, &fin, &cfg.measure.fct_bins_bytes, c_bps);
 
     let counters = json!({
@@ -418,7 +418,7 @@ fn fct_by_size(w: &World, fin: &[usize], edges: &[u64], c_bps: f64) -> Value {
         let mut slow = Vec::new();
         for &f in &in_bin {
             let flow = &w.flows[f];
-            if let Some(t) = flow.receiver.completed_at {
+            if let Some(t) = flow.sender.finished_at {
                 let fct = (t - flow.start_ns) as f64 / 1e9;
                 let ideal = flow.size_bytes.unwrap() as f64 * 8.0 / c_bps + w.cfg.classes[flow.class].rtt_ns as f64 / 1e9;
                 fcts.push(fct);
