@@ -21,6 +21,7 @@ app.command("sweep")(sweep_cmds.sweep)
 app.command("reproduce")(sweep_cmds.reproduce)
 app.command("report")(sweep_cmds.report)
 app.command("plot")(sweep_cmds.plot)
+app.command("harm")(sweep_cmds.harm_cmd)
 app.add_typer(listing.app, name="list")
 
 
