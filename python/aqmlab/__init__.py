@@ -17,8 +17,10 @@ from ._run import run
 from ._scenario import Scenario, ScenarioError, load_scenario
 from ._sweep import Sweep, SweepError, load_sweep
 from ._sweeprun import load, run_sweep
+from ._convergence import convergence, windowed_jain
+from ._harm import harm
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "__version__"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "__version__"]
 
 
 def validate_file(path: str) -> Scenario:
