@@ -13,6 +13,7 @@
 //! (the simulator numbers segments, not bytes); times in the units their names say.
 
 pub mod bbr;
+pub mod bbr2;
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
@@ -438,6 +439,7 @@ pub enum CcConfig {
     Cubic(cubic::Params),
     Dctcp(dctcp::Params),
     Bbr(bbr::Params),
+    Bbr2(bbr2::Params),
     Prague(prague::Params),
 }
 
@@ -448,13 +450,14 @@ pub enum AnyCc {
     Cubic(cubic::Cubic),
     Dctcp(dctcp::Dctcp),
     Bbr(bbr::Bbr),
+    Bbr2(bbr2::Bbr2),
     Prague(prague::Prague),
 }
 
 impl CcConfig {
     /// The names of every CC this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["reno", "cubic", "dctcp", "bbr", "prague"]
+        &["reno", "cubic", "dctcp", "bbr", "bbr2", "prague"]
     }
 
     /// Every CC with its Linux source and its tunables' defaults, for `aqmlab list ccs`.
@@ -465,6 +468,7 @@ impl CcConfig {
             d("cubic", "Linux net/ipv4/tcp_cubic.c v2.3 with HyStart (RFC 9438)", serde_json::to_value(cubic::Params::default()).unwrap()),
             d("dctcp", "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)", serde_json::to_value(dctcp::Params::default()).unwrap()),
             d("bbr", bbr::SOURCE, serde_json::to_value(bbr::Params::default()).unwrap()),
+            d("bbr2", bbr2::SOURCE, serde_json::to_value(bbr2::Params::default()).unwrap()),
             d("prague", prague::SOURCE, serde_json::to_value(prague::Params::default()).unwrap()),
         ])
     }
@@ -476,6 +480,7 @@ impl CcConfig {
             CcConfig::Cubic(p) => p.validate(),
             CcConfig::Dctcp(p) => p.validate(),
             CcConfig::Bbr(p) => p.validate(),
+            CcConfig::Bbr2(p) => p.validate(),
             CcConfig::Prague(p) => p.validate(),
         }
     }
@@ -488,6 +493,7 @@ impl CcConfig {
             CcConfig::Cubic(p) => AnyCc::Cubic(cubic::Cubic::new(p.clone())),
             CcConfig::Dctcp(p) => AnyCc::Dctcp(dctcp::Dctcp::new(p.clone())),
             CcConfig::Bbr(p) => AnyCc::Bbr(bbr::Bbr::new(p.clone(), seed)),
+            CcConfig::Bbr2(p) => AnyCc::Bbr2(bbr2::Bbr2::new(p.clone(), seed)),
             CcConfig::Prague(p) => AnyCc::Prague(prague::Prague::new(p.clone(), seed)),
         }
     }
@@ -500,6 +506,7 @@ macro_rules! dispatch {
             AnyCc::Cubic($cc) => $e,
             AnyCc::Dctcp($cc) => $e,
             AnyCc::Bbr($cc) => $e,
+            AnyCc::Bbr2($cc) => $e,
             AnyCc::Prague($cc) => $e,
         }
     };
