@@ -183,15 +183,32 @@ pub enum Mode {
     ProbeRtt,
 }
 
-/// `before(a, b)` on u32 sequence-like counters.
+/// ceil(bw · min_rtt · gain) in packets, rounded up "to avoid a negative feedback loop"
+/// (`bbr_bdp`, v1 and v2 alike).
+pub(crate) fn bdp_packets(bw: u32, min_rtt_us: u32, gain: u32) -> u32 {
+    let w = bw as u64 * min_rtt_us as u64;
+    ((((w * gain as u64) >> BBR_SCALE) + BW_UNIT - 1) / BW_UNIT) as u32
+}
+
+/// `bbr_rate_bytes_per_sec`: a rate in packets/µs ≪ 24 with a gain and a pacing margin, in
+/// bytes/s; the order of operations avoids u64 overflow up to 2.9 Tbit/s. (v2 floors it at 1.)
+pub(crate) fn rate_bytes_per_sec(mss: u32, rate: u64, gain: u32, margin_percent: u64) -> u64 {
+    let mut rate = rate * mss as u64;
+    rate *= gain as u64;
+    rate >>= BBR_SCALE;
+    rate *= 1_000_000 / 100 * (100 - margin_percent);
+    rate >> BW_SCALE
+}
+
+/// `before(a, b)` on u32 sequence-like counters (shared with BBRv2).
 #[inline]
-fn before(a: u32, b: u32) -> bool {
+pub(crate) fn before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 
 /// `after(a, b)` on u32 jiffies.
 #[inline]
-fn after(a: u32, b: u32) -> bool {
+pub(crate) fn after(a: u32, b: u32) -> bool {
     before(b, a)
 }
 
@@ -315,11 +332,7 @@ impl Bbr {
     /// `bbr_rate_bytes_per_sec`: rate in bytes/s with a gain and the pacing margin. The order
     /// avoids u64 overflow up to 2.9 Tbit/s.
     fn rate_bytes_per_sec(&self, tp: &TcpState, rate: u64, gain: u32) -> u64 {
-        let mut rate = rate * tp.mss as u64;
-        rate *= gain as u64;
-        rate >>= BBR_SCALE;
-        rate *= 1_000_000 / 100 * (100 - self.params.pacing_margin_percent as u64);
-        rate >> BW_SCALE
+        rate_bytes_per_sec(tp.mss, rate, gain, self.params.pacing_margin_percent as u64)
     }
 
     /// `bbr_init_pacing_rate_from_rtt`: high_gain · init_cwnd / RTT.
@@ -375,8 +388,7 @@ impl Bbr {
         if self.min_rtt_us == u32::MAX {
             return TCP_INIT_CWND;
         }
-        let w = bw as u64 * self.min_rtt_us as u64;
-        ((((w * gain as u64) >> BBR_SCALE) + BW_UNIT - 1) / BW_UNIT) as u32
+        bdp_packets(bw, self.min_rtt_us, gain)
     }
 
     /// `bbr_quantization_budget`: room for 3 TSO skbs, rounded up to even, +2 in the 1.25 phase.

@@ -36,10 +36,8 @@ use super::{CaEvent, CaState, CcProbe, CongestionControl, EcnUse, RateSample, Tc
 
 pub const SOURCE: &str = "google/bbr v2alpha net/ipv4/tcp_bbr2.c (commit 0487ade55081)";
 
-const BW_SCALE: u32 = 24;
-const BW_UNIT: u64 = 1 << BW_SCALE;
-const BBR_SCALE: u32 = 8;
-const BBR_UNIT: u32 = 1 << BBR_SCALE;
+use super::bbr::{after, bdp_packets, before, BBR_SCALE, BBR_UNIT, BW_SCALE, BW_UNIT};
+
 const CYCLE_LEN: usize = 8;
 /// `GSO_MAX_SIZE` (64 KB) and `MAX_TCP_HEADER` (320 on x86-64) of `bbr_tso_segs_generic`.
 const GSO_MAX_SIZE: u64 = 65_536;
@@ -270,16 +268,6 @@ enum AckPhase {
     ProbeStopping,
 }
 
-#[inline]
-fn before(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
-#[inline]
-fn after(a: u32, b: u32) -> bool {
-    before(b, a)
-}
-
 /// `struct bbr` (the v2 fields).
 #[derive(Clone, Debug)]
 pub struct Bbr2 {
@@ -442,12 +430,7 @@ impl Bbr2 {
 
     /// `bbr_rate_bytes_per_sec`.
     fn rate_bytes_per_sec(tp: &TcpState, rate: u64, gain: u32, margin: u64) -> u64 {
-        let mut rate = rate * tp.mss as u64;
-        rate *= gain as u64;
-        rate >>= BBR_SCALE;
-        rate *= 1_000_000 / 100 * (100 - margin);
-        rate >>= BW_SCALE;
-        rate.max(1)
+        super::bbr::rate_bytes_per_sec(tp.mss, rate, gain, margin).max(1)
     }
 
     /// `bbr_init_pacing_rate_from_rtt`.
@@ -508,8 +491,7 @@ impl Bbr2 {
         if self.min_rtt_us == u32::MAX {
             return self.init_cwnd;
         }
-        let w = bw as u64 * self.min_rtt_us as u64;
-        ((((w * gain as u64) >> BBR_SCALE) + BW_UNIT - 1) / BW_UNIT) as u32
+        bdp_packets(bw, self.min_rtt_us, gain)
     }
 
     /// `bbr_quantization_budget`.
