@@ -238,7 +238,8 @@ def test_a_cluster_that_does_not_answer_exits_2_and_writes_nothing(tmp_path):
 def test_a_study_needing_a_missing_model_says_which_and_runs_the_rest_only_if_asked(tmp_path):
     r = subprocess.run([sys.executable, "-m", "aqmlab", "reproduce", "fejes2019", "--quick", "--dry-run", "-o", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 2
-    assert "ppv" in r.stderr and "--skip-missing" in r.stderr
+    assert "bbr2" in r.stderr and "--skip-missing" in r.stderr
     r = subprocess.run([sys.executable, "-m", "aqmlab", "reproduce", "fejes2019", "--quick", "--dry-run", "--skip-missing", "-o", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "skipping 12 run(s) that need 'ppv'" in r.stderr
+    # The bbr2 and cubic+bbr2 mixes: 2 mixes × N (2) × f (2) × 4 AQMs (PPV included) = 32.
+    assert "skipping 32 run(s) that need 'bbr2'" in r.stderr
