@@ -40,6 +40,11 @@ def edit(old: str, new: str) -> str:
     return GOOD.replace(old, new, 1)
 
 
+def marked(aqm: str, marker: str) -> str:
+    """GOOD with another discipline and a [marker] table (from line 11) before the flows."""
+    return edit('aqm = { kind = "taildrop" }', f"aqm = {aqm}").replace("[[flows]]", f"[marker]\n{marker}\n\n[[flows]]", 1)
+
+
 # (id, scenario text, expected "line: key" prefix, a fragment of the message)
 CASES = [
     ("unknown-top-level-key", GOOD.replace('seed = 1', 'seed = 1\nsed = 2'), "5: sed", "did you mean 'seed'"),
@@ -47,9 +52,8 @@ CASES = [
     ("misspelt-flow-key", edit('count = 2', 'cuont = 2'), "13: flows[0].cuont", "did you mean 'count'"),
     ("misspelt-aqm-option", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "taildrop", limt = "10pkt" }'), "9: bottleneck.aqm.limt", "unknown key"),
     ("unknown-aqm-kind", edit('kind = "taildrop"', 'kind = "droptail"'), "9: bottleneck.aqm", "unknown aqm kind 'droptail'"),
-    ("unimplemented-aqm", edit('kind = "taildrop"', 'kind = "ppv"'), "9: bottleneck.aqm", "not implemented yet"),
     ("unknown-cc", edit('cc = "cubic"', 'cc = "cubik"'), "12: flows[0].cc", "unknown cc 'cubik'"),
-    ("unimplemented-cc", edit('cc = "dctcp"', 'cc = "bbr2"'), "17: flows[1].cc", "'bbr2' is not implemented yet"),
+    ("unimplemented-cc", edit('cc = "dctcp"', 'cc = "bbr3"'), "17: flows[1].cc", "'bbr3' is not implemented yet"),
     ("unparsable-rate", edit('"100Mbps"', '"100 parsecs"'), "7: bottleneck.rate", "is not a rate"),
     ("rate-unit-unknown", edit('"100Mbps"', '"100Mbq"'), "7: bottleneck.rate", "unknown unit 'Mbq'"),
     ("negative-time", edit('rtt = "10ms"', 'rtt = "-10ms"'), "14: flows[0].rtt", "is not a time"),
@@ -62,7 +66,7 @@ CASES = [
     ("probability-above-one", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "bernoulli", drop = 1.5 }'), "9: bottleneck.aqm.drop", "less than or equal to 1"),
     ("buffer-with-a-rate", edit('buffer = "1bdp"', 'buffer = "10Mbps"'), "8: bottleneck.buffer", "is not a size"),
     ("missing-duration", GOOD.replace('duration = "2s"\n', ''), "", "duration: required key is missing"),
-    ("missing-flows", GOOD.split("[[flows]]")[0], "", "flows: required key is missing"),
+    ("missing-flows", GOOD.split("[[flows]]")[0], "", "a scenario needs at least one [[flows]] class or [[workload]]"),
     ("red-min-above-max", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "red", min = "30KB", max = "20KB", avpkt = "1500B" }'), "9: bottleneck.aqm.max", "below min"),
     ("red-burst-too-small", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "red", min = "30KB", max = "90KB", avpkt = "1000B", burst = 2 }'), "9: bottleneck.aqm.burst", "too small"),
     ("red-missing-avpkt", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "red", min = "30KB" }'), "9: bottleneck.aqm.avpkt", "required"),
@@ -73,6 +77,15 @@ CASES = [
     ("choke-min-above-max", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "choke", min = "30pkt", max = "20pkt" }'), "9: bottleneck.aqm.min", "must be below max"),
     ("cbr-without-rate", edit('cc = "cubic"', 'cc = "cbr"'), "11: flows[0]", "needs rate"),
     ("rate-on-a-tcp-flow", edit('count = 2', 'count = 2\nrate = "10Mbps"'), "11: flows[0]", "rate is for cc"),
+    ("csaqm-without-target", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "csaqm" }'), "9: bottleneck.aqm.target", "required key is missing"),
+    ("csaqm-zero-target", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "csaqm", target = "0ms" }'), "9: bottleneck.aqm.target", "must be positive"),
+    ("marker-with-a-valueless-aqm", marked('{ kind = "taildrop" }', 'tvf = "equal"'), "11: marker", "only the ppv and csaqm disciplines read packet values"),
+    ("marker-misspelt-key", marked('{ kind = "ppv" }', 'tfv = "equal"'), "12: marker.tfv", "did you mean 'tvf'"),
+    ("marker-weighted-without-weights", marked('{ kind = "ppv" }', 'tvf = "weighted"'), "11: marker", "needs weights"),
+    ("marker-weights-with-equal", marked('{ kind = "ppv" }', 'weights = { "cubic-10ms" = 2 }'), "11: marker", "apply to tvf = \"weighted\""),
+    ("marker-unknown-class", marked('{ kind = "csaqm", target = "0.5rtt" }', 'tvf = "weighted"\nweights = { gold = 2 }'), "13: marker.weights.gold", "no flow class named 'gold' (classes: cubic-10ms, dctcp-20ms)"),
+    ("marker-zero-weight", marked('{ kind = "ppv" }', 'tvf = "weighted"\nweights = { "cubic-10ms" = 0 }'), "13: marker.weights.cubic-10ms", "greater than 0"),
+    ("marker-bad-window", marked('{ kind = "ppv" }', 'rate_window = "0ms"'), "12: marker.rate_window", "must be positive"),
     ("flow-size-as-time", edit('rtt = "20ms"', 'rtt = "20ms"\nsize = "1s"'), "19: flows[1].size", "is not a size"),
 ]
 

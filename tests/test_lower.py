@@ -40,7 +40,8 @@ def test_full_lowering() -> None:
     }
     assert b["name"] == "cubic-50ms" and b["ecn"] is True and b["size_bytes"] == 1_000_000
     assert b["start"] == {"kind": "staggered", "first_ns": 0, "spacing_ns": 2 * 10**9}
-    assert cfg["measure"] == {"interval_ns": 100_000_000, "hist_bin_ns": 1_000_000}
+    # fct_bins default: 100 KB and 1 MB (decimal units, as _units defines KB and MB).
+    assert cfg["measure"] == {"interval_ns": 100_000_000, "hist_bin_ns": 1_000_000, "fct_bins_bytes": [100_000, 1_000_000]}
 
 
 def test_red_as_transcribed_from_tc() -> None:
@@ -72,7 +73,7 @@ def test_canonical_form_and_hash_ignore_spelling() -> None:
     assert canon["bottleneck"]["rtt_ref"] == "10ms"
     assert canon["bottleneck"]["aqm"] == {"kind": "taildrop", "limit": None}
     assert canon["flows"][0]["name"] == "reno-10ms"
-    assert canon["measure"] == {"interval": "100ms", "hist_bin": "1ms"}
+    assert canon["measure"] == {"interval": "100ms", "hist_bin": "1ms", "fct_bins": ["100KB", "1MB"]}
 
 
 def test_duplicate_class_names_are_made_unique() -> None:
@@ -170,3 +171,36 @@ def test_dualpi2_defaults_are_linuxs() -> None:
         "kind": "dualpi2", "target_ns": 15_000_000, "tupdate_ns": 16_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0,
         "step_ns": 1_000_000, "min_qlen_step": 0, "wc": 10, "ecn_mask": "l4s_ect", "limit": 10_000,
     }
+
+
+def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> None:
+    # Seed 004: buffer = f·RTT·C; 0.2 BDP of 100 Mbit/s × 10 ms = 25 000 B, handed to PPV
+    # (it must see the overflowing arrival). No [marker]: equal sharing, T_m = 100 ms.
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.2bdp", "aqm": {"kind": "ppv"}},
+                        flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}])
+    cfg = s.engine_config()
+    assert cfg["bottleneck"]["aqm"] == {"kind": "ppv", "limit_packets": None, "limit_bytes": 25_000}
+    assert cfg["marker"] == {"rate_window_ns": 100_000_000, "class_weights": [1.0, 1.0]}
+    # The canonical form spells the default marker out, and is a fixed point.
+    canon = s.canonical()
+    assert canon["marker"] == {"tvf": "equal", "weights": {}, "rate_window": "100ms"}
+    again = aqmlab.Scenario.model_validate(canon)
+    assert again.canonical() == canon and again.hash() == s.hash()
+
+
+def test_csaqm_as_seed_003_with_a_weighted_marker() -> None:
+    # Seed 003: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
+    # CTV every 5 ms. Weights by class name, unlisted classes 1, in class order.
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": {"kind": "csaqm", "target": "0.5rtt"}},
+                        flows=[{"cc": "dctcp", "rtt": "5ms", "name": "gold"}, {"cc": "dctcp", "rtt": "5ms"}, {"cc": "dctcp", "rtt": "5ms", "name": "bronze"}],
+                        marker={"tvf": "weighted", "weights": {"gold": 2, "bronze": 0.5}, "rate_window": "50ms"})
+    cfg = s.engine_config()
+    assert cfg["bottleneck"]["aqm"] == {"kind": "csaqm", "target_bytes": 312_500, "interval_ns": 5_000_000}
+    assert cfg["bottleneck"]["delay_target_ns"] == 2_500_000
+    assert cfg["marker"] == {"rate_window_ns": 50_000_000, "class_weights": [2.0, 1.0, 0.5]}
+
+
+def test_disciplines_without_values_have_no_marker_and_keep_their_hash() -> None:
+    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}])
+    assert s.engine_config()["marker"] is None
+    assert "marker" not in s.canonical()

@@ -259,6 +259,18 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "flow_expiry_ns": u.parse_time(aqm.flow_expiry),
         }
         delay_target_ns = u.parse_time(aqm.d)
+    elif aqm.kind == "ppv":
+        # PPV owns its limit: it must see the overflowing arrival to choose the lowest-value
+        # victim (aqm.md §9.3), so the physical buffer is handed to it.
+        engine_aqm = {"kind": "ppv", "limit_packets": buf_pkts, "limit_bytes": buf_bytes}
+    elif aqm.kind == "csaqm":
+        delay_target_ns = _target_ns(aqm.target, rtt_ref)
+        # L_target = D_target · C (seed 003 §III).
+        engine_aqm = {
+            "kind": "csaqm",
+            "target_bytes": math.floor(Fraction(delay_target_ns) * rate / (8 * 10**9)),
+            "interval_ns": u.parse_time(aqm.interval),
+        }
     elif aqm.kind == "bernoulli":
         engine_aqm = {"kind": "bernoulli", "drop": aqm.drop, "mark": aqm.mark}
     else:  # pragma: no cover - the model refuses other kinds
@@ -318,6 +330,15 @@ def lower(s: "Scenario") -> dict[str, Any]:
     for b in s.measure.fct_bins:
         q = u.parse_size(b, allow_time=False)
         fct_bins.append(int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value))
+    marker = s.effective_marker()
+    engine_marker: dict[str, Any] | None = None
+    if marker is not None:
+        names = s.class_names()
+        engine_marker = {
+            "rate_window_ns": u.parse_time(marker.rate_window),
+            # Per class, in class order; unlisted classes weigh 1 (equal sharing: all 1).
+            "class_weights": [marker.weights.get(n, 1.0) for n in names],
+        }
     return {
         "name": s.name,
         "seed": s.seed,
@@ -331,6 +352,7 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "delay_target_ns": delay_target_ns,
         },
         "classes": classes,
+        "marker": engine_marker,
         "measure": {"interval_ns": u.parse_time(s.measure.interval), "hist_bin_ns": u.parse_time(s.measure.hist_bin), "fct_bins_bytes": fct_bins},
     }
 
@@ -366,7 +388,7 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
         if m:
             key, detail = m.group(1), m.group(2)
             # Engine option names are the scenario's (tc's) names.
-            key = key.replace("threshold_bytes", "target").replace("threshold_packets", "threshold")
+            key = key.replace("threshold_bytes", "target").replace("threshold_packets", "threshold").replace("target_bytes", "target")
             # Engine classes are the flow classes, then the workloads.
             m2 = re.match(r"^flows\[(\d+)\](.*)$", key)
             if m2 and int(m2.group(1)) >= len(s.flows):

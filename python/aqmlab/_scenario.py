@@ -33,7 +33,17 @@ __all__ = ["Scenario", "ScenarioError", "load_scenario", "KNOWN_FUTURE_CCS", "KN
 
 #: Names the project plans but this version does not implement (for a helpful refusal).
 KNOWN_FUTURE_CCS = ("bbr", "bbr2", "bbr3", "prague")
-KNOWN_FUTURE_AQMS = ("ppv", "csaqm")
+KNOWN_FUTURE_AQMS: tuple[str, ...] = ()
+#: The disciplines that read packet values, so that the flows need a `[marker]`.
+VALUE_AQMS = ("ppv", "csaqm")
+
+
+class _KeyedValueError(ValueError):
+    """A check across tables that names the dotted key it is about (for the error's line)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
 
 
 class ScenarioError(ValueError):
@@ -335,6 +345,31 @@ class CkcdAqm(_Model):
     flow_expiry: PositiveTime = "1s"
 
 
+class PpvAqm(_Model):
+    """PPV: one FIFO; when full, the lowest-value packet (the arrival's if lowest) is dropped.
+
+    Drop-based, no ECN (seed 004). Its buffer is the scenario's buffer; packet values come from
+    the `[marker]` (equal sharing by default)."""
+
+    SOURCE: ClassVar[str] = "Nádas, Turányi, Rácz, GLOBECOM 2016 (Per Packet Value); seed 004 §3; aqm.md §9"
+
+    kind: Literal["ppv"] = "ppv"
+
+
+class CsaqmAqm(_Model):
+    """CSAQM: every `interval` a congestion threshold value (CTV) from the queued packets'
+    values keeps the unmarked bytes within `target` · C; packets valued below it are CE-marked
+    at dequeue (Not-ECT ones dropped)."""
+
+    SOURCE: ClassVar[str] = "Nádas, Gombos, Hudoba, Laki, ANRW '18; seed 003 §III; aqm.md §10"
+
+    kind: Literal["csaqm"] = "csaqm"
+    #: D_target: a delay, or K rtt (seed 003: K · RTT). No published default, so required.
+    target: Target
+    #: CTV recomputation period (seed 003: every 5 ms).
+    interval: PositiveTime = "5ms"
+
+
 class BernoulliAqm(_Model):
     """Ideal random dropper/marker (validation): drop with `drop`, mark ECT with `mark`."""
 
@@ -345,7 +380,10 @@ class BernoulliAqm(_Model):
     mark: Probability = 0.0
 
 
-AqmSpec = Annotated[Union[TaildropAqm, RedAqm, StepAqm, PieAqm, FqPieAqm, Pi2Aqm, Dualpi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, BernoulliAqm], Field(discriminator="kind")]
+AqmSpec = Annotated[
+    Union[TaildropAqm, RedAqm, StepAqm, PieAqm, FqPieAqm, Pi2Aqm, Dualpi2Aqm, CodelAqm, FqCodelAqm, ChokeAqm, CkcdAqm, GspAqm, PpvAqm, CsaqmAqm, BernoulliAqm],
+    Field(discriminator="kind"),
+]
 
 
 def _available(what: str) -> list[str]:
@@ -563,6 +601,29 @@ class Workload(_Model):
         return self
 
 
+class Marker(_Model):
+    """The packet-value marker at the flows' edge, for the disciplines that read values (PPV,
+    CSAQM): each packet of a flow measured at rate R gets the value V_c(u·R), u ~ U(0, 1), from
+    its class's throughput-value function (aqm.md §9.2 marker (a)). `tvf = "equal"`: one TVF
+    for every class (equal sharing, seeds 003/004); `"weighted"`: V_c(x) = V(x / w_c), so
+    classes share in proportion to `weights` (by class name; unlisted classes weigh 1)."""
+
+    SOURCE: ClassVar[str] = "ppv.elte.hu marker requirement; aqm.md §9.2 (random marker from the measured rate, log-linear TVF)"
+
+    tvf: Literal["equal", "weighted"] = "equal"
+    weights: dict[str, Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    #: T_m of each flow's rate estimator (an exponentially decaying sum).
+    rate_window: PositiveTime = "100ms"
+
+    @model_validator(mode="after")
+    def _weights_go_with_weighted(self) -> "Marker":
+        if self.tvf == "weighted" and not self.weights:
+            raise ValueError('tvf = "weighted" needs weights, e.g. weights = { gold = 2, silver = 1 } (by flow class name)')
+        if self.tvf == "equal" and self.weights:
+            raise ValueError('weights apply to tvf = "weighted"; with tvf = "equal" every class weighs the same')
+        return self
+
+
 class Measure(_Model):
     interval: Time = "100ms"
     hist_bin: PositiveTime = "1ms"
@@ -580,6 +641,9 @@ class Scenario(_Model):
     bottleneck: Bottleneck
     flows: list[Flows] = Field(default_factory=list)
     workload: list[Workload] = Field(default_factory=list)
+    #: Packet values for PPV/CSAQM; None = the equal-share default when the discipline reads
+    #: values. Refused with any other discipline (it would have no effect).
+    marker: Marker | None = None
     measure: Measure = Field(default_factory=Measure)
 
     @model_validator(mode="after")
@@ -588,7 +652,24 @@ class Scenario(_Model):
             raise ValueError("a scenario needs at least one [[flows]] class or [[workload]]")
         if u.parse_time(self.warmup) >= u.parse_time(self.duration):
             raise ValueError(f"warmup ({self.warmup}) must be shorter than duration ({self.duration})")
+        if self.marker is not None:
+            if self.bottleneck.aqm.kind not in VALUE_AQMS:
+                raise _KeyedValueError(
+                    "marker",
+                    f"only the {' and '.join(VALUE_AQMS)} disciplines read packet values, not {self.bottleneck.aqm.kind}; remove [marker] or use one of them",
+                )
+            names = self.class_names()
+            for name in self.marker.weights:
+                if name not in names:
+                    raise _KeyedValueError(f"marker.weights.{name}", f"no flow class named {name!r} (classes: {', '.join(names)})")
         return self
+
+    def effective_marker(self) -> Marker | None:
+        """The marker the run uses: the given one, the equal-share default for a discipline
+        that reads packet values, None for the others."""
+        if self.bottleneck.aqm.kind not in VALUE_AQMS:
+            return None
+        return self.marker or Marker()
 
     # -- derived ---------------------------------------------------------------------------
 
@@ -612,6 +693,13 @@ class Scenario(_Model):
         """Every default filled in, quantities in canonical spelling, rtt_ref explicit."""
         d = self.model_dump(mode="json")
         d["bottleneck"]["rtt_ref"] = u.format_time(self.rtt_ref_ns())
+        # The marker only exists where packet values are read; elsewhere the key is left out,
+        # so scenarios without values keep their canonical form (and hash).
+        marker = self.effective_marker()
+        if marker is None:
+            d.pop("marker", None)
+        else:
+            d["marker"] = marker.model_dump(mode="json")
         for f, name in zip([*d["flows"], *d["workload"]], self.class_names()):
             f["name"] = name
         return d
@@ -638,7 +726,7 @@ class Scenario(_Model):
 # ------------------------------------------------------------------------------------------
 
 
-_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "fq_pie": FqPieAqm, "pi2": Pi2Aqm, "dualpi2": Dualpi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "bernoulli": BernoulliAqm}
+_AQM_MODELS: dict[str, type[BaseModel]] = {"taildrop": TaildropAqm, "red": RedAqm, "step": StepAqm, "pie": PieAqm, "fq_pie": FqPieAqm, "pi2": Pi2Aqm, "dualpi2": Dualpi2Aqm, "codel": CodelAqm, "fq_codel": FqCodelAqm, "choke": ChokeAqm, "ckcd": CkcdAqm, "gsp": GspAqm, "ppv": PpvAqm, "csaqm": CsaqmAqm, "bernoulli": BernoulliAqm}
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -668,7 +756,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         if part not in fields:
             return []
         ann = fields[part].annotation
-        for cand in (Bottleneck, Flows, Workload, SizeDistribution, Measure):
+        for cand in (Bottleneck, Flows, Workload, SizeDistribution, Marker, Measure):
             if cand is ann or (getattr(ann, "__args__", None) and cand in ann.__args__):
                 m = cand
                 break
@@ -685,7 +773,10 @@ def error_from_validation(e: ValidationError, text: str | None, file: str | None
     loc = tuple(err["loc"])
     key = _dotted(loc)
     msg = err["msg"]
-    if err["type"] == "extra_forbidden":
+    keyed = (err.get("ctx") or {}).get("error")
+    if isinstance(keyed, _KeyedValueError):
+        key, msg = keyed.key, str(keyed)
+    elif err["type"] == "extra_forbidden":
         allowed = _allowed_keys(Scenario, loc)
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         msg = "unknown key" + (f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(allowed)})" if allowed else "")

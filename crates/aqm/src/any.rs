@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, csaqm, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, ppv, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -19,6 +19,8 @@ pub enum QdiscConfig {
     Pi2(pi2::Params),
     FqPie(fq_pie::Params),
     Dualpi2(dualpi2::Params),
+    Ppv(ppv::Params),
+    Csaqm(csaqm::Params),
 }
 
 pub enum AnyQdisc<P> {
@@ -35,12 +37,19 @@ pub enum AnyQdisc<P> {
     Pi2(pi2::Pi2<P>),
     FqPie(fq_pie::FqPie<P>),
     Dualpi2(dualpi2::DualPi2<P>),
+    Ppv(ppv::Ppv<P>),
+    Csaqm(csaqm::Csaqm<P>),
 }
 
 impl QdiscConfig {
     /// The discipline kinds this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["taildrop", "red", "step", "pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "bernoulli"]
+        &["taildrop", "red", "step", "pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "ppv", "csaqm", "bernoulli"]
+    }
+
+    /// Whether the discipline reads packet values, so the flows need a packet-value marker.
+    pub fn reads_packet_values(&self) -> bool {
+        matches!(self, QdiscConfig::Ppv(_) | QdiscConfig::Csaqm(_))
     }
 
     /// Build the discipline; `seed` seeds its random stream. Errors start with the option
@@ -87,6 +96,14 @@ impl QdiscConfig {
                 p.validate()?;
                 AnyQdisc::Ckcd(ckcd::Ckcd::new(p.clone(), crate::rng_from_seed(seed)))
             }
+            QdiscConfig::Ppv(p) => {
+                p.validate()?;
+                AnyQdisc::Ppv(ppv::Ppv::new(p.clone()))
+            }
+            QdiscConfig::Csaqm(p) => {
+                p.validate()?;
+                AnyQdisc::Csaqm(csaqm::Csaqm::new(p.clone()))
+            }
         })
     }
 }
@@ -107,6 +124,8 @@ macro_rules! dispatch {
             AnyQdisc::Pi2($q) => $e,
             AnyQdisc::FqPie($q) => $e,
             AnyQdisc::Dualpi2($q) => $e,
+            AnyQdisc::Ppv($q) => $e,
+            AnyQdisc::Csaqm($q) => $e,
         }
     };
 }
@@ -151,6 +170,14 @@ mod tests {
         assert!(err.to_string().contains("treshold_bytes"), "{err}");
         let err = serde_json::from_str::<QdiscConfig>(r#"{"kind": "red", "limit": 1, "avpkt": 1, "burts": 3}"#).unwrap_err();
         assert!(err.to_string().contains("burts"), "{err}");
-        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "ppv"}"#).is_err());
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "ppvv"}"#).is_err());
+        // CSAQM's interval defaults to seed 003's 5 ms; its byte target is required.
+        let c: QdiscConfig = serde_json::from_str(r#"{"kind": "csaqm", "target_bytes": 312500}"#).unwrap();
+        assert_eq!(c, QdiscConfig::Csaqm(csaqm::Params { target_bytes: 312_500, interval_ns: 5_000_000 }));
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "csaqm"}"#).is_err());
+        assert!(c.reads_packet_values());
+        let p: QdiscConfig = serde_json::from_str(r#"{"kind": "ppv", "limit_bytes": 1000}"#).unwrap();
+        assert!(p.reads_packet_values() && p.build::<crate::testing::TestPkt>(0).unwrap().owns_limit());
+        assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "ppv"}"#).unwrap().build::<crate::testing::TestPkt>(0).is_err());
     }
 }

@@ -25,6 +25,7 @@ pub mod choke;
 pub mod ckcd;
 pub mod codel;
 pub mod codel_law;
+pub mod csaqm;
 pub mod drr;
 pub mod dualpi2;
 pub mod fifo;
@@ -34,6 +35,7 @@ pub mod gsp;
 pub mod limit;
 pub mod pi2;
 pub mod pie;
+pub mod ppv;
 pub mod red;
 pub mod ring;
 pub mod step;
@@ -80,7 +82,8 @@ pub trait Packet {
     fn set_ce(&mut self);
     /// A key identifying the packet's flow (5-tuple hash or flow index).
     fn flow_key(&self) -> u64;
-    /// The packet value for PPV/CSAQM (higher = more important); 0 if the packet carries none.
+    /// The packet value for PPV/CSAQM (higher = more important; the simulator's marker uses
+    /// 1..=65535, aqm.md §9.2); 0 if the packet carries none.
     fn value(&self) -> u32 {
         0
     }
@@ -102,7 +105,8 @@ pub enum DropReason {
     HeadDrop,
     /// Dropped because a random queued packet matched its flow (CHOKe, CKCD).
     FlowMatch,
-    /// Evicted as the lowest-value packet (PPV).
+    /// Dropped for its low packet value: evicted from (or refused by) a full PPV buffer, or a
+    /// Not-ECT packet below CSAQM's congestion threshold value.
     Value,
     /// An ECN-capable packet dropped because the marking probability was too high (overload).
     Overload,

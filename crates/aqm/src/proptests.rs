@@ -11,14 +11,17 @@ use crate::{Ecn, Qdisc, QdiscConfig};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue { flow: u64, len: u32, ecn: u8 },
+    Enqueue { flow: u64, len: u32, ecn: u8, value: u32 },
     Dequeue,
     Advance(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u64..8, 40u32..1600, 0u8..4).prop_map(|(flow, len, ecn)| Op::Enqueue { flow, len, ecn }),
+        // Packet values (PPV, CSAQM): mostly a few small ones, so ties are common, sometimes
+        // anything up to beyond the u16 range.
+        3 => (0u64..8, 40u32..1600, 0u8..4, prop_oneof![4 => 0u32..12, 1 => 0u32..70_000])
+            .prop_map(|(flow, len, ecn, value)| Op::Enqueue { flow, len, ecn, value }),
         2 => Just(Op::Dequeue),
         1 => (0u64..5_000_000).prop_map(Op::Advance),
     ]
@@ -74,6 +77,9 @@ fn configs() -> Vec<QdiscConfig> {
             flow_expiry_ns: 100_000_000,
         }),
         QdiscConfig::Choke(crate::choke::TcOptions { limit: Some(30), min: Some(2), max: Some(8), bandwidth: Some(10_000_000), ecn: true, ..Default::default() }),
+        QdiscConfig::Ppv(crate::ppv::Params { limit_packets: Some(12), limit_bytes: None }),
+        QdiscConfig::Ppv(crate::ppv::Params { limit_packets: Some(20), limit_bytes: Some(9_000) }),
+        QdiscConfig::Csaqm(crate::csaqm::Params { target_bytes: 4_000, interval_ns: 1_000_000 }),
     ]
 }
 
@@ -93,10 +99,10 @@ proptest! {
             let (mut departed, mut departed_bytes) = (0u64, 0u64);
             for o in &ops {
                 match *o {
-                    Op::Enqueue { flow, len, ecn } => {
+                    Op::Enqueue { flow, len, ecn, value } => {
                         arrived += 1;
                         arrived_bytes += len as u64;
-                        let p = TestPkt { flow, len, ecn: ecn_of(ecn), enqueued: u64::MAX, value: 0 };
+                        let p = TestPkt { flow, len, ecn: ecn_of(ecn), enqueued: u64::MAX, value };
                         q.enqueue(p, now, &mut rec);
                     }
                     Op::Dequeue => {

@@ -20,7 +20,34 @@ pub struct EngineConfig {
     pub warmup_ns: u64,
     pub bottleneck: BottleneckConfig,
     pub classes: Vec<ClassConfig>,
+    /// The packet-value marker at the flows' edge; only for disciplines that read packet
+    /// values (PPV, CSAQM), which get the equal-share default when it is absent.
+    #[serde(default)]
+    pub marker: Option<MarkerConfig>,
     pub measure: MeasureConfig,
+}
+
+/// The packet-value marker (crates/sim/src/marker.rs; aqm.md §9.2).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkerConfig {
+    /// T_m of the per-flow rate estimator, ns.
+    #[serde(default = "default_rate_window")]
+    pub rate_window_ns: u64,
+    /// The TVF weight w_c of each class, in class order (V_c(x) = V(x / w_c)); empty = 1 for
+    /// every class, i.e. equal sharing.
+    #[serde(default)]
+    pub class_weights: Vec<f64>,
+}
+
+fn default_rate_window() -> u64 {
+    crate::marker::DEFAULT_RATE_WINDOW_NS
+}
+
+impl Default for MarkerConfig {
+    fn default() -> Self {
+        MarkerConfig { rate_window_ns: default_rate_window(), class_weights: Vec::new() }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -242,6 +269,20 @@ impl EngineConfig {
                 if wl.stop_ns.is_some_and(|s| s <= wl.start_ns) {
                     return Err(format!("flows[{i}].workload.stop: must be after its start"));
                 }
+            }
+        }
+        if let Some(m) = &self.marker {
+            if !self.bottleneck.aqm.reads_packet_values() {
+                return Err("marker: only the ppv and csaqm disciplines read packet values; remove the marker or use one of them".into());
+            }
+            if m.rate_window_ns == 0 {
+                return Err("marker.rate_window: must be positive".into());
+            }
+            if !m.class_weights.is_empty() && m.class_weights.len() != self.classes.len() {
+                return Err(format!("marker.weights: {} weights for {} flow classes", m.class_weights.len(), self.classes.len()));
+            }
+            if let Some(w) = m.class_weights.iter().find(|w| !(w.is_finite() && **w > 0.0)) {
+                return Err(format!("marker.weights: {w} must be positive"));
             }
         }
         if self.measure.hist_bin_ns == 0 {

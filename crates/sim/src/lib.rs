@@ -2,13 +2,15 @@
 //!
 //! Layers, bottom up: [`engine`] (integer-ns event queue, ties broken FIFO), the dumbbell
 //! topology (delay lines and the bottleneck link with its queue discipline from `crates/aqm`),
-//! the Linux-faithful TCP model ([`tcp`]) with its congestion controls ([`cc`]), and
-//! measurement ([`measure`]). The simulator knows nothing of files or Python: it takes an
+//! the Linux-faithful TCP model ([`tcp`]) with its congestion controls ([`cc`]), the
+//! packet-value marker at the flows' edge ([`marker`], for PPV and CSAQM), and measurement
+//! ([`measure`]). The simulator knows nothing of files or Python: it takes an
 //! [`config::EngineConfig`] and returns a [`results::RunResult`].
 
 pub mod cc;
 pub mod config;
 pub mod engine;
+pub mod marker;
 pub mod measure;
 pub mod net;
 pub mod packet;

@@ -8,7 +8,8 @@
 //!
 //! Routes: a packet carries the index of its current hop; the world looks up the next hop in
 //! the flow's route ([`Hop`]). The dumbbell of this version is
-//! `sender → Bottleneck(0) → Line(fwd) → receiver` and `receiver → Line(rev) → sender`; a
+//! `sender → Bottleneck(0) → Line(fwd) → receiver` (with a `Marker` first when the discipline
+//! reads packet values) and `receiver → Line(rev) → sender`; a
 //! reverse-path bottleneck or a second bottleneck is a longer route, not a change to hosts.
 
 use std::collections::VecDeque;
@@ -20,6 +21,8 @@ use crate::engine::{Event, Nanos, Scheduler};
 /// One step of a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hop {
+    /// The edge's packet-value marker (PPV/CSAQM): sets the packet's value, no delay.
+    Marker,
     /// Queue discipline + link of rate C.
     Bottleneck(u32),
     /// Propagation delay only.

@@ -11,6 +11,7 @@ use rand_core::Rng as _;
 
 use crate::config::{EngineConfig, StartConfig};
 use crate::engine::{Event, Nanos, Scheduler};
+use crate::marker::{FlowMarker, Tvf};
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
@@ -54,6 +55,8 @@ pub struct World {
     fwd_routes: Vec<Vec<Hop>>,
     rev_routes: Vec<Vec<Hop>>,
     pub flows: Vec<Flow>,
+    /// One packet-value marker per flow when the discipline reads values (else empty).
+    pub markers: Vec<FlowMarker>,
     pub fm: Vec<FlowMeasure>,
     pub qm: QueueMeasure,
     pub dropped_total: u64,
@@ -83,6 +86,8 @@ const SEED_STARTS: u64 = 2;
 const SEED_CC: u64 = 1 << 32;
 /// Per-class workload streams: SEED_WORKLOAD + class index.
 const SEED_WORKLOAD: u64 = 3 << 32;
+/// Per-flow packet-value marker streams: SEED_MARKER + flow id.
+const SEED_MARKER: u64 = 2 << 32;
 
 impl World {
     pub fn new(cfg: EngineConfig) -> Result<World, RunError> {
@@ -95,6 +100,9 @@ impl World {
         let limit = PhysicalLimit { packets: cfg.bottleneck.buffer_packets, bytes: cfg.bottleneck.buffer_bytes };
         let bottleneck = Bottleneck::new(0, cfg.bottleneck.rate_bps, limit, qdisc);
         let n = cfg.classes.len();
+        // PPV and CSAQM need every packet valued before the bottleneck (aqm.md §9.2): a marker
+        // hop at the head of each forward route, equal sharing unless the config says otherwise.
+        let marker_cfg = cfg.bottleneck.aqm.reads_packet_values().then(|| cfg.marker.clone().unwrap_or_default());
         let mut fwd_lines = Vec::new();
         let mut rev_lines = Vec::new();
         let mut fwd_routes = Vec::new();
@@ -103,7 +111,11 @@ impl World {
             let fwd = class.rtt_ns / 2;
             fwd_lines.push(DelayLine::new(c as u32, fwd));
             rev_lines.push(DelayLine::new((n + c) as u32, class.rtt_ns - fwd));
-            fwd_routes.push(vec![Hop::Bottleneck(0), Hop::Line(c as u32), Hop::Host]);
+            let mut route = vec![Hop::Bottleneck(0), Hop::Line(c as u32), Hop::Host];
+            if marker_cfg.is_some() {
+                route.insert(0, Hop::Marker);
+            }
+            fwd_routes.push(route);
             rev_routes.push(vec![Hop::Line((n + c) as u32), Hop::Host]);
         }
         let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
@@ -174,6 +186,18 @@ impl World {
                 flows.push(Flow { class: c, start_ns, size_bytes, sender, receiver });
             }
         }
+        let markers = match &marker_cfg {
+            None => Vec::new(),
+            Some(m) => flows
+                .iter()
+                .enumerate()
+                .map(|(id, f)| {
+                    let weight = m.class_weights.get(f.class).copied().unwrap_or(1.0);
+                    let rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_MARKER.wrapping_add(id as u64)));
+                    FlowMarker::new(Tvf { weight }, m.rate_window_ns, rng)
+                })
+                .collect(),
+        };
         let fm = vec![FlowMeasure::default(); flows.len()];
         Ok(World {
             cfg,
@@ -184,6 +208,7 @@ impl World {
             fwd_routes,
             rev_routes,
             flows,
+            markers,
             fm,
             qm: QueueMeasure::default(),
             dropped_total: 0,
@@ -340,6 +365,12 @@ impl World {
     fn route_data(&mut self, pkt: DataPkt) {
         let class = self.flows[pkt.flow as usize].class;
         match self.fwd_routes[class][pkt.hop as usize] {
+            Hop::Marker => {
+                let mut pkt = pkt;
+                self.markers[pkt.flow as usize].mark(&mut pkt, self.sched.now());
+                pkt.hop += 1;
+                self.route_data(pkt);
+            }
             Hop::Bottleneck(_) => {
                 let in_window = self.in_window();
                 if in_window {
@@ -375,7 +406,7 @@ impl World {
                 self.route_data_batch(&mut out);
                 self.data_buf = out;
             }
-            Hop::Bottleneck(_) => unreachable!("no reverse-path bottleneck in this topology"),
+            Hop::Bottleneck(_) | Hop::Marker => unreachable!("no reverse-path bottleneck or marker in this topology"),
         }
     }
 

@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._scenario import _AQM_MODELS
+from .._scenario import _AQM_MODELS, Marker
 
 app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
 out = Console()
@@ -43,10 +43,21 @@ def aqms() -> None:
         for name, field in model.model_fields.items():
             if name == "kind":
                 continue
+            if field.is_required():
+                opts.append(f"{name} (required)")
+                continue
             d = field.get_default(call_default_factory=True)
             opts.append(f"{name} = {'–' if d is None else str(d).lower() if isinstance(d, bool) else d}")
         t.add_row(kind, ", ".join(opts) or "–", getattr(model, "SOURCE", ""))
     out.print(t)
+    m = Marker.model_fields
+    out.print(
+        "packet values for ppv and csaqm: [marker] "
+        + ", ".join(f"{k} = {m[k].get_default(call_default_factory=True) or '{}'}" for k in ("tvf", "weights", "rate_window"))
+        + f" ({Marker.SOURCE})",
+        markup=False,
+        highlight=False,
+    )
 
 
 @app.command("studies")

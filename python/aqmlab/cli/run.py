@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -20,7 +21,8 @@ out = Console()
 
 
 def _fail(e: ScenarioError | Exception) -> None:
-    err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+    # The message is text, not markup ("[[flows]]" must print as written).
+    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(2)
 
 

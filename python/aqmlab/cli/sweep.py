@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -20,7 +21,8 @@ out = Console()
 
 
 def _fail(e: Exception) -> None:
-    err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+    # The message is text, not markup ("[[flows]]" must print as written).
+    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -672,8 +672,9 @@ impl Sender {
             self.prr_out += 1;
         }
         self.stats.retrans_segs += 1;
-        // tcp_ecn_send: retransmissions are Not-ECT unless the CC needs ECN.
-        let ecn = if self.ecn_ok && self.ecn_use != EcnUse::Classic { self.ect() } else { Ecn::NotEct };
+        // tcp_ecn_send: retransmissions are Not-ECT unless the CC needs ECN
+        // (TCP_CONG_NEEDS_ECN: DCTCP, Prague) — not for CE-event-only CCs such as BBRv2.
+        let ecn = if self.ecn_ok && matches!(self.ecn_use, EcnUse::Dctcp | EcnUse::L4s) { self.ect() } else { Ecn::NotEct };
         self.make_pkt(seq, ecn, flags::RETRANS, now)
     }
 

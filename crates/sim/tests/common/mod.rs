@@ -79,3 +79,10 @@ pub fn mean_cwnd(r: &RunResult, flow: u64, from_s: f64) -> f64 {
     let xs: Vec<f64> = (0..t.len()).filter(|&i| f[i] == flow && t[i] >= from_s).map(|i| w[i] as f64).collect();
     xs.iter().sum::<f64>() / xs.len() as f64
 }
+
+/// Add a packet-value marker (`{"rate_window_ns": ..., "class_weights": [...]}`) to a config.
+pub fn with_marker(cfg: &str, marker: Value) -> String {
+    let mut v: Value = serde_json::from_str(cfg).unwrap();
+    v["marker"] = marker;
+    v.to_string()
+}

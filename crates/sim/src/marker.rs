@@ -1,0 +1,173 @@
+//! The packet-value marker at the network's edge (aqm.md §9.2), for the disciplines that read
+//! packet values (PPV, CSAQM).
+//!
+//! Sources: Nádas, Turányi, Rácz, "Per Packet Value", GLOBECOM 2016, and ppv.elte.hu (the
+//! concept and the marker requirement, aqm.md §9.1); seeds 003/004 ("packets are marked with a
+//! packet value before the bottleneck (e.g. at the edge of the network) where the value is
+//! derived from the per connection resource sharing policy"; "We configured equal resource
+//! sharing for all flows").
+//!
+//! Policy is a throughput-value function (TVF) V_c(x) per flow class, strictly decreasing in
+//! the throughput x. The marker requirement: if a node drops (or marks) every packet valued
+//! below a threshold v, each flow keeps throughput V_c⁻¹(v) — equal TVFs give equal shares,
+//! and V_c(x) = V(x / w_c) gives shares ∝ w_c.
+//!
+//! Which marker [ours, aqm.md §9.2 (a), the digest's recommendation]: the random marker from
+//! the measured rate. Per packet of a flow measured at rate R, draw u ~ U(0, 1) and give the
+//! packet PV = V_c(u·R): the packets valued at least v then carry exactly V_c⁻¹(v) of the
+//! flow's R (for v ≥ V_c(R)), which is the requirement. The token-bucket marker (aqm.md §9.2
+//! (b)) is not implemented. The seeds do not say which their testbeds used (aqm.md §14 item 5);
+//! under equal sharing the choice does not change the shares.
+//!
+//! Rate estimator [ours, aqm.md §9.2]: an exponentially decaying sum of the flow's wire bytes
+//! over `T_m` (100 ms by default), R ← R·e^(−Δt/T_m) + len/T_m per packet, starting from
+//! len/T_m; every packet the sender puts on the wire counts, retransmissions included.
+//!
+//! TVF [ours, aqm.md §9.2]: log-linear,
+//! V(x) = round(PV_MAX · (ln X_MAX − ln x) / (ln X_MAX − ln X_MIN)) clamped to [1, PV_MAX],
+//! with x in bit/s: constant relative resolution (≈ 0.025 % per code) over the seven decades
+//! from 10 kbit/s to 100 Gbit/s.
+//!
+//! Determinism: each flow's draws come from its own PCG stream, seeded from the run seed and
+//! the flow id (`world::derive_seed`).
+
+use aqm::{uniform01, Nanos, Rng};
+
+use crate::packet::DataPkt;
+
+/// Largest packet value: PVs are u16 on the packet (aqm.md §9.2 table, [ours]); 0 = unmarked.
+pub const PV_MAX: u32 = 65_535;
+/// Throughput (bit/s) at and below which the TVF gives PV_MAX (aqm.md §9.2, [ours]).
+pub const X_MIN_BPS: f64 = 10e3;
+/// Throughput (bit/s) at and above which the TVF gives 1 (aqm.md §9.2, [ours]).
+pub const X_MAX_BPS: f64 = 100e9;
+/// T_m, the rate estimator's time constant (aqm.md §9.2 table, [ours]).
+pub const DEFAULT_RATE_WINDOW_NS: Nanos = 100_000_000;
+
+/// A throughput-value function V_c(x) = V(x / w_c) with the log-linear V above.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tvf {
+    /// The class's weight w_c (1 for every class = equal sharing).
+    pub weight: f64,
+}
+
+impl Tvf {
+    /// The value of the packets sent at throughput `x_bps` (bit/s).
+    pub fn value(&self, x_bps: f64) -> u32 {
+        let x = (x_bps / self.weight).clamp(X_MIN_BPS, X_MAX_BPS);
+        let v = PV_MAX as f64 * (X_MAX_BPS.ln() - x.ln()) / (X_MAX_BPS.ln() - X_MIN_BPS.ln());
+        (v.round() as u32).clamp(1, PV_MAX)
+    }
+}
+
+/// The flow's sending rate, bytes/s, as an exponentially decaying sum over `window_ns`.
+#[derive(Clone, Debug)]
+pub struct RateEstimator {
+    window_ns: Nanos,
+    rate_bytes_per_s: f64,
+    last_ns: Option<Nanos>,
+}
+
+impl RateEstimator {
+    pub fn new(window_ns: Nanos) -> Self {
+        RateEstimator { window_ns, rate_bytes_per_s: 0.0, last_ns: None }
+    }
+
+    /// Count a packet of `len` bytes sent at `now`; the updated rate, bytes/s.
+    pub fn on_packet(&mut self, len: u32, now: Nanos) -> f64 {
+        let tm = self.window_ns as f64 / 1e9;
+        let decay = match self.last_ns {
+            Some(t) => (-((now - t) as f64 / 1e9) / tm).exp(),
+            None => 0.0,
+        };
+        self.last_ns = Some(now);
+        self.rate_bytes_per_s = self.rate_bytes_per_s * decay + len as f64 / tm;
+        self.rate_bytes_per_s
+    }
+}
+
+/// One flow's marker: its class's TVF, its rate estimate and its random stream.
+#[derive(Clone, Debug)]
+pub struct FlowMarker {
+    pub tvf: Tvf,
+    pub rate: RateEstimator,
+    rng: Rng,
+}
+
+impl FlowMarker {
+    pub fn new(tvf: Tvf, window_ns: Nanos, rng: Rng) -> Self {
+        FlowMarker { tvf, rate: RateEstimator::new(window_ns), rng }
+    }
+
+    /// Give the packet its value: V_c(u·R), u ~ U(0, 1).
+    pub fn mark(&mut self, pkt: &mut DataPkt, now: Nanos) {
+        let r_bps = self.rate.on_packet(pkt.wire_len, now) * 8.0;
+        let u = uniform01(&mut self.rng);
+        pkt.value = self.tvf.value(u * r_bps);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tvf_is_log_linear_between_its_ends_and_weights_scale_throughput() {
+        let eq = Tvf { weight: 1.0 };
+        assert_eq!(eq.value(0.0), PV_MAX);
+        assert_eq!(eq.value(X_MIN_BPS), PV_MAX);
+        assert_eq!(eq.value(X_MAX_BPS), 1);
+        assert_eq!(eq.value(1e12), 1);
+        // 7 decades over 65 535 codes: 100 Mbit/s is 3 decades below X_MAX ⇒
+        // round(65 535 · 3/7) = round(28 086.43) = 28 086; 1 Gbit/s ⇒ round(65 535 · 2/7) = 18 724.
+        assert_eq!(eq.value(100e6), 28_086);
+        assert_eq!(eq.value(1e9), 18_724);
+        // Weight 2: V(x/2), so 200 Mbit/s of a gold flow is worth 100 Mbit/s of a silver one.
+        let gold = Tvf { weight: 2.0 };
+        assert_eq!(gold.value(200e6), eq.value(100e6));
+        assert!(gold.value(100e6) > eq.value(100e6));
+        // Strictly decreasing at the resolution of a code (≈ 0.025 % of throughput).
+        assert!(eq.value(100e6) > eq.value(100.1e6));
+    }
+
+    #[test]
+    fn the_rate_estimate_converges_to_a_constant_rate() {
+        // 1500-byte packets every 120 µs = 12.5 MB/s (100 Mbit/s). After 1 s (10 T_m) the
+        // estimate is the steady state L/T_m / (1 − e^(−Δt/T_m)) = 15 000 / (1 − e^(−0.0012))
+        // ≈ 12.5075 MB/s: the rate plus half a packet per T_m.
+        let mut r = RateEstimator::new(DEFAULT_RATE_WINDOW_NS);
+        assert_eq!(r.on_packet(1500, 0), 15_000.0);
+        let mut est = 0.0;
+        for k in 1..=8334u64 {
+            est = r.on_packet(1500, k * 120_000);
+        }
+        let steady = 15_000.0 / (1.0 - (-0.0012f64).exp());
+        assert!((est - steady).abs() / steady < 1e-4, "{est} vs {steady}");
+        assert!((est / 12.5e6 - 1.0).abs() < 1e-3);
+    }
+
+    #[test]
+    fn packets_valued_at_least_v_carry_v_inverse_of_the_flow_rate() {
+        // The marker requirement (aqm.md §9.1): a flow at R = 100 Mbit/s, threshold at the value
+        // of 25 Mbit/s: a quarter of its packets are worth at least that. 100 000 packets:
+        // σ = √(0.25·0.75/1e5) ≈ 0.0014; allow ±0.006.
+        let mut m = FlowMarker::new(Tvf { weight: 1.0 }, DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(3));
+        let ctv = m.tvf.value(25e6);
+        let mut above = 0;
+        let n = 100_000u64;
+        for k in 0..n {
+            let mut p = test_pkt();
+            m.mark(&mut p, k * 120_000);
+            // Skip the estimator's first second (10 T_m) of warm-up.
+            if k >= 8334 && p.value >= ctv {
+                above += 1;
+            }
+        }
+        let f = above as f64 / (n - 8334) as f64;
+        assert!((f - 0.25).abs() < 0.006, "fraction {f}");
+    }
+
+    fn test_pkt() -> DataPkt {
+        DataPkt { flow: 0, seq: 0, payload: 1448, wire_len: 1500, ecn: aqm::Ecn::NotEct, flags: 0, hop: 0, enqueue_ns: 0, value: 0, tsval: 0 }
+    }
+}
