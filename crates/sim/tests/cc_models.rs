@@ -38,7 +38,7 @@ fn share_of_first_class(r: &sim::RunResult) -> f64 {
 fn each_model_based_cc_alone_fills_a_deep_buffered_path() {
     // Issue "BBR and Prague": alone on 100 Mbps, 20 ms with a deep buffer, ≥ 95 % utilization
     // (BBR pays ≈ 2 % for PROBE_RTT — 200 ms of every 10 s — and paces 1 % below its estimate).
-    for cc in ["bbr", "bbr2", "prague"] {
+    for cc in ["bbr", "bbr2", "bbr3", "prague"] {
         let cfg = config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 30.0, 5.0, 1);
         let r = run(&cfg);
         let u = metric(&r, "utilization");
@@ -155,16 +155,18 @@ fn prague_is_rtt_independent_below_its_25ms_reference_where_dctcp_is_not() {
 }
 
 #[test]
-fn bbr2_keeps_a_lower_queue_than_bbr_and_shares_more_evenly_with_cubic_in_one_bdp() {
+fn bbr2_and_bbr3_keep_a_lower_queue_than_bbr_and_bbr2_shares_more_evenly_with_cubic_in_one_bdp() {
     // Cardwell et al., "BBR v2", IETF 104/105 ICCRG: v2 bounds inflight with inflight_hi/lo and
     // drains in PROBE_BW:DOWN until inflight ≤ BDP with 15 % headroom, so alone it keeps a
     // smaller queue than v1 (which cruises at cwnd_gain·BDP); and it reacts to loss (β = 0.7),
     // so against CUBIC in a 1-BDP drop-tail buffer its share is nearer the fair 0.5 than v1's.
     let deep = |cc: &str| run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 30.0, 10.0, 1));
-    let (q1, q2) = (sojourn_mean_ms(&deep("bbr")), sojourn_mean_ms(&deep("bbr2")));
+    let (q1, q2, q3) = (sojourn_mean_ms(&deep("bbr")), sojourn_mean_ms(&deep("bbr2")), sojourn_mean_ms(&deep("bbr3")));
     let mix = |cc: &str| share_of_first_class(&run(&config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0), class("cubic", 1, 20.0)], 60.0, 10.0, 1)));
     let (s1, s2) = (mix("bbr"), mix("bbr2"));
-    println!("alone: mean sojourn bbr {q1:.2} ms, bbr2 {q2:.2} ms; share vs cubic at 1 BDP: bbr {s1:.3}, bbr2 {s2:.3}");
+    println!("alone: mean sojourn bbr {q1:.2} ms, bbr2 {q2:.2} ms, bbr3 {q3:.2} ms; share vs cubic at 1 BDP: bbr {s1:.3}, bbr2 {s2:.3}");
     assert!(q2 < q1, "bbr2 {q2:.2} ms vs bbr {q1:.2} ms");
+    // draft-ietf-ccwg-bbr / google/bbr v3: the same bounds, DOWN at 0.9 (v3's source: 232/256).
+    assert!(q3 < q1, "bbr3 {q3:.2} ms vs bbr {q1:.2} ms");
     assert!((s2 - 0.5).abs() < (s1 - 0.5).abs(), "bbr2 share {s2:.3} vs bbr {s1:.3}");
 }

@@ -14,6 +14,7 @@
 
 pub mod bbr;
 pub mod bbr2;
+pub mod bbr3;
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
@@ -440,6 +441,7 @@ pub enum CcConfig {
     Dctcp(dctcp::Params),
     Bbr(bbr::Params),
     Bbr2(bbr2::Params),
+    Bbr3(bbr3::Params),
     Prague(prague::Params),
 }
 
@@ -451,13 +453,14 @@ pub enum AnyCc {
     Dctcp(dctcp::Dctcp),
     Bbr(bbr::Bbr),
     Bbr2(bbr2::Bbr2),
+    Bbr3(bbr3::Bbr3),
     Prague(prague::Prague),
 }
 
 impl CcConfig {
     /// The names of every CC this build provides.
     pub fn names() -> &'static [&'static str] {
-        &["reno", "cubic", "dctcp", "bbr", "bbr2", "prague"]
+        &["reno", "cubic", "dctcp", "bbr", "bbr2", "bbr3", "prague"]
     }
 
     /// Every CC with its Linux source and its tunables' defaults, for `aqmlab list ccs`.
@@ -469,6 +472,7 @@ impl CcConfig {
             d("dctcp", "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)", serde_json::to_value(dctcp::Params::default()).unwrap()),
             d("bbr", bbr::SOURCE, serde_json::to_value(bbr::Params::default()).unwrap()),
             d("bbr2", bbr2::SOURCE, serde_json::to_value(bbr2::Params::default()).unwrap()),
+            d("bbr3", bbr3::SOURCE, serde_json::to_value(bbr3::Params::default()).unwrap()),
             d("prague", prague::SOURCE, serde_json::to_value(prague::Params::default()).unwrap()),
         ])
     }
@@ -481,6 +485,7 @@ impl CcConfig {
             CcConfig::Dctcp(p) => p.validate(),
             CcConfig::Bbr(p) => p.validate(),
             CcConfig::Bbr2(p) => p.validate(),
+            CcConfig::Bbr3(p) => p.validate(),
             CcConfig::Prague(p) => p.validate(),
         }
     }
@@ -494,6 +499,7 @@ impl CcConfig {
             CcConfig::Dctcp(p) => AnyCc::Dctcp(dctcp::Dctcp::new(p.clone())),
             CcConfig::Bbr(p) => AnyCc::Bbr(bbr::Bbr::new(p.clone(), seed)),
             CcConfig::Bbr2(p) => AnyCc::Bbr2(bbr2::Bbr2::new(p.clone(), seed)),
+            CcConfig::Bbr3(p) => AnyCc::Bbr3(bbr3::Bbr3::new(p.clone(), seed)),
             CcConfig::Prague(p) => AnyCc::Prague(prague::Prague::new(p.clone(), seed)),
         }
     }
@@ -507,6 +513,7 @@ macro_rules! dispatch {
             AnyCc::Dctcp($cc) => $e,
             AnyCc::Bbr($cc) => $e,
             AnyCc::Bbr2($cc) => $e,
+            AnyCc::Bbr3($cc) => $e,
             AnyCc::Prague($cc) => $e,
         }
     };
