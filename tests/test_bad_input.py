@@ -53,7 +53,6 @@ CASES = [
     ("misspelt-aqm-option", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "taildrop", limt = "10pkt" }'), "9: bottleneck.aqm.limt", "unknown key"),
     ("unknown-aqm-kind", edit('kind = "taildrop"', 'kind = "droptail"'), "9: bottleneck.aqm", "unknown aqm kind 'droptail'"),
     ("unknown-cc", edit('cc = "cubic"', 'cc = "cubik"'), "12: flows[0].cc", "unknown cc 'cubik'"),
-    ("unimplemented-cc", edit('cc = "dctcp"', 'cc = "bbr3"'), "17: flows[1].cc", "'bbr3' is not implemented yet"),
     ("unparsable-rate", edit('"100Mbps"', '"100 parsecs"'), "7: bottleneck.rate", "is not a rate"),
     ("rate-unit-unknown", edit('"100Mbps"', '"100Mbq"'), "7: bottleneck.rate", "unknown unit 'Mbq'"),
     ("negative-time", edit('rtt = "10ms"', 'rtt = "-10ms"'), "14: flows[0].rtt", "is not a time"),
