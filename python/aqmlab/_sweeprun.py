@@ -225,7 +225,7 @@ def _run_dask(client: Any, todo: list[Run], runs_dir: Path, result: SweepResult,
 # ------------------------------------------------------------------------------------------
 
 _RUN_METRICS = ("utilization", "jain", "goodput_bps", "mark_ratio", "drop_ratio", "sojourn_mean_rel_target", "sojourn_max_rel_target")
-_CLASS_METRICS = ("goodput_bps", "rel_throughput", "jain", "mark_ratio", "drop_ratio")
+_CLASS_METRICS = ("goodput_bps", "rel_throughput", "jain", "mark_ratio", "drop_ratio", "sojourn_mean_ms")
 
 
 def build_index(directory: str | Path) -> pd.DataFrame:
@@ -249,7 +249,8 @@ def build_index(directory: str | Path) -> pd.DataFrame:
             row = dict(base)
             row.update({"class": c["name"], "cc": c["cc"], "rtt_ms": c["rtt_ms"], "count": c["count"]})
             for k in _CLASS_METRICS:
-                row[k] = c.get(k)
+                # The class's own mean sojourn (its queue, under DualPI2/FQ) beside the run's.
+                row["class_sojourn_mean_ms" if k == "sojourn_mean_ms" else k] = c.get(k)
             rows.append(row)
     df = pd.DataFrame(rows)
     tmp = d / ".index.parquet.tmp"

@@ -56,6 +56,10 @@ pub struct FlowMeasure {
     pub delivered_at_warmup: Option<u64>,
     /// Delivered bytes at the previous time-series sample.
     pub delivered_at_last_sample: u64,
+    /// Sum and count of this flow's bottleneck sojourns (window), ns — per-class delays show
+    /// what each class waits when disciplines keep separate queues (DualPI2's L and C, FQ).
+    pub sojourn_sum_ns: u128,
+    pub sojourn_count: u64,
 }
 
 /// Bottleneck-wide counters.

@@ -241,6 +241,7 @@ pub fn collect(mut w: World) -> RunResult {
     let mut classes = Table::default();
     let (mut k_name, mut k_cc, mut k_rtt, mut k_count, mut k_good, mut k_rel, mut k_jain, mut k_mr, mut k_dr) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+    let mut k_soj: Vec<Option<f64>> = vec![];
     for (c, class) in cfg.classes.iter().enumerate() {
         let idx: Vec<usize> = (0..n_flows).filter(|&f| w.flows[f].class == c).collect();
         let g: Vec<f64> = idx.iter().map(|&f| goodput[f]).collect();
@@ -249,6 +250,9 @@ pub fn collect(mut w: World) -> RunResult {
         let arrived: u64 = idx.iter().map(|&f| w.fm[f].arrived_bytes).sum();
         let marked: u64 = idx.iter().map(|&f| w.fm[f].marked_bytes).sum();
         let dropped: u64 = idx.iter().map(|&f| w.fm[f].dropped_bytes).sum();
+        let soj_sum: u128 = idx.iter().map(|&f| w.fm[f].sojourn_sum_ns).sum();
+        let soj_n: u64 = idx.iter().map(|&f| w.fm[f].sojourn_count).sum();
+        let class_sojourn_ms = (soj_n > 0).then(|| soj_sum as f64 / soj_n as f64 / 1e6);
         let is_workload = class.workload.is_some();
         let rel = if is_workload { None } else { Some(mean / fair_share) };
         let j = if is_workload { None } else { jain(&g) };
@@ -257,6 +261,7 @@ pub fn collect(mut w: World) -> RunResult {
             "name": class.name, "cc": cc_name, "rtt_ms": class.rtt_ns as f64 / 1e6, "count": idx.len(),
             "goodput_bps": sum, "mean_goodput_bps": mean, "rel_throughput": rel, "jain": j,
             "mark_ratio": ratio(marked, arrived), "drop_ratio": ratio(dropped, arrived),
+            "sojourn_mean_ms": class_sojourn_ms,
         }));
         k_name.push(class.name.clone());
         k_cc.push(cc_name.to_string());
@@ -267,6 +272,7 @@ pub fn collect(mut w: World) -> RunResult {
         k_jain.push(j);
         k_mr.push(ratio(marked, arrived));
         k_dr.push(ratio(dropped, arrived));
+        k_soj.push(class_sojourn_ms);
     }
     classes.push("class", Column::Str(k_name));
     classes.push("cc", Column::Str(k_cc));
@@ -277,6 +283,7 @@ pub fn collect(mut w: World) -> RunResult {
     classes.push("jain", Column::OptF64(k_jain));
     classes.push("mark_ratio", Column::OptF64(k_mr));
     classes.push("drop_ratio", Column::OptF64(k_dr));
+    classes.push("sojourn_mean_ms", Column::OptF64(k_soj));
 
     // Overall metrics.
     let arrived: u64 = w.fm.iter().map(|m| m.arrived_bytes).sum();

@@ -420,6 +420,11 @@ impl World {
         if let Some(p) = self.bottleneck.try_start(&mut self.sched, &mut sink) {
             let sojourn = self.sched.now() - p.enqueue_ns;
             self.qm.record_sojourn(sojourn, in_window);
+            if in_window {
+                let m = &mut self.fm[p.flow as usize];
+                m.sojourn_sum_ns += sojourn as u128;
+                m.sojourn_count += 1;
+            }
             self.bottleneck_pkts += 1;
         }
     }

@@ -170,3 +170,36 @@ fn bbr2_and_bbr3_keep_a_lower_queue_than_bbr_and_bbr2_shares_more_evenly_with_cu
     assert!(q3 < q1, "bbr3 {q3:.2} ms vs bbr {q1:.2} ms");
     assert!((s2 - 0.5).abs() < (s1 - 0.5).abs(), "bbr2 share {s2:.3} vs bbr {s1:.3}");
 }
+
+#[test]
+fn fq_codel_gives_bbr_and_cubic_equal_shares_where_taildrop_does_not() {
+    // RFC 8290 §1 / Hoeiland-Joergensen et al.: flow queueing isolates flows whatever their
+    // CC, so BBRv1 and CUBIC get about half each (±0.1), where a shallow drop-tail queue lets
+    // BBR take most of the link (Hock et al., ICNP 2017).
+    let buf = Some(bdp_bytes(100 * MBPS, 20.0) / 4);
+    let fq = json!({"kind": "fq_codel", "limit": 10240, "memory_limit": 33_554_432u64});
+    let s_fq = share_of_first_class(&run(&config(100 * MBPS, buf, None, fq, &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)], 40.0, 10.0, 1)));
+    let s_td = share_of_first_class(&run(&config(100 * MBPS, buf, None, taildrop(), &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)], 40.0, 10.0, 1)));
+    println!("BBR share vs CUBIC: fq_codel {s_fq:.3}, taildrop {s_td:.3}");
+    assert!((0.4..=0.6).contains(&s_fq), "fq_codel: BBR share {s_fq:.3}");
+    assert!(s_td > 0.8, "taildrop: BBR share {s_td:.3}");
+}
+
+#[test]
+fn dualpi2_keeps_prague_in_a_far_shorter_queue_than_cubic_with_comparable_throughput() {
+    // RFC 9332 §1 and seed 002: the L4S queue (Prague, ECT(1)) stays below the 1 ms step while
+    // the classic queue (CUBIC) sits near DualPI2's 15 ms target. The coupling k = 2 makes the
+    // rates "roughly equal" (RFC 9332 §2.1) — derived for Reno-friendly classic traffic; accept
+    // a factor of 3 either way (measured 2.2 in Prague's favour here: worth comparing with a
+    // real kernel through the emulator).
+    let aqm = json!({"kind": "dualpi2"});
+    let mut cubic = class("cubic", 1, 20.0);
+    cubic.ecn = true;
+    let r = run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, aqm, &[class("prague", 1, 20.0), cubic], 40.0, 10.0, 1));
+    let soj = col_opt(&r, "classes", "sojourn_mean_ms");
+    let g = col_f64(&r, "classes", "goodput_bps");
+    let (l, c) = (soj[0].unwrap(), soj[1].unwrap());
+    println!("DualPI2: Prague sojourn {l:.2} ms, CUBIC {c:.2} ms; throughput ratio {:.2}", g[0] / g[1]);
+    assert!(l < 2.0 && c > 5.0 * l, "L {l:.2} ms vs C {c:.2} ms");
+    assert!((1.0 / 3.0..=3.0).contains(&(g[0] / g[1])), "ratio {:.2}", g[0] / g[1]);
+}
