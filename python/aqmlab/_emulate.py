@@ -1,0 +1,992 @@
+"""The emulator backend: the scenario run with real Linux TCP in network namespaces through
+aqmlab's userspace bottleneck router (``crates/router``, the same ``crates/aqm`` code as the
+simulator). See docs/emulator.md.
+
+Topology (the router ⇄ orchestrator contract, docs/emulator.md §Topology):
+
+    aqS<i>-<tag>  (class i senders, 10.77.<i+1>.2/24) ──veth── ┐
+                                                               aqR-<tag>: aqtun ⇄ aqmlab-router
+    aqD-<tag>     (receiver, 10.77.200.2/24)          ──veth── ┘
+
+Every device lives inside one of the run's namespaces; nothing is created in, or changed on,
+the host's own namespace (its interfaces, routes and sysctls are never touched). The run is
+torn down — processes, namespaces (and with them every device) — on success, on error and on
+SIGTERM/SIGINT; a run killed with SIGKILL leaves a stale testbed that ``cleanup()``
+(``aqmlab emulate --cleanup``) finds by its names and removes.
+
+This module orchestrates and assembles results; it simulates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+
+from ._results import Result
+from ._run import VERSION, _json_safe
+from ._scenario import Scenario, ScenarioError, load_scenario
+
+__all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "start_times", "list_testbeds"]
+
+#: Names of everything a run creates: aqS<i>-<tag>, aqR-<tag>, aqD-<tag>; <tag> = 8 hex digits.
+NS_PATTERN = re.compile(r"^aq(S\d+|R|D)-([0-9a-f]{8})$")
+#: Work directories (configs, outputs, the owner's pid) live here, one per tag.
+WORK_PREFIX = "aqmlab-emu-"
+#: The receiver's port (iperf3's default, as the seeds' tool used).
+PORT = 5201
+#: Addresses of the contract: class i 10.77.<i+1>.0/24, receiver 10.77.200.0/24, so at most
+#: 199 classes (10.77.1 .. 10.77.199).
+MAX_CLASSES = 199
+#: Router policy-routing table (contract: `lookup 100`).
+TABLE = 100
+#: Time from the decision on t0 to t0: covers starting the router (TUN attach) and the Python
+#: traffic processes (≈ 0.2 s each, measured on the 2-core machine kind); a startup slower than
+#: this is refused, never run with shifted starts.
+STARTUP_MARGIN_S = 2.5
+#: The router drains 200 ms after the scenario's end (contract); allow its exit this long.
+ROUTER_EXIT_GRACE_S = 5.0
+#: Socket buffer ceilings in the run's namespaces (net.ipv4.tcp_rmem / tcp_wmem max): far above
+#: any BDP + buffer of a test scenario, so neither the receive window nor the send buffer caps
+#: a flow (the simulator has no such limits).
+SOCKET_BUF_MAX = 64 * 1024 * 1024
+#: The CCs the scenario names that the kernel calls differently (none today: reno, cubic,
+#: bbr, dctcp are the kernel's module names tcp_<name>).
+KERNEL_CC = {"reno": "reno", "cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "bbr2": "bbr2", "bbr3": "bbr3", "prague": "prague"}
+
+DROP_REASONS = ("overflow", "early", "forced", "head", "flow_match", "value", "overload", "random")
+MARK_REASONS = ("prob", "forced", "step", "coupled", "ctv", "random", "delay")
+
+
+class EmulatorError(ScenarioError):
+    """The emulator cannot run this (environment or unsupported feature): one clear message."""
+
+
+# ------------------------------------------------------------------------------------------
+# Preflight: what the machine and the scenario allow
+# ------------------------------------------------------------------------------------------
+
+
+def kernel_ccs() -> list[str]:
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    except OSError:
+        return []
+
+
+def _have_cc(name: str) -> bool:
+    if name in kernel_ccs():
+        return True
+    # A module may be present but not loaded (tcp_dctcp.ko): loading it is allowed as root.
+    if shutil.which("modprobe"):
+        subprocess.run(["modprobe", "-q", f"tcp_{name}"], capture_output=True, check=False)
+    return name in kernel_ccs()
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def preflight(s: Scenario, *, router: bool = True) -> None:
+    """Refuse, with one message saying what, whatever this emulator cannot do for `s`."""
+    if not is_root():
+        raise EmulatorError("the emulator needs root (network namespaces, veth and TUN devices); run it as root")
+    if shutil.which("ip") is None:
+        raise EmulatorError("the emulator needs iproute2's `ip` command (apt-get install iproute2)")
+    if shutil.which("ethtool") is None:
+        raise EmulatorError("the emulator needs `ethtool` to turn segmentation offloads off (apt-get install ethtool; `make deps` does it)")
+    if not Path("/dev/net/tun").exists():
+        raise EmulatorError("/dev/net/tun is missing: the kernel has no TUN support here")
+    probe = f"aqP-{secrets.token_hex(4)}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise EmulatorError(f"network namespaces are unavailable: `ip netns add` failed: {r.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if router:
+        router_binary()
+    if s.workload:
+        raise ScenarioError("the emulator does not support [[workload]] (Poisson arrivals) yet; run it on the simulator", key="workload")
+    if len(s.flows) > MAX_CLASSES:
+        raise ScenarioError(f"the emulator addresses at most {MAX_CLASSES} flow classes (10.77.<i+1>.0/24)", key="flows")
+    offered = kernel_ccs()
+    for i, f in enumerate(s.flows):
+        if f.cc == "cbr":
+            raise ScenarioError("the emulator does not support cbr flows yet (real TCP only)", key=f"flows[{i}].cc")
+        if f.cc_params:
+            raise ScenarioError(
+                f"the emulator cannot set {f.cc} tunables per flow (the kernel's are module parameters, global to the host); remove cc_params",
+                key=f"flows[{i}].cc_params",
+            )
+        if f.fq_pacing:
+            raise ScenarioError("the emulator does not support fq_pacing yet (no fq qdisc on the senders)", key=f"flows[{i}].fq_pacing")
+        if not _have_cc(KERNEL_CC.get(f.cc, f.cc)):
+            offered = kernel_ccs()
+            raise ScenarioError(
+                f"the kernel has no {f.cc!r} congestion control (modprobe tcp_{f.cc} failed); "
+                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)",
+                key=f"flows[{i}].cc",
+            )
+
+
+def router_binary() -> Path:
+    """The router: $AQMLAB_ROUTER, the workspace's target/release/aqmlab-router, or on PATH."""
+    env = os.environ.get("AQMLAB_ROUTER")
+    cands = [Path(env)] if env else []
+    cands.append(Path(__file__).resolve().parents[2] / "target" / "release" / "aqmlab-router")
+    w = shutil.which("aqmlab-router")
+    if w:
+        cands.append(Path(w))
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise EmulatorError("the router binary aqmlab-router is missing: build it with `cargo build --release -p router` (or `make build`), or set AQMLAB_ROUTER")
+
+
+# ------------------------------------------------------------------------------------------
+# Start times: the simulator's draws, reproduced
+# ------------------------------------------------------------------------------------------
+
+_M64 = (1 << 64) - 1
+_M128 = (1 << 128) - 1
+
+
+def _derive_seed(run_seed: int, component: int) -> int:
+    """crates/sim/src/world.rs derive_seed (SplitMix64's finaliser over seed ^ component·φ)."""
+    z = (run_seed ^ (component * 0x9E3779B97F4A7C15)) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+class _Pcg64Mcg:
+    """rand_pcg 0.10.3 Mcg128Xsl64 seeded by rand_core 0.10.1 `seed_from_u64` (what
+    crates/aqm `rng_from_seed` returns): the 16 seed bytes are four PCG32 outputs
+    (seedable_rng.rs `pcg32`), the state is them as a little-endian u128 | 1; each
+    `next_u64` multiplies the state by the MCG multiplier and applies XSL-RR
+    (pcg128.rs `output_xsl_rr`)."""
+
+    MUL = 0x2360ED051FC65DA44385DF649FCCF645
+
+    def __init__(self, seed: int):
+        state = seed & _M64
+        words = []
+        for _ in range(4):
+            state = (state * 0x5851F42D4C957F2D + 0xA17654E46FBE17F3) & _M64
+            xorshifted = (((state >> 18) ^ state) >> 27) & 0xFFFFFFFF
+            rot = state >> 59
+            words.append(((xorshifted >> rot) | (xorshifted << ((32 - rot) & 31))) & 0xFFFFFFFF)
+        s = words[0] | words[1] << 32 | words[2] << 64 | words[3] << 96
+        self.state = s | 1
+
+    def next_u64(self) -> int:
+        self.state = (self.state * self.MUL) & _M128
+        rot = self.state >> 122
+        xsl = ((self.state >> 64) ^ self.state) & _M64
+        return ((xsl >> rot) | (xsl << ((64 - rot) & 63))) & _M64
+
+
+#: crates/sim/src/world.rs SEED_STARTS.
+_SEED_STARTS = 2
+
+
+def start_times(config: dict[str, Any]) -> list[list[int]]:
+    """Each flow's start (ns, scenario time), per class: the simulator's own draws
+    (crates/sim/src/world.rs World::new: one start stream for the run, drawn class by class,
+    `lo + next_u64() % (span + 1)` for uniform starts), so both backends start the same flows
+    at the same times."""
+    rng = _Pcg64Mcg(_derive_seed(config["seed"], _SEED_STARTS))
+    out = []
+    for c in config["classes"]:
+        st = c["start"]
+        row = []
+        for i in range(c["count"]):
+            if st["kind"] == "fixed":
+                row.append(st["at_ns"])
+            elif st["kind"] == "uniform":
+                span = st["hi_ns"] - st["lo_ns"]
+                row.append(st["lo_ns"] if span == 0 else st["lo_ns"] + rng.next_u64() % (span + 1))
+            else:
+                row.append(st["first_ns"] + i * st["spacing_ns"])
+        out.append(row)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Commands in namespaces
+# ------------------------------------------------------------------------------------------
+
+
+def _run(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(args)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise EmulatorError(f"testbed setup failed: `{' '.join(cmd)}`: {r.stderr.strip() or r.stdout.strip()}")
+    return r
+
+
+def _sysctl(ns: str, key: str, value: str) -> None:
+    # Written through /proc/sys inside the namespace (no sysctl binary needed).
+    path = "/proc/sys/" + key.replace(".", "/")
+    _run("sh", "-c", f"echo '{value}' > {path}", ns=ns)
+
+
+def _cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - Linux always has it
+        return list(range(os.cpu_count() or 1))
+
+
+def list_testbeds() -> dict[str, list[str]]:
+    """Namespaces of aqmlab testbeds on this host, by tag."""
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    out: dict[str, list[str]] = {}
+    for line in r.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = NS_PATTERN.match(name)
+        if m:
+            out.setdefault(m.group(2), []).append(name)
+    # Work directories of tags whose namespaces are already gone still count (their processes).
+    for d in Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*"):
+        m = re.match(rf"^{WORK_PREFIX}([0-9a-f]{{8}})$", d.name)
+        if m:
+            out.setdefault(m.group(1), [])
+    return out
+
+
+def _ns_pids(ns: str) -> list[int]:
+    r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+    return [int(x) for x in r.stdout.split() if x.isdigit()]
+
+
+def _kill(pids: list[int], grace_s: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL what is still alive after `grace_s`."""
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def _owner_alive(tag: str) -> bool:
+    pidfile = Path(tempfile.gettempdir()) / f"{WORK_PREFIX}{tag}" / "owner.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    return pid != os.getpid() and _alive(pid)
+
+
+def _teardown(tag: str, namespaces: list[str], procs: list[subprocess.Popen[Any]], keep_work: bool = False) -> None:
+    """Remove every process and namespace of `tag` (and so every device: veths and the TUN
+    live only inside them), then its work directory."""
+    pids = [p.pid for p in procs if p.poll() is None]
+    for ns in namespaces:
+        pids += _ns_pids(ns)
+    _kill(sorted(set(pids)))
+    for p in procs:
+        try:
+            p.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+    for ns in namespaces:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    if not keep_work:
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"{WORK_PREFIX}{tag}", ignore_errors=True)
+
+
+def cleanup(*, force: bool = False, log: Callable[[str], None] = lambda m: None) -> list[str]:
+    """Remove stale testbeds (a run killed with SIGKILL): their processes, namespaces and work
+    directories. A testbed whose owning `aqmlab emulate` is still alive is left alone unless
+    `force`. Returns the tags removed."""
+    removed = []
+    for tag, nss in sorted(list_testbeds().items()):
+        if not force and _owner_alive(tag):
+            log(f"skipping testbed {tag}: its run (pid in {WORK_PREFIX}{tag}/owner.pid) is still alive")
+            continue
+        _teardown(tag, nss, [])
+        log(f"removed testbed {tag}: {', '.join(nss) or 'work directory only'}")
+        removed.append(tag)
+    return removed
+
+
+# ------------------------------------------------------------------------------------------
+# The testbed
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Testbed:
+    tag: str
+    n_classes: int
+    work: Path
+    namespaces: list[str] = field(default_factory=list)
+    procs: list[subprocess.Popen[Any]] = field(default_factory=list)
+
+    @property
+    def router_ns(self) -> str:
+        return f"aqR-{self.tag}"
+
+    @property
+    def receiver_ns(self) -> str:
+        return f"aqD-{self.tag}"
+
+    def sender_ns(self, i: int) -> str:
+        return f"aqS{i}-{self.tag}"
+
+    def build(self) -> None:
+        """Namespaces, veths, addresses, routes, the TUN and the policy rules of the contract."""
+        r = self.router_ns
+        for ns in [r, self.receiver_ns, *(self.sender_ns(i) for i in range(self.n_classes))]:
+            _run("ip", "netns", "add", ns)
+            self.namespaces.append(ns)
+            _run("ip", "link", "set", "lo", "up", ns=ns)
+        # Router forwarding, reverse-path filter off (packets written to the TUN carry the
+        # senders' sources, which the main table reaches through the class veths).
+        for key, val in (("net.ipv4.ip_forward", "1"), ("net.ipv4.conf.all.rp_filter", "0"), ("net.ipv4.conf.default.rp_filter", "0")):
+            _sysctl(r, key, val)
+        veths: list[tuple[str, str]] = []  # (namespace, device)
+        for i in range(self.n_classes):
+            s = self.sender_ns(i)
+            # Created directly inside the two namespaces: never in the host's.
+            _run("ip", "link", "add", "eth0", "netns", s, "type", "veth", "peer", "name", f"c{i}", "netns", r)
+            _run("ip", "addr", "add", f"10.77.{i + 1}.2/24", "dev", "eth0", ns=s)
+            _run("ip", "link", "set", "eth0", "up", ns=s)
+            _run("ip", "route", "add", "default", "via", f"10.77.{i + 1}.1", ns=s)
+            _run("ip", "addr", "add", f"10.77.{i + 1}.1/24", "dev", f"c{i}", ns=r)
+            _run("ip", "link", "set", f"c{i}", "up", ns=r)
+            veths += [(s, "eth0"), (r, f"c{i}")]
+        d = self.receiver_ns
+        _run("ip", "link", "add", "eth0", "netns", d, "type", "veth", "peer", "name", "dst", "netns", r)
+        _run("ip", "addr", "add", "10.77.200.2/24", "dev", "eth0", ns=d)
+        _run("ip", "link", "set", "eth0", "up", ns=d)
+        _run("ip", "route", "add", "default", "via", "10.77.200.1", ns=d)
+        _run("ip", "addr", "add", "10.77.200.1/24", "dev", "dst", ns=r)
+        _run("ip", "link", "set", "dst", "up", ns=r)
+        veths += [(d, "eth0"), (r, "dst")]
+        # Wire-size packets: with TSO/GSO the router would read 64 KB super-packets, with GRO
+        # the receiver side would merge them; the bottleneck must see what a wire carries.
+        for ns, dev in veths:
+            _run("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns)
+        # The TUN: persistent, no packet-info header, MTU 1500 (contract). Its txqueuelen is
+        # raised from 500 so that a short stall of the router program never drops packets in
+        # the kernel before the AQM sees them (those would be losses no discipline decided).
+        _run("ip", "tuntap", "add", "dev", "aqtun", "mode", "tun", ns=r)
+        _run("ip", "link", "set", "aqtun", "mtu", "1500", "txqueuelen", "10000", "up", ns=r)
+        _run("ip", "route", "add", "default", "dev", "aqtun", "table", str(TABLE), ns=r)
+        for i in range(self.n_classes):
+            _run("ip", "rule", "add", "iif", f"c{i}", "lookup", str(TABLE), ns=r)
+        for dev in [*(f"c{i}" for i in range(self.n_classes)), "dst", "aqtun"]:
+            _sysctl(r, f"net.ipv4.conf.{dev}.rp_filter", "0")
+
+    def set_sender_sysctls(self, i: int, ecn: bool) -> None:
+        s = self.sender_ns(i)
+        # tcp_ecn 1: request ECN on outgoing connections (the class's `ecn`); 0: never.
+        _sysctl(s, "net.ipv4.tcp_ecn", "1" if ecn else "0")
+        # No per-destination metrics cache: a flow must not inherit its predecessor's
+        # ssthresh (every flow of a class talks to the same receiver address).
+        _sysctl(s, "net.ipv4.tcp_no_metrics_save", "1")
+        _sysctl(s, "net.ipv4.tcp_wmem", f"4096 16384 {SOCKET_BUF_MAX}")
+
+    def set_receiver_sysctls(self) -> None:
+        d = self.receiver_ns
+        # tcp_ecn 2 (the default): accept ECN when the sender asks.
+        _sysctl(d, "net.ipv4.tcp_ecn", "2")
+        _sysctl(d, "net.ipv4.tcp_rmem", f"4096 131072 {SOCKET_BUF_MAX}")
+        _sysctl(d, "net.ipv4.tcp_no_metrics_save", "1")
+
+    def spawn(self, ns: str, args: list[str], cpu: int | None, log: Path) -> subprocess.Popen[str]:
+        cmd = ["ip", "netns", "exec", ns]
+        if cpu is not None:
+            cmd += ["taskset", "-c", str(cpu)]
+        cmd += args
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+
+def _wait_ready(p: subprocess.Popen[str], what: str, deadline: float, log: Path) -> None:
+    """Wait for the process's `ready` line, until `deadline` (time.monotonic())."""
+    result: list[str] = []
+
+    def reader() -> None:
+        assert p.stdout is not None
+        result.append(p.stdout.readline().strip())
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    th.join(max(0.0, deadline - time.monotonic()))
+    if not result or result[0] != "ready":
+        try:
+            detail = log.read_text().strip().splitlines()[-1]
+        except (OSError, IndexError):
+            detail = ""
+        state = f"exited with status {p.poll()}" if p.poll() is not None else "not ready in time"
+        raise EmulatorError(f"{what} {state}" + (f": {detail}" if detail else ""))
+
+
+# ------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _signals_raise() -> Callable[[], None]:
+    """SIGTERM/SIGINT raise in the main thread (so the finally tears down); returns a restorer.
+    Outside the main thread signals cannot be caught: the caller's own handling applies."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    return lambda: [signal.signal(s, h) for s, h in old.items()] and None
+
+
+def emulate(
+    scenario: Scenario | str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    progress: Callable[[float], None] | None = None,
+    overwrite: bool = False,
+    keep_work: bool = False,
+) -> Result:
+    """Run `scenario` on the emulator and return its `Result` (the simulator's schema,
+    ``summary["backend"] == "emu"``); with `out_dir`, also store it there (atomically).
+
+    Raises `EmulatorError` / `ScenarioError` (before anything is created) for what it cannot do,
+    `KeyboardInterrupt` on SIGINT/SIGTERM (after tearing everything down, nothing stored).
+    """
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    s = scenario
+    preflight(s)
+    if out_dir is not None:
+        t = Path(out_dir)
+        if t.exists() and (not t.is_dir() or any(t.iterdir())) and not overwrite:
+            raise EmulatorError(f"{t} exists and is not empty (use overwrite)")
+    config = s.engine_config()
+    router = router_binary()
+    tag = secrets.token_hex(4)
+    work = Path(tempfile.gettempdir()) / f"{WORK_PREFIX}{tag}"
+    work.mkdir(mode=0o700)
+    (work / "owner.pid").write_text(f"{os.getpid()}\n")
+    tb = Testbed(tag, len(s.flows), work)
+    restore = _signals_raise()
+    wall0 = time.perf_counter()
+    try:
+        try:
+            tb.build()
+            for i, f in enumerate(s.flows):
+                tb.set_sender_sysctls(i, f.ecn)
+            tb.set_receiver_sysctls()
+            raw = _run_traffic(s, config, tb, router, progress)
+        except _Interrupted as e:
+            raise KeyboardInterrupt(str(e)) from None
+    finally:
+        # Signals stay caught until everything is gone: a second Ctrl-C must not stop the
+        # teardown half-way.
+        try:
+            _teardown(tag, tb.namespaces, tb.procs, keep_work=keep_work)
+        finally:
+            restore()
+    res = assemble(s, config, raw, wall_time_s=time.perf_counter() - wall0)
+    if out_dir is not None:
+        res.save(out_dir, overwrite=overwrite)
+        _save_extra(Path(out_dir), res)
+    return res
+
+
+def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None) -> dict[str, Any]:
+    work = tb.work
+    cpus = _cpus()
+    # Router on one core, all traffic on another: a sender migrating between cores reorders
+    # packets on the veths (issue 6); with a single core nothing is pinned.
+    router_cpu, traffic_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
+    duration_ns, warmup_ns = config["duration_ns"], config["warmup_ns"]
+    interval_ns = config["measure"]["interval_ns"]
+    starts = start_times(config)
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(STARTUP_MARGIN_S * 1e9)
+    deadline_ready = time.monotonic() + STARTUP_MARGIN_S - 0.1
+    router_out = work / "router-out.json"
+    (work / "router.json").write_text(
+        json.dumps(
+            {
+                "tun": "aqtun",
+                "engine": config,
+                "class_sources": [f"10.77.{i + 1}.0/24" for i in range(len(s.flows))],
+                "t0_monotonic_ns": t0,
+                "output": str(router_out),
+            },
+            indent=1,
+        )
+    )
+    rp = tb.spawn(tb.router_ns, [str(router), "--config", str(work / "router.json")], router_cpu, work / "router.log")
+    _wait_ready(rp, "the router (aqmlab-router)", deadline_ready, work / "router.log")
+    traffic_py = str(Path(__file__).resolve().with_name("_traffic.py"))
+    drain_ns = 500_000_000
+    (work / "recv.json").write_text(
+        json.dumps({"bind": "10.77.200.2", "port": PORT, "t0_ns": t0, "warmup_ns": warmup_ns, "duration_ns": duration_ns, "interval_ns": interval_ns, "drain_ns": drain_ns})
+    )
+    recv = tb.spawn(tb.receiver_ns, [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")], traffic_cpu, work / "recv.log")
+    _wait_ready(recv, "the traffic receiver", deadline_ready, work / "recv.log")
+    senders = []
+    flow_id = 0
+    for i, c in enumerate(config["classes"]):
+        flows = []
+        for k in range(c["count"]):
+            flows.append({"flow": flow_id, "cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"]), "start_ns": starts[i][k], "size_bytes": c["size_bytes"]})
+            flow_id += 1
+        spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT, "flows": flows}
+        (work / f"send{i}.json").write_text(json.dumps(spec))
+        senders.append(
+            tb.spawn(tb.sender_ns(i), [sys.executable, traffic_py, "send", "--spec", str(work / f"send{i}.json"), "--out", str(work / f"send{i}-out.json")], traffic_cpu, work / f"send{i}.log")
+        )
+    for i, p in enumerate(senders):
+        _wait_ready(p, f"the traffic sender of class {i}", deadline_ready, work / f"send{i}.log")
+    if time.clock_gettime_ns(time.CLOCK_MONOTONIC) >= t0:
+        raise EmulatorError(f"the testbed took longer than its {STARTUP_MARGIN_S} s startup margin; nothing was measured")
+    # Wait for the run: the router exits at duration + its drain.
+    end_wall = time.monotonic() + (t0 - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9 + duration_ns / 1e9
+    while True:
+        now = time.monotonic()
+        if progress is not None:
+            progress(min(1.0, max(0.0, 1.0 - (end_wall - now) / (duration_ns / 1e9))))
+        if rp.poll() is not None and all(p.poll() is not None for p in [recv, *senders]):
+            break
+        if now > end_wall + drain_ns / 1e9 + ROUTER_EXIT_GRACE_S:
+            break
+        time.sleep(0.1)
+    if rp.poll() is None:
+        raise EmulatorError(f"the router did not exit {ROUTER_EXIT_GRACE_S} s after the run's end; see its log")
+    if rp.returncode != 0:
+        raise EmulatorError(f"the router exited with status {rp.returncode}: {_tail(work / 'router.log')}")
+    for name, p in [("receiver", recv), *((f"sender {i}", q) for i, q in enumerate(senders))]:
+        if p.poll() is None:
+            raise EmulatorError(f"the traffic {name} did not exit after the run; see its log")
+        if p.returncode != 0:
+            raise EmulatorError(f"the traffic {name} exited with status {p.returncode}: {_tail(work / ('recv.log' if name == 'receiver' else f'send{name.split()[1]}.log'))}")
+    try:
+        raw = {
+            "router": json.loads(router_out.read_text()),
+            "receiver": json.loads((work / "recv-out.json").read_text()),
+            "senders": [json.loads((work / f"send{i}-out.json").read_text()) for i in range(len(s.flows))],
+        }
+    except (OSError, ValueError) as e:
+        raise EmulatorError(f"a testbed program left no usable output: {e}") from None
+    raw["router_cpu_s"] = None
+    raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
+    raw["t0_monotonic_ns"] = t0
+    return raw
+
+
+def _tail(p: Path) -> str:
+    try:
+        lines = p.read_text().strip().splitlines()
+        return lines[-1] if lines else "(no output)"
+    except OSError:
+        return "(no log)"
+
+
+# ------------------------------------------------------------------------------------------
+# Results: the simulator's schema (crates/sim/src/results.rs), filled from measurements
+# ------------------------------------------------------------------------------------------
+
+_U, _F, _S, _B = pa.int64(), pa.float64(), pa.string(), pa.bool_()
+
+#: Column types exactly as the simulator's tables reach Parquet (`frames_from_native` builds
+#: them from Python lists: integers as int64, floats and optional floats as double).
+SCHEMAS: dict[str, list[tuple[str, pa.DataType]]] = {
+    "flows": [
+        ("flow", _U), ("class", _S), ("cc", _S), ("rtt_ms", _F), ("start_s", _F), ("goodput_bps", _F),
+        ("delivered_bytes", _U), ("arrived_bytes", _U), ("dropped_bytes", _U), ("marked_bytes", _U),
+        ("mark_ratio", _F), ("drop_ratio", _F),
+        *((f"drops_{r}", _U) for r in DROP_REASONS), *((f"marks_{r}", _U) for r in MARK_REASONS),
+        ("segs_sent", _U), ("wire_bytes_sent", _U), ("retrans_segs", _U), ("rto_count", _U), ("tlp_count", _U),
+        ("recoveries", _U), ("cwr_count", _U), ("segs_received", _U), ("total_dropped_pkts", _U),
+        ("total_marked_pkts", _U), ("end_in_network_pkts", _U), ("fct_s", _F),
+    ],
+    "classes": [
+        ("class", _S), ("cc", _S), ("rtt_ms", _F), ("count", _U), ("goodput_bps", _F), ("rel_throughput", _F),
+        ("jain", _F), ("mark_ratio", _F), ("drop_ratio", _F), ("sojourn_mean_ms", _F),
+    ],
+    "timeseries": [
+        ("t_s", _F), ("flow", _U), ("class", _S), ("throughput_bps", _F), ("cwnd", _U), ("ssthresh", _U),
+        ("inflight", _U), ("srtt_ms", _F), ("pacing_rate_bps", _F), ("ca_state", _S), ("cc_phase", _S),
+        ("cc_bw_bps", _F), ("inflight_hi", _F), ("cc_alpha", _F),
+    ],
+    "queue": [
+        ("t_s", _F), ("qlen_pkts", _U), ("backlog_bytes", _U), ("sojourn_mean_ms", _F), ("sojourn_max_ms", _F),
+        ("utilization", _F), ("drops", _U), ("marks", _U),
+    ],
+    "sojourn_hist": [("bin_lo_ms", _F), ("bin_hi_ms", _F), ("count", _U), ("fraction", _F)],
+    "fct": [("flow", _U), ("class", _S), ("size_bytes", _U), ("start_s", _F), ("fct_s", _F), ("slowdown", _F), ("completed", _B)],
+}
+
+#: Columns the emulator cannot know (null in its tables; docs/emulator.md §Results lists them
+#: with the reason): the kernel reports no TLP, recovery-episode or CWR counts, nor wire bytes
+#: per flow; whole-run router totals and the packets left in flight are not measured; the
+#: kernel's CCs expose no internal phase / bandwidth / inflight_hi / alpha through TCP_INFO.
+NULL_COLUMNS = {
+    "flows": ("wire_bytes_sent", "tlp_count", "recoveries", "cwr_count", "total_dropped_pkts", "total_marked_pkts", "end_in_network_pkts"),
+    "timeseries": ("cc_phase", "cc_bw_bps", "inflight_hi", "cc_alpha"),
+}
+
+
+def _table(name: str, cols: dict[str, list[Any]]) -> pa.Table:
+    schema = SCHEMAS[name]
+    n = max((len(v) for v in cols.values()), default=0)
+    arrays = [pa.array(cols.get(c, [None] * n), type=t) for c, t in schema]
+    return pa.Table.from_arrays(arrays, names=[c for c, _ in schema])
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def jain(xs: list[float]) -> float | None:
+    """Jain's index (Σx)² / (n·Σx²) (DESIGN.md §Metrics), None for no flows or all zero."""
+    s2 = sum(x * x for x in xs)
+    return sum(xs) ** 2 / (len(xs) * s2) if xs and s2 > 0 else None
+
+
+class SojournHist:
+    """The router's sparse 1 µs sojourn histogram with the simulator's statistics
+    (crates/sim/src/measure.rs QueueMeasure: nearest-rank quantiles reported as the bin
+    midpoint, never above the maximum)."""
+
+    def __init__(self, bin_ns: int, bins: list[list[int]], max_ns: int | None):
+        self.bin_ns = bin_ns
+        self.bins = sorted((int(i), int(c)) for i, c in bins if c > 0)
+        self.count = sum(c for _, c in self.bins)
+        # The router reports the maximum exactly when it has it; otherwise the top of the
+        # highest non-empty bin bounds it (±1 bin).
+        if max_ns is not None:
+            self.max_ns = max_ns
+        elif self.bins:
+            self.max_ns = (self.bins[-1][0] + 1) * bin_ns - 1
+        else:
+            self.max_ns = 0
+
+    def quantile_ns(self, q: float) -> float | None:
+        if self.count == 0:
+            return None
+        rank = min(max(math.ceil(q * self.count), 1), self.count)
+        cum = 0
+        for i, c in self.bins:
+            cum += c
+            if cum >= rank:
+                return min(i * self.bin_ns + self.bin_ns / 2, float(self.max_ns))
+        return float(self.max_ns)
+
+    def rebinned(self, bin_ns: int) -> list[tuple[int, int]]:
+        """(lower edge ns, count) from 0 to the bin holding the maximum, empty bins included."""
+        if self.count == 0:
+            return []
+        n = self.max_ns // bin_ns + 1
+        out = [0] * n
+        for i, c in self.bins:
+            out[min((i * self.bin_ns) // bin_ns, n - 1)] += c
+        return [(k * bin_ns, c) for k, c in enumerate(out)]
+
+
+def _fct_label(b: int) -> str:
+    if b >= 1_000_000 and b % 1_000_000 == 0:
+        return f"{b // 1_000_000}MB"
+    if b % 1000 == 0:
+        return f"{b // 1000}KB"
+    return f"{b}B"
+
+
+def fct_by_size(rows: list[dict[str, Any]], edges: list[int]) -> list[dict[str, Any]]:
+    """Completion times by size bin, as crates/sim/src/results.rs `fct_by_size` (same bin
+    names, nearest-rank quantiles over the completed flows; unfinished ones counted)."""
+    out = []
+    for k in range(len(edges) + 1):
+        lo = 0 if k == 0 else edges[k - 1]
+        hi = edges[k] if k < len(edges) else None
+        name = f"<{_fct_label(hi)}" if k == 0 and hi is not None else f"{_fct_label(lo)}–{_fct_label(hi)}" if hi is not None else f"≥{_fct_label(lo)}"
+        in_bin = [r for r in rows if r["size_bytes"] >= lo and (hi is None or r["size_bytes"] < hi)]
+        done = [r for r in in_bin if r["fct_s"] is not None]
+
+        def stats(v: list[float]) -> dict[str, float | None]:
+            if not v:
+                return {"mean": None, "p50": None, "p99": None}
+            v = sorted(v)
+            q = lambda p: v[min(max(math.ceil(p * len(v)), 1), len(v)) - 1]  # noqa: E731
+            return {"mean": sum(v) / len(v), "p50": q(0.5), "p99": q(0.99)}
+
+        out.append(
+            {
+                "bin": name, "lo_bytes": lo, "hi_bytes": hi, "flows": len(in_bin), "completed": len(done),
+                "unfinished": len(in_bin) - len(done), "fct_s": stats([r["fct_s"] for r in done]), "slowdown": stats([r["slowdown"] for r in done]),
+            }
+        )
+    return out
+
+
+def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_time_s: float) -> Result:
+    """The simulator's summary and tables (DESIGN.md §Metrics, §Results store) from the
+    router's, the receiver's and the senders' measurements."""
+    rt = raw["router"]
+    c_bps = float(config["bottleneck"]["rate_bps"])
+    warmup_ns, duration_ns = config["warmup_ns"], config["duration_ns"]
+    window_s = (duration_ns - warmup_ns) / 1e9
+    iv_ns = config["measure"]["interval_ns"]
+    names = [c["name"] for c in config["classes"]]
+    by_port = {(c["src"], c["sport"]): c for c in raw["receiver"]["conns"]}
+    router_flows = {(f["src"], f["sport"], f["dst"], f["dport"]): f for f in rt.get("flows", []) if f.get("proto") == 6}
+
+    flows: list[dict[str, Any]] = []
+    for i, snd in enumerate(raw["senders"]):
+        src = f"10.77.{i + 1}.2"
+        for f in snd["flows"]:
+            conn = by_port.get((src, f["sport"])) if f["sport"] is not None else None
+            rf = router_flows.pop((src, f["sport"], "10.77.200.2", PORT), None) if f["sport"] is not None else None
+            flows.append({"class": i, "snd": f, "conn": conn, "router": rf})
+    flows.sort(key=lambda x: x["snd"]["flow"])
+    unmatched_router_flows = len(router_flows)
+
+    n = len(flows)
+    col: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["flows"]}
+    goodput = []
+    fct_rows = []
+    for fl in flows:
+        snd, conn, rf = fl["snd"], fl["conn"], fl["router"] or {}
+        cls = config["classes"][fl["class"]]
+        delivered = conn["window_bytes"] if conn else 0
+        g = delivered * 8 / window_s
+        goodput.append(g)
+        arrived, dropped, marked = rf.get("arrived_bytes", 0), rf.get("dropped_bytes", 0), rf.get("marked_bytes", 0)
+        info = snd.get("final_info") or {}
+        rinfo = (conn or {}).get("final_info") or {}
+        # FCT: the last payload byte's arrival at the receiver, from the flow's scheduled
+        # start; with the whole base RTT on the forward path the ACK of that byte reaches the
+        # sender at once, which is when the simulator's finite flow finishes (its last ACK).
+        fct = None
+        if snd["size_bytes"] is not None and conn is not None and conn["bytes"] >= snd["size_bytes"] and conn["last_byte_ns"] is not None:
+            fct = (conn["last_byte_ns"] - snd["start_ns"]) / 1e9
+        vals = {
+            "flow": snd["flow"], "class": names[fl["class"]], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6,
+            "start_s": snd["start_ns"] / 1e9, "goodput_bps": g, "delivered_bytes": delivered,
+            "arrived_bytes": arrived, "dropped_bytes": dropped, "marked_bytes": marked,
+            "mark_ratio": _ratio(marked, arrived), "drop_ratio": _ratio(dropped, arrived),
+            **{f"drops_{r}": (rf.get("drops") or {}).get(r, 0) for r in DROP_REASONS},
+            **{f"marks_{r}": (rf.get("marks") or {}).get(r, 0) for r in MARK_REASONS},
+            "segs_sent": info.get("data_segs_out"), "retrans_segs": info.get("total_retrans"),
+            "rto_count": info.get("total_rto"), "segs_received": rinfo.get("data_segs_in"), "fct_s": fct,
+        }
+        for k in col:
+            col[k].append(vals.get(k))
+        if snd["size_bytes"] is not None:
+            ideal = snd["size_bytes"] * 8 / c_bps + cls["rtt_ns"] / 1e9
+            fct_rows.append({"flow": snd["flow"], "class": names[fl["class"]], "size_bytes": snd["size_bytes"], "start_s": snd["start_ns"] / 1e9, "fct_s": fct, "slowdown": None if fct is None else fct / ideal, "completed": fct is not None})
+    tables = {"flows": _table("flows", col)}
+
+    # Classes.
+    scheduled = [k for k in range(n)]
+    fair = c_bps / max(1, len(scheduled))
+    classes_json = []
+    kc: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["classes"]}
+    class_soj = rt.get("class_sojourn") or []
+    for c, cls in enumerate(config["classes"]):
+        idx = [k for k in range(n) if flows[k]["class"] == c]
+        g = [goodput[k] for k in idx]
+        total = sum(g)
+        mean = total / len(g) if g else 0.0
+        arrived = sum((flows[k]["router"] or {}).get("arrived_bytes", 0) for k in idx)
+        marked = sum((flows[k]["router"] or {}).get("marked_bytes", 0) for k in idx)
+        dropped = sum((flows[k]["router"] or {}).get("dropped_bytes", 0) for k in idx)
+        cs = class_soj[c] if c < len(class_soj) else {"sum_ns": 0, "count": 0}
+        soj = cs["sum_ns"] / cs["count"] / 1e6 if cs.get("count") else None
+        row = {
+            "name": names[c], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6, "count": len(idx),
+            "goodput_bps": total, "mean_goodput_bps": mean, "rel_throughput": mean / fair, "jain": jain(g),
+            "mark_ratio": _ratio(marked, arrived), "drop_ratio": _ratio(dropped, arrived), "sojourn_mean_ms": soj,
+        }
+        classes_json.append(row)
+        for k, v in {"class": names[c], "cc": row["cc"], "rtt_ms": row["rtt_ms"], "count": row["count"], "goodput_bps": total, "rel_throughput": row["rel_throughput"], "jain": row["jain"], "mark_ratio": row["mark_ratio"], "drop_ratio": row["drop_ratio"], "sojourn_mean_ms": soj}.items():
+            kc[k].append(v)
+    tables["classes"] = _table("classes", kc)
+
+    # Overall.
+    arrived = sum((f["router"] or {}).get("arrived_bytes", 0) for f in flows)
+    marked = sum((f["router"] or {}).get("marked_bytes", 0) for f in flows)
+    dropped = sum((f["router"] or {}).get("dropped_bytes", 0) for f in flows)
+    sh = rt.get("sojourn_hist") or {"bin_ns": 1000, "bins": []}
+    hist = SojournHist(sh.get("bin_ns", 1000), sh.get("bins", []), sh.get("max_ns"))
+    soj_sum = sum(c.get("sum_ns", 0) for c in class_soj)
+    soj_n = sum(c.get("count", 0) for c in class_soj)
+    mean_ns = soj_sum / soj_n if soj_n else None
+    target = config["bottleneck"].get("delay_target_ns")
+    metrics = {
+        "utilization": rt["link_bytes"] * 8 / (c_bps * window_s),
+        "jain": jain([goodput[k] for k in scheduled]),
+        "goodput_bps": sum(goodput),
+        "sojourn_ms": {
+            "mean": None if mean_ns is None else mean_ns / 1e6,
+            "p50": None if hist.quantile_ns(0.5) is None else hist.quantile_ns(0.5) / 1e6,
+            "p99": None if hist.quantile_ns(0.99) is None else hist.quantile_ns(0.99) / 1e6,
+            "max": hist.max_ns / 1e6 if hist.count else None,
+        },
+        "sojourn_mean_rel_target": mean_ns / target if mean_ns is not None and target else None,
+        "sojourn_max_rel_target": hist.max_ns / target if target and hist.count else None,
+        "mark_ratio": _ratio(marked, arrived),
+        "drop_ratio": _ratio(dropped, arrived),
+        "flows": n,
+        "window_s": window_s,
+    }
+
+    # Time series: receiver byte counts per tick (throughput), sender TCP_INFO (the rest).
+    tick_bytes: dict[tuple[int, str, int], int] = {}
+    for t in raw["receiver"]["ticks"]:
+        for src, sport, b in t["bytes"]:
+            tick_bytes[(t["k"], src, sport)] = b
+    sport_of = {f["snd"]["flow"]: (f"10.77.{f['class'] + 1}.2", f["snd"]["sport"]) for f in flows}
+    cls_of = {f["snd"]["flow"]: f["class"] for f in flows}
+    ts: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["timeseries"]}
+    samples = sorted((x for snd in raw["senders"] for x in snd["samples"]), key=lambda x: (x["k"], x["flow"]))
+    for x in samples:
+        src, sport = sport_of[x["flow"]]
+        now_b = tick_bytes.get((x["k"], src, sport))
+        prev_b = tick_bytes.get((x["k"] - 1, src, sport), 0)
+        inflight = None
+        if x.get("unacked") is not None:
+            # tcp_packets_in_flight() (include/net/tcp.h): unacked − (sacked + lost) + retrans.
+            inflight = max(0, x["unacked"] - (x["sacked"] + x["lost"]) + x["retrans"])
+        row = {
+            "t_s": x["k"] * iv_ns / 1e9, "flow": x["flow"], "class": names[cls_of[x["flow"]]],
+            "throughput_bps": None if now_b is None else (now_b - prev_b) * 8 / (iv_ns / 1e9),
+            "cwnd": x.get("snd_cwnd"), "ssthresh": x.get("snd_ssthresh"), "inflight": inflight,
+            "srtt_ms": None if x.get("rtt") is None else x["rtt"] / 1e3,
+            "pacing_rate_bps": None if x.get("pacing_rate") is None else x["pacing_rate"] * 8.0,
+            "ca_state": {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}.get(x.get("ca_state"), None),
+        }
+        for k in ts:
+            ts[k].append(row.get(k))
+    tables["timeseries"] = _table("timeseries", ts)
+
+    q: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["queue"]}
+    for r in rt.get("queue", []):
+        vals = {
+            "t_s": r["t_ns"] / 1e9, "qlen_pkts": r["qlen_pkts"], "backlog_bytes": r["backlog_bytes"],
+            "sojourn_mean_ms": None if r.get("sojourn_mean_ns") is None else r["sojourn_mean_ns"] / 1e6,
+            "sojourn_max_ms": None if r.get("sojourn_max_ns") is None else r["sojourn_max_ns"] / 1e6,
+            "utilization": r["link_bytes"] * 8 / (c_bps * iv_ns / 1e9), "drops": r["drops"], "marks": r["marks"],
+        }
+        for k in q:
+            q[k].append(vals[k])
+    tables["queue"] = _table("queue", q)
+
+    hb = config["measure"]["hist_bin_ns"]
+    bins = hist.rebinned(hb)
+    tables["sojourn_hist"] = _table(
+        "sojourn_hist",
+        {"bin_lo_ms": [lo / 1e6 for lo, _ in bins], "bin_hi_ms": [lo / 1e6 + hb / 1e6 for lo, _ in bins], "count": [c for _, c in bins], "fraction": [c / max(1, hist.count) for _, c in bins]},
+    )
+    tables["fct"] = _table("fct", {k: [r[k] for r in fct_rows] for k in ("flow", "class", "size_bytes", "start_s", "fct_s", "slowdown", "completed")})
+
+    counters = dict(rt.get("counters") or {})
+    counters.update(
+        {
+            "finite_flows": len(fct_rows),
+            "unfinished_flows": sum(1 for r in fct_rows if not r["completed"]),
+            "router_complete": rt.get("complete"),
+            "router_unmatched_flows": unmatched_router_flows,
+            "flows_without_connection": sum(1 for f in flows if f["snd"]["sport"] is None),
+            "flow_errors": [f"flow {f['snd']['flow']}: {f['snd']['error']}" for f in flows if f["snd"].get("error")],
+            "tcp_reord_seen": sum(((f["snd"].get("final_info") or {}).get("reord_seen") or 0) for f in flows),
+            "rcv_ooopack": sum((((f["conn"] or {}).get("final_info") or {}).get("rcv_ooopack") or 0) for f in flows),
+        }
+    )
+    edges = config["measure"]["fct_bins_bytes"]
+    summary = {
+        "aqmlab_version": VERSION,
+        "backend": "emu",
+        "seed": s.seed,
+        "wall_time_s": wall_time_s,
+        "scenario": s.canonical(),
+        "scenario_hash": s.hash(),
+        "metrics": _json_safe(metrics),
+        "classes": _json_safe(classes_json),
+        "fct": _json_safe(fct_by_size(fct_rows, edges)),
+        "counters": _json_safe(counters),
+        "emu": {"kernel": os.uname().release, "pinning": raw.get("pinning"), "router_cpu_s": raw.get("router_cpu_s")},
+    }
+    res = Result(summary, tables)
+    res.extra = {"tcp_info": _tcpinfo_table(raw, names)}  # type: ignore[attr-defined]
+    return res
+
+
+def _tcpinfo_table(raw: dict[str, Any], names: list[str]) -> pa.Table:
+    """Every raw TCP_INFO sample (the fields the simulator's schema has no column for:
+    delivery rate, retransmits, bytes acked, min RTT, CE deliveries, reordering)."""
+    rows = [dict(x, **{"class": names[i]}) for i, snd in enumerate(raw["senders"]) for x in snd["samples"]]
+    if not rows:
+        return pa.table({"t_s": pa.array([], pa.float64())})
+    keys = [k for k in rows[0] if k not in ("k",)]
+    cols = {"t_s": pa.array([r["t_ns"] / 1e9 for r in rows], pa.float64())}
+    for k in keys:
+        if k == "t_ns":
+            continue
+        cols[k] = pa.array([r.get(k) for r in rows], pa.string() if k == "class" else pa.int64())
+    return pa.table(cols)
+
+
+def _save_extra(target: Path, res: Result) -> None:
+    """The raw TCP_INFO samples beside the standard tables (tcp_info.parquet), atomically."""
+    import pyarrow.parquet as pq
+
+    extra = getattr(res, "extra", None) or {}
+    for name, table in extra.items():
+        tmp = target / f".{name}.parquet.tmp-{os.getpid()}"
+        pq.write_table(table, tmp)
+        os.replace(tmp, target / f"{name}.parquet")
+
+
+def iter_ns(tag: str, n_classes: int) -> Iterator[str]:
+    yield f"aqR-{tag}"
+    yield f"aqD-{tag}"
+    for i in range(n_classes):
+        yield f"aqS{i}-{tag}"
