@@ -101,9 +101,15 @@ impl FlowMarker {
 
     /// Give the packet its value: V_c(u·R), u ~ U(0, 1).
     pub fn mark(&mut self, pkt: &mut DataPkt, now: Nanos) {
-        let r_bps = self.rate.on_packet(pkt.wire_len, now) * 8.0;
+        pkt.value = self.value_for(pkt.wire_len, now);
+    }
+
+    /// The value of a packet of `wire_len` bytes sent at `now`, for callers with their own
+    /// packet type (the emulator's router).
+    pub fn value_for(&mut self, wire_len: u32, now: Nanos) -> u32 {
+        let r_bps = self.rate.on_packet(wire_len, now) * 8.0;
         let u = uniform01(&mut self.rng);
-        pkt.value = self.tvf.value(u * r_bps);
+        self.tvf.value(u * r_bps)
     }
 }
 

@@ -1,0 +1,153 @@
+//! `aqmlab-router --config router.json`: the emulator's bottleneck router (crates/router/README.md).
+//!
+//! One thread, one loop: read every pending packet from the TUN device (each timestamped with
+//! CLOCK_MONOTONIC as it is read), run the pipeline up to now, write the packets whose
+//! delivery time has come, then sleep in `ppoll` until the next due time or the next packet.
+//! Timer slack is set to 1 ns (PR_SET_TIMERSLACK) so the sleep ends when asked.
+//!
+//! Ends at scenario time `duration + 200 ms` (the drain: packets still in the delay lines get
+//! out) with `"complete": true`, or on SIGTERM/SIGINT with `"complete": false`; either way the
+//! results are written atomically (temp file + rename) and the exit status is 0. A bad config
+//! is one line on stderr naming the key, exit status 2, nothing written.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use router::tun::{monotonic_ns, Tun};
+use router::{Pipeline, RouterConfig};
+
+/// Time the router keeps forwarding after the scenario's end, ns (the contract: 200 ms).
+const DRAIN_NS: u64 = 200_000_000;
+/// Longest single sleep, ns: bounds the reaction time to a signal that lands between the flag
+/// check and `ppoll` (10 ms; the choice is ours).
+const MAX_SLEEP_NS: u64 = 10_000_000;
+/// Largest packet a TUN read can return (IPv4 total length is 16 bits).
+const SCRATCH_BYTES: usize = 65_536;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe); no SA_RESTART, so
+        // ppoll returns EINTR at once.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn usage_error(msg: &str) -> ! {
+    eprintln!("aqmlab-router: {msg}");
+    std::process::exit(2);
+}
+
+fn load_config() -> RouterConfig {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let path = match args.as_slice() {
+        [flag, p] if flag == "--config" => p.clone(),
+        [flag] if flag == "--help" || flag == "-h" => {
+            println!("usage: aqmlab-router --config router.json   (see crates/router/README.md)");
+            std::process::exit(0);
+        }
+        _ => usage_error("usage: aqmlab-router --config router.json"),
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| usage_error(&format!("--config: cannot read {path}: {e}")));
+    RouterConfig::from_json(&text).unwrap_or_else(|e| usage_error(&e))
+}
+
+/// Write `value` to `path` atomically: a temp file beside it, fsync'd, then renamed.
+fn write_atomically(path: &std::path::Path, value: &serde_json::Value) -> std::io::Result<()> {
+    let tmp = path.with_file_name(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("router"), std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        serde_json::to_writer(&mut f, value)?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+fn main() {
+    let cfg = load_config();
+    let mut pipe = Pipeline::new(&cfg.engine, cfg.class_sources.clone()).unwrap_or_else(|e| usage_error(&e));
+    install_signals();
+    // SAFETY: prctl with constant arguments.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let tun = match Tun::open(&cfg.tun) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("aqmlab-router: tun: cannot open {:?}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)", cfg.tun);
+            std::process::exit(1);
+        }
+    };
+    let t0 = cfg.t0_monotonic_ns.unwrap_or_else(monotonic_ns);
+    // Scenario time; before t0 it is 0 (packets that early count at time 0).
+    let scenario_now = || monotonic_ns().saturating_sub(t0);
+    let end = cfg.engine.duration_ns + DRAIN_NS;
+    println!("ready");
+    let _ = std::io::stdout().flush();
+
+    let mut scratch = vec![0u8; SCRATCH_BYTES];
+    let mut write_errors: u64 = 0;
+    let mut complete = true;
+    loop {
+        if STOP.load(Ordering::Relaxed) {
+            complete = false;
+            break;
+        }
+        // 1. Everything pending, each packet stamped as it is read.
+        loop {
+            let mut buf = pipe.take_buf();
+            match tun.read(&mut scratch, &mut buf) {
+                Ok(true) => pipe.receive(buf, scenario_now()),
+                Ok(false) => {
+                    pipe.recycle(buf);
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("aqmlab-router: tun read: {e}");
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        // 2. The link up to now, then every packet due.
+        let now = scenario_now();
+        pipe.advance(now);
+        while let Some(e) = pipe.pop_due(now) {
+            if tun.write(&e.buf).is_err() {
+                write_errors += 1;
+            }
+            let late = scenario_now().saturating_sub(e.due_ns);
+            pipe.lateness.record(late);
+            pipe.recycle(e.buf);
+        }
+        if now >= end {
+            break;
+        }
+        // 3. Sleep until the next due time, a packet, or a signal.
+        let wake = pipe.next_wakeup().unwrap_or(end).min(end);
+        let now = scenario_now();
+        if wake <= now {
+            continue;
+        }
+        let d = (wake - now).min(MAX_SLEEP_NS);
+        let ts = libc::timespec { tv_sec: (d / 1_000_000_000) as libc::time_t, tv_nsec: (d % 1_000_000_000) as libc::c_long };
+        let mut pfd = libc::pollfd { fd: tun.raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, a valid timespec, no signal mask change.
+        unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    }
+    let mut report = pipe.report(complete);
+    report["counters"]["write_errors"] = write_errors.into();
+    if let Err(e) = write_atomically(&cfg.output, &report) {
+        eprintln!("aqmlab-router: output: cannot write {}: {e}", cfg.output.display());
+        std::process::exit(1);
+    }
+}
