@@ -16,6 +16,9 @@
 //!     2 long CUBIC flows and 100 short flows per second (bounded Pareto
 //!     1 KB–1 MB, α 1.2), RED as seed 002's tc line, 60 s; `bench d bulk` runs the 2 long
 //!     flows alone, the per-packet baseline.
+//!
+//! `bench SCENARIO [ARG] --config` prints the scenario's engine config instead of running it
+//! (for `examples/runcfg.rs` and the bit-identity check in `bench/perf/`).
 
 use serde_json::json;
 
@@ -78,8 +81,11 @@ fn peak_rss_mb() -> Option<f64> {
 }
 
 fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "a".into());
-    let arg2 = std::env::args().nth(2);
+    // `--config` prints the scenario's engine config (JSON) instead of running it.
+    let dump = std::env::args().any(|a| a == "--config");
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--config").collect();
+    let name = args.first().cloned().unwrap_or_else(|| "a".into());
+    let arg2 = args.get(1).cloned();
     let mut cfg = scenario(&name, arg2.as_deref().unwrap_or(if name == "d" { "dynamic" } else { "bbr2" }));
     let mut label = name.clone();
     match (name.as_str(), arg2) {
@@ -93,6 +99,10 @@ fn main() {
         _ => {}
     }
     let cfg = cfg.to_string();
+    if dump {
+        println!("{cfg}");
+        return;
+    }
     let t = std::time::Instant::now();
     let r = sim::run_json(&cfg, &mut |_| true).expect("benchmark scenario runs");
     let wall = t.elapsed().as_secs_f64();
