@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -66,6 +66,17 @@ ROUTER_EXIT_GRACE_S = 5.0
 SOCKET_BUF_MAX = 64 * 1024 * 1024
 #: The CCs the scenario names that the kernel calls differently (none today: reno, cubic,
 #: bbr, dctcp are the kernel's module names tcp_<name>).
+#: Scheduling. The router is a real-time program (a packet due at t must leave at t), so it
+#: runs SCHED_FIFO (sched(7)); it sleeps in ppoll between packets, so it cannot starve its
+#: core, and the kernel's RT throttling (sched_rt_runtime_us, 95 %) bounds it anyway. The
+#: traffic runs at nice −10: a compiler or another job on the machine takes CPU from the
+#: senders only in proportion to CFS weights (9548 : 1024), so flows do not turn
+#: application-limited. Override with AQMLAB_EMU_PRIORITY=0 (both plain).
+_PRIO = os.environ.get("AQMLAB_EMU_PRIORITY", "1") != "0"
+PRIORITY_RT = ["chrt", "-f", "20"] if _PRIO else []
+PRIORITY_TRAFFIC = ["nice", "-n", "-10"] if _PRIO else []
+#: Move the kernel's work on the router's output to the traffic core (see Testbed.build).
+RPS = os.environ.get("AQMLAB_EMU_RPS", "1") != "0"
 KERNEL_CC = {"reno": "reno", "cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "bbr2": "bbr2", "bbr3": "bbr3", "prague": "prague"}
 
 DROP_REASONS = ("overflow", "early", "forced", "head", "flow_match", "value", "overload", "random")
@@ -116,8 +127,6 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     if r.returncode != 0:
         raise EmulatorError(f"network namespaces are unavailable: `ip netns add` failed: {r.stderr.strip()}")
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    if router:
-        router_binary()
     if s.workload:
         raise ScenarioError("the emulator does not support [[workload]] (Poisson arrivals) yet; run it on the simulator", key="workload")
     if len(s.flows) > MAX_CLASSES:
@@ -140,6 +149,8 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
                 f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)",
                 key=f"flows[{i}].cc",
             )
+    if router:
+        router_binary()
 
 
 def router_binary() -> Path:
@@ -371,8 +382,10 @@ class Testbed:
     def sender_ns(self, i: int) -> str:
         return f"aqS{i}-{self.tag}"
 
-    def build(self) -> None:
-        """Namespaces, veths, addresses, routes, the TUN and the policy rules of the contract."""
+    def build(self, kernel_cpu: int | None = None) -> None:
+        """Namespaces, veths, addresses, routes, the TUN and the policy rules of the contract.
+        `kernel_cpu`: the core that does the kernel's receive work for packets the router
+        writes back (RPS on the TUN), so that the router's core does only the router's."""
         r = self.router_ns
         for ns in [r, self.receiver_ns, *(self.sender_ns(i) for i in range(self.n_classes))]:
             _run("ip", "netns", "add", ns)
@@ -415,6 +428,13 @@ class Testbed:
             _run("ip", "rule", "add", "iif", f"c{i}", "lookup", str(TABLE), ns=r)
         for dev in [*(f"c{i}" for i in range(self.n_classes)), "dst", "aqtun"]:
             _sysctl(r, f"net.ipv4.conf.{dev}.rp_filter", "0")
+        if kernel_cpu is not None:
+            # A packet written to the TUN is received (routed, handed through the receiver's
+            # veth to its TCP, which ACKs, which reaches the sender's TCP, which sends more)
+            # inside the router's write() unless RPS moves that work to another core's backlog
+            # (Documentation/networking/scaling.rst, "RPS"). One target core keeps each
+            # flow's order.
+            _run("sh", "-c", f"echo {1 << kernel_cpu:x} > /sys/class/net/aqtun/queues/rx-0/rps_cpus", ns=r)
 
     def set_sender_sysctls(self, i: int, ecn: bool) -> None:
         s = self.sender_ns(i)
@@ -432,10 +452,11 @@ class Testbed:
         _sysctl(d, "net.ipv4.tcp_rmem", f"4096 131072 {SOCKET_BUF_MAX}")
         _sysctl(d, "net.ipv4.tcp_no_metrics_save", "1")
 
-    def spawn(self, ns: str, args: list[str], cpu: int | None, log: Path) -> subprocess.Popen[str]:
+    def spawn(self, ns: str, args: list[str], cpu: int | None, log: Path, *, realtime: bool = False) -> subprocess.Popen[str]:
         cmd = ["ip", "netns", "exec", ns]
         if cpu is not None:
             cmd += ["taskset", "-c", str(cpu)]
+        cmd += PRIORITY_RT if realtime else PRIORITY_TRAFFIC
         cmd += args
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, start_new_session=True)
         self.procs.append(p)
@@ -484,6 +505,12 @@ def _signals_raise() -> Callable[[], None]:
     return lambda: [signal.signal(s, h) for s, h in old.items()] and None
 
 
+def _signals_ignore() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def emulate(
     scenario: Scenario | str | Path,
     out_dir: str | Path | None = None,
@@ -517,7 +544,8 @@ def emulate(
     wall0 = time.perf_counter()
     try:
         try:
-            tb.build()
+            cpus = _cpus()
+            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None)
             for i, f in enumerate(s.flows):
                 tb.set_sender_sysctls(i, f.ecn)
             tb.set_receiver_sysctls()
@@ -525,8 +553,9 @@ def emulate(
         except _Interrupted as e:
             raise KeyboardInterrupt(str(e)) from None
     finally:
-        # Signals stay caught until everything is gone: a second Ctrl-C must not stop the
-        # teardown half-way.
+        # A second Ctrl-C / SIGTERM must not stop the teardown half-way: ignored until
+        # everything is gone, then the caller's handlers come back.
+        _signals_ignore()
         try:
             _teardown(tag, tb.namespaces, tb.procs, keep_work=keep_work)
         finally:
@@ -562,7 +591,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
             indent=1,
         )
     )
-    rp = tb.spawn(tb.router_ns, [str(router), "--config", str(work / "router.json")], router_cpu, work / "router.log")
+    rp = tb.spawn(tb.router_ns, [str(router), "--config", str(work / "router.json")], router_cpu, work / "router.log", realtime=True)
     _wait_ready(rp, "the router (aqmlab-router)", deadline_ready, work / "router.log")
     traffic_py = str(Path(__file__).resolve().with_name("_traffic.py"))
     drain_ns = 500_000_000
@@ -588,12 +617,15 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     if time.clock_gettime_ns(time.CLOCK_MONOTONIC) >= t0:
         raise EmulatorError(f"the testbed took longer than its {STARTUP_MARGIN_S} s startup margin; nothing was measured")
     # Wait for the run: the router exits at duration + its drain.
+    router_cpu_s: float | None = None
     end_wall = time.monotonic() + (t0 - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9 + duration_ns / 1e9
     while True:
         now = time.monotonic()
         if progress is not None:
             progress(min(1.0, max(0.0, 1.0 - (end_wall - now) / (duration_ns / 1e9))))
-        if rp.poll() is not None and all(p.poll() is not None for p in [recv, *senders]):
+        if rp.returncode is None:
+            router_cpu_s = _reap(rp)
+        if rp.returncode is not None and all(p.poll() is not None for p in [recv, *senders]):
             break
         if now > end_wall + drain_ns / 1e9 + ROUTER_EXIT_GRACE_S:
             break
@@ -615,10 +647,24 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         }
     except (OSError, ValueError) as e:
         raise EmulatorError(f"a testbed program left no usable output: {e}") from None
-    raw["router_cpu_s"] = None
+    raw["router_cpu_s"] = router_cpu_s
     raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
     raw["t0_monotonic_ns"] = t0
     return raw
+
+
+def _reap(p: subprocess.Popen[Any]) -> float | None:
+    """Reap `p` if it has exited, setting its returncode; returns its CPU time (user + system,
+    s, from wait4's rusage — the router's cost for the benchmark), None while it runs."""
+    try:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+    except ChildProcessError:
+        p.poll()
+        return None
+    if pid == 0:
+        return None
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _tail(p: Path) -> str:
@@ -985,8 +1031,3 @@ def _save_extra(target: Path, res: Result) -> None:
         os.replace(tmp, target / f"{name}.parquet")
 
 
-def iter_ns(tag: str, n_classes: int) -> Iterator[str]:
-    yield f"aqR-{tag}"
-    yield f"aqD-{tag}"
-    for i in range(n_classes):
-        yield f"aqS{i}-{tag}"

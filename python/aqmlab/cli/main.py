@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from . import emulate as emulate_cmds
 from . import listing
 from . import run as run_cmds
 from . import sweep as sweep_cmds
@@ -22,6 +23,9 @@ app.command("reproduce")(sweep_cmds.reproduce)
 app.command("report")(sweep_cmds.report)
 app.command("plot")(sweep_cmds.plot)
 app.command("harm")(sweep_cmds.harm_cmd)
+app.command("emulate")(emulate_cmds.emulate_cmd)
+app.command("compare")(emulate_cmds.compare)
+app.command("router", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_cmds.router)
 app.add_typer(listing.app, name="list")
 
 
