@@ -34,7 +34,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use aqm::{AnyQdisc, DropReason, MarkReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
-use sim::marker::{FlowMarker, Tvf};
+use sim::config::MarkerConfig;
+use sim::marker::FlowMarker;
 use sim::measure::QueueMeasure;
 use sim::world::derive_seed;
 use sim::EngineConfig;
@@ -110,8 +111,8 @@ pub struct Pipeline {
     interval_ns: Nanos,
     rtt_ns: Vec<Nanos>,
     sources: Vec<Prefix>,
-    /// Marker policy when the discipline reads values: (rate window, class weights), seed.
-    marker: Option<(Nanos, Vec<f64>)>,
+    /// Marker policy when the discipline reads values (the simulator's config: rate window, TVFs).
+    marker: Option<MarkerConfig>,
     seed: u64,
     // Data path.
     limit: PhysicalLimit,
@@ -170,10 +171,7 @@ impl Pipeline {
         }
         let b = &engine.bottleneck;
         let qdisc = b.aqm.build(derive_seed(engine.seed, SEED_QDISC)).map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
-        let marker = b.aqm.reads_packet_values().then(|| {
-            let m = engine.marker.clone().unwrap_or_default();
-            (m.rate_window_ns, m.class_weights)
-        });
+        let marker = b.aqm.reads_packet_values().then(|| engine.marker.clone().unwrap_or_default());
         let interval = engine.measure.interval_ns;
         Ok(Pipeline {
             warmup_ns: engine.warmup_ns,
@@ -259,9 +257,8 @@ impl Pipeline {
             Some(&f) => f,
             None => {
                 let f = self.flows.len() as u32;
-                let marker = self.marker.as_ref().map(|(window, weights)| {
-                    let weight = weights.get(class).copied().unwrap_or(1.0);
-                    FlowMarker::new(Tvf { weight }, *window, aqm::rng_from_seed(derive_seed(self.seed, SEED_MARKER.wrapping_add(f as u64))))
+                let marker = self.marker.as_ref().map(|m| {
+                    FlowMarker::new(m.tvf(class), m.rate_window_ns, aqm::rng_from_seed(derive_seed(self.seed, SEED_MARKER.wrapping_add(f as u64))))
                 });
                 self.flows.push(Flow { stats: FlowStats::new(h.tuple, class as u16, now), marker, next_seq: 0, last_emitted: None });
                 self.flow_index.insert(key, f);

@@ -38,6 +38,22 @@ pub struct MarkerConfig {
     /// every class, i.e. equal sharing.
     #[serde(default)]
     pub class_weights: Vec<f64>,
+    /// A custom TVF per class, in class order: (throughput bit/s, packet value) points,
+    /// throughput increasing and value decreasing, interpolated log-linearly in throughput
+    /// (`marker::Tvf`); `None` (or an empty list) = the default log-linear TVF with the class's
+    /// weight. Not combined with `class_weights` (the front refuses both at once).
+    #[serde(default)]
+    pub class_curves: Vec<Option<Vec<(f64, f64)>>>,
+}
+
+impl MarkerConfig {
+    /// The TVF of flow class `class`.
+    pub fn tvf(&self, class: usize) -> crate::marker::Tvf {
+        match self.class_curves.get(class) {
+            Some(Some(points)) => crate::marker::Tvf::curve(points),
+            _ => crate::marker::Tvf::log_linear(self.class_weights.get(class).copied().unwrap_or(1.0)),
+        }
+    }
 }
 
 fn default_rate_window() -> u64 {
@@ -46,7 +62,7 @@ fn default_rate_window() -> u64 {
 
 impl Default for MarkerConfig {
     fn default() -> Self {
-        MarkerConfig { rate_window_ns: default_rate_window(), class_weights: Vec::new() }
+        MarkerConfig { rate_window_ns: default_rate_window(), class_weights: Vec::new(), class_curves: Vec::new() }
     }
 }
 
@@ -84,6 +100,12 @@ pub struct ClassConfig {
     pub ecn: bool,
     /// When the flows of the class start (random draws come from the run's seeded RNG).
     pub start: StartConfig,
+    /// When the flows of the class stop (bulk and CBR classes only; None = they run to the
+    /// end). A stopping TCP flow's application stops writing: no new data after the stop,
+    /// what is in flight is still delivered. A CBR flow sends no datagram due at or after it.
+    /// Uniform draws come from a stream of their own, so adding stops never moves the starts.
+    #[serde(default)]
+    pub stop: Option<StartConfig>,
     /// Finite flows: payload bytes each flow sends, then completes. `None` = bulk (infinite).
     pub size_bytes: Option<u64>,
     /// Pace every flow of this class at Linux's default rate (as the `fq` qdisc does), even if
@@ -191,6 +213,7 @@ impl SizeDist {
     }
 }
 
+/// A schedule: when each flow of a class starts (or stops).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StartConfig {
@@ -200,6 +223,20 @@ pub enum StartConfig {
     Uniform { lo_ns: u64, hi_ns: u64 },
     /// Flow i starts at `first_ns + i·spacing_ns`.
     Staggered { first_ns: u64, spacing_ns: u64 },
+}
+
+impl StartConfig {
+    /// The earliest and latest time flow `i` of the class can get from this schedule.
+    pub fn bounds(&self, i: u64) -> (u64, u64) {
+        match *self {
+            StartConfig::Fixed { at_ns } => (at_ns, at_ns),
+            StartConfig::Uniform { lo_ns, hi_ns } => (lo_ns, hi_ns),
+            StartConfig::Staggered { first_ns, spacing_ns } => {
+                let t = first_ns.saturating_add(i.saturating_mul(spacing_ns));
+                (t, t)
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -249,6 +286,28 @@ impl EngineConfig {
                     return Err(format!("flows[{i}].start: uniform(a, b) needs a <= b"));
                 }
             }
+            if let Some(stop) = &c.stop {
+                if let StartConfig::Uniform { lo_ns, hi_ns } = *stop {
+                    if lo_ns > hi_ns {
+                        return Err(format!("flows[{i}].stop: uniform(a, b) needs a <= b"));
+                    }
+                }
+                if c.size_bytes.is_some() || c.workload.is_some() {
+                    return Err(format!("flows[{i}].stop: a stop is for bulk and cbr flows (a finite flow ends when its data is delivered; a workload has its own stop)"));
+                }
+                // Every flow must stop after it starts, whatever the draws.
+                for k in 0..c.count as u64 {
+                    let (_, latest_start) = c.start.bounds(k);
+                    let (earliest_stop, _) = stop.bounds(k);
+                    if earliest_stop <= latest_start {
+                        return Err(format!(
+                            "flows[{i}].stop: flow {k} of the class could stop at {} s, not after its start at {} s",
+                            earliest_stop as f64 / 1e9,
+                            latest_start as f64 / 1e9
+                        ));
+                    }
+                }
+            }
             match (&c.cc, c.cbr_rate_bps) {
                 (Some(cc), None) => cc.validate().map_err(|e| format!("flows[{i}].cc_params.{e}"))?,
                 (None, Some(r)) if r > 0 => {}
@@ -283,6 +342,14 @@ impl EngineConfig {
             }
             if let Some(w) = m.class_weights.iter().find(|w| !(w.is_finite() && **w > 0.0)) {
                 return Err(format!("marker.weights: {w} must be positive"));
+            }
+            if !m.class_curves.is_empty() && m.class_curves.len() != self.classes.len() {
+                return Err(format!("marker.curves: {} curves for {} flow classes", m.class_curves.len(), self.classes.len()));
+            }
+            for (c, points) in m.class_curves.iter().enumerate() {
+                if let Some(points) = points {
+                    crate::marker::Tvf::check_curve(points).map_err(|e| format!("marker.curves.{}: {e}", self.classes[c].name))?;
+                }
             }
         }
         if self.measure.hist_bin_ns == 0 {

@@ -44,18 +44,78 @@ pub const X_MAX_BPS: f64 = 100e9;
 /// T_m, the rate estimator's time constant (aqm.md §9.2 table, [ours]).
 pub const DEFAULT_RATE_WINDOW_NS: Nanos = 100_000_000;
 
-/// A throughput-value function V_c(x) = V(x / w_c) with the log-linear V above.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A throughput-value function V_c(x): strictly decreasing in the throughput x (bit/s).
+///
+/// Two forms. The default is the log-linear V above with a class weight, V_c(x) = V(x / w_c)
+/// (`weight` 1 for every class = equal sharing; seeds 003/004). A custom curve is given by
+/// points (x_i, v_i), x increasing and v decreasing, interpolated linearly in ln x (the form of
+/// V itself, so the two-point curve [(w·X_MIN, PV_MAX), (w·X_MAX, 1)] *is* V(x / w)), constant
+/// beyond the ends; the points are the user's policy (ppv.elte.hu draws TVFs as such curves).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Tvf {
-    /// The class's weight w_c (1 for every class = equal sharing).
+    /// The class's weight w_c, for the log-linear form.
     pub weight: f64,
+    /// The custom curve, (ln x_i, v_i); empty = the log-linear form.
+    ln_points: Vec<(f64, f64)>,
 }
 
 impl Tvf {
+    /// The default log-linear TVF scaled by the class weight `weight`.
+    pub fn log_linear(weight: f64) -> Tvf {
+        Tvf { weight, ln_points: Vec::new() }
+    }
+
+    /// A custom TVF through `points` (throughput bit/s, value); see [`Tvf::check_curve`].
+    pub fn curve(points: &[(f64, f64)]) -> Tvf {
+        Tvf { weight: 1.0, ln_points: points.iter().map(|&(x, v)| (x.ln(), v)).collect() }
+    }
+
+    /// Why `points` is not a valid curve, if it is not: at least two points, throughputs
+    /// positive and strictly increasing, values in [1, PV_MAX] and strictly decreasing (the
+    /// marker requirement needs V_c invertible).
+    pub fn check_curve(points: &[(f64, f64)]) -> Result<(), String> {
+        if points.len() < 2 {
+            return Err("needs at least two (throughput, value) points".into());
+        }
+        for &(x, v) in points {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(format!("throughput {x} must be positive"));
+            }
+            if !(v.is_finite() && (1.0..=PV_MAX as f64).contains(&v)) {
+                return Err(format!("value {v} must be in [1, {PV_MAX}]"));
+            }
+        }
+        for w in points.windows(2) {
+            if !(w[1].0 > w[0].0 && w[1].1 < w[0].1) {
+                return Err(format!("throughputs must increase and values decrease ({:?} then {:?})", w[0], w[1]));
+            }
+        }
+        Ok(())
+    }
+
     /// The value of the packets sent at throughput `x_bps` (bit/s).
     pub fn value(&self, x_bps: f64) -> u32 {
+        if !self.ln_points.is_empty() {
+            return self.curve_value(x_bps);
+        }
         let x = (x_bps / self.weight).clamp(X_MIN_BPS, X_MAX_BPS);
         let v = PV_MAX as f64 * (X_MAX_BPS.ln() - x.ln()) / (X_MAX_BPS.ln() - X_MIN_BPS.ln());
+        (v.round() as u32).clamp(1, PV_MAX)
+    }
+
+    fn curve_value(&self, x_bps: f64) -> u32 {
+        let p = &self.ln_points;
+        let (first, last) = (p[0], p[p.len() - 1]);
+        let lx = if x_bps > 0.0 { x_bps.ln() } else { f64::NEG_INFINITY };
+        let v = if lx <= first.0 {
+            first.1
+        } else if lx >= last.0 {
+            last.1
+        } else {
+            let i = p.partition_point(|q| q.0 <= lx);
+            let (a, b) = (p[i - 1], p[i]);
+            a.1 + (b.1 - a.1) * (lx - a.0) / (b.0 - a.0)
+        };
         (v.round() as u32).clamp(1, PV_MAX)
     }
 }
@@ -119,7 +179,7 @@ mod tests {
 
     #[test]
     fn the_tvf_is_log_linear_between_its_ends_and_weights_scale_throughput() {
-        let eq = Tvf { weight: 1.0 };
+        let eq = Tvf::log_linear(1.0);
         assert_eq!(eq.value(0.0), PV_MAX);
         assert_eq!(eq.value(X_MIN_BPS), PV_MAX);
         assert_eq!(eq.value(X_MAX_BPS), 1);
@@ -129,11 +189,36 @@ mod tests {
         assert_eq!(eq.value(100e6), 28_086);
         assert_eq!(eq.value(1e9), 18_724);
         // Weight 2: V(x/2), so 200 Mbit/s of a gold flow is worth 100 Mbit/s of a silver one.
-        let gold = Tvf { weight: 2.0 };
+        let gold = Tvf::log_linear(2.0);
         assert_eq!(gold.value(200e6), eq.value(100e6));
         assert!(gold.value(100e6) > eq.value(100e6));
         // Strictly decreasing at the resolution of a code (≈ 0.025 % of throughput).
         assert!(eq.value(100e6) > eq.value(100.1e6));
+    }
+
+    #[test]
+    fn a_custom_curve_interpolates_log_linearly_and_reproduces_a_weighted_tvf() {
+        // Hand computation: between (1 Mbit/s, 60 000) and (100 Mbit/s, 20 000), 10 Mbit/s is
+        // halfway in ln x ⇒ 40 000; 1 Gbit/s is beyond the last point ⇒ 20 000; 1 kbit/s before
+        // the first ⇒ 60 000.
+        let c = Tvf::curve(&[(1e6, 60_000.0), (100e6, 20_000.0)]);
+        assert_eq!(c.value(10e6), 40_000);
+        assert_eq!(c.value(1e9), 20_000);
+        assert_eq!(c.value(1e3), 60_000);
+        assert_eq!(c.value(0.0), 60_000);
+        // V(x / 3) is log-linear in x from (3·X_MIN, PV_MAX) to (3·X_MAX, 1): the two-point curve
+        // through those gives the weighted TVF's values (to rounding of the ln arithmetic).
+        let w3 = Tvf::log_linear(3.0);
+        let c3 = Tvf::curve(&[(3.0 * X_MIN_BPS, PV_MAX as f64), (3.0 * X_MAX_BPS, 1.0)]);
+        for k in 0..200 {
+            let x = 10f64.powf(3.0 + 9.0 * k as f64 / 200.0);
+            assert!(w3.value(x).abs_diff(c3.value(x)) <= 1, "x = {x}: {} vs {}", w3.value(x), c3.value(x));
+        }
+        assert!(Tvf::check_curve(&[(1e6, 100.0)]).is_err());
+        assert!(Tvf::check_curve(&[(1e6, 100.0), (1e7, 200.0)]).unwrap_err().contains("decrease"));
+        assert!(Tvf::check_curve(&[(1e6, 100.0), (1e5, 50.0)]).is_err());
+        assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)]).unwrap_err().contains("positive"));
+        assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)]).unwrap_err().contains("[1, 65535]"));
     }
 
     #[test]
@@ -157,7 +242,7 @@ mod tests {
         // The marker requirement (aqm.md §9.1): a flow at R = 100 Mbit/s, threshold at the value
         // of 25 Mbit/s: a quarter of its packets are worth at least that. 100 000 packets:
         // σ = √(0.25·0.75/1e5) ≈ 0.0014; allow ±0.006.
-        let mut m = FlowMarker::new(Tvf { weight: 1.0 }, DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(3));
+        let mut m = FlowMarker::new(Tvf::log_linear(1.0), DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(3));
         let ctv = m.tvf.value(25e6);
         let mut above = 0;
         let n = 100_000u64;

@@ -11,7 +11,7 @@ use rand_core::Rng as _;
 
 use crate::config::{EngineConfig, StartConfig};
 use crate::engine::{Event, Nanos, Scheduler};
-use crate::marker::{FlowMarker, Tvf};
+use crate::marker::FlowMarker;
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
@@ -22,6 +22,8 @@ use crate::tcp::{EcnFeedback, Receiver, Sender, SenderConfig};
 pub struct Flow {
     pub class: usize,
     pub start_ns: Nanos,
+    /// When the flow's application stops writing (a CBR flow stops sending); None = never.
+    pub stop_ns: Option<Nanos>,
     /// Payload bytes of a finite flow; None = bulk.
     pub size_bytes: Option<u64>,
     pub sender: Sender,
@@ -71,6 +73,23 @@ pub struct World {
     next_start: usize,
 }
 
+/// The time flow `i` of a class gets from a start or stop schedule; uniform draws come from
+/// `rng` as integers in [lo, hi] (exact and platform-independent).
+fn schedule_time(s: &StartConfig, i: u64, rng: &mut aqm::Rng) -> Nanos {
+    match *s {
+        StartConfig::Fixed { at_ns } => at_ns,
+        StartConfig::Uniform { lo_ns, hi_ns } => {
+            let span = hi_ns - lo_ns;
+            if span == 0 {
+                lo_ns
+            } else {
+                lo_ns + rng.next_u64() % (span + 1)
+            }
+        }
+        StartConfig::Staggered { first_ns, spacing_ns } => first_ns + i * spacing_ns,
+    }
+}
+
 /// Derive a component's seed from the run seed (SplitMix64 finalizer), so adding a component
 /// never shifts another's random stream.
 pub fn derive_seed(run_seed: u64, component: u64) -> u64 {
@@ -82,6 +101,8 @@ pub fn derive_seed(run_seed: u64, component: u64) -> u64 {
 
 const SEED_QDISC: u64 = 1;
 const SEED_STARTS: u64 = 2;
+/// Uniform stop draws (their own stream: adding stops never moves the starts).
+const SEED_STOPS: u64 = 4;
 /// Per-flow CC streams: SEED_CC + flow id.
 const SEED_CC: u64 = 1 << 32;
 /// Per-class workload streams: SEED_WORKLOAD + class index.
@@ -119,6 +140,7 @@ impl World {
             rev_routes.push(vec![Hop::Line((n + c) as u32), Hop::Host]);
         }
         let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
+        let mut stop_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STOPS));
         let mut flows = Vec::new();
         for (c, class) in cfg.classes.iter().enumerate() {
             // (start, size) of every flow of the class: scheduled, or drawn from the workload.
@@ -140,23 +162,8 @@ impl World {
             plan.extend((0..class.count).map(|_| (0, class.size_bytes)));
             for (i, (wl_start, size_bytes)) in plan.into_iter().enumerate() {
                 let id = flows.len() as u32;
-                let start_ns = if class.workload.is_some() {
-                    wl_start
-                } else {
-                    match class.start {
-                    StartConfig::Fixed { at_ns } => at_ns,
-                    StartConfig::Uniform { lo_ns, hi_ns } => {
-                        let span = hi_ns - lo_ns;
-                        // Integer draw in [lo, hi]: exact and platform-independent.
-                        if span == 0 {
-                            lo_ns
-                        } else {
-                            lo_ns + start_rng.next_u64() % (span + 1)
-                        }
-                    }
-                    StartConfig::Staggered { first_ns, spacing_ns } => first_ns + i as u64 * spacing_ns,
-                    }
-                };
+                let start_ns = if class.workload.is_some() { wl_start } else { schedule_time(&class.start, i as u64, &mut start_rng) };
+                let stop_ns = class.stop.as_ref().map(|s| schedule_time(s, i as u64, &mut stop_rng));
                 let scfg = SenderConfig {
                     flow: id,
                     size_bytes,
@@ -183,7 +190,7 @@ impl World {
                 } else {
                     Receiver::new(id, feedback, size_bytes, class.rtt_ns)
                 };
-                flows.push(Flow { class: c, start_ns, size_bytes, sender, receiver });
+                flows.push(Flow { class: c, start_ns, stop_ns, size_bytes, sender, receiver });
             }
         }
         let markers = match &marker_cfg {
@@ -192,9 +199,8 @@ impl World {
                 .iter()
                 .enumerate()
                 .map(|(id, f)| {
-                    let weight = m.class_weights.get(f.class).copied().unwrap_or(1.0);
                     let rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_MARKER.wrapping_add(id as u64)));
-                    FlowMarker::new(Tvf { weight }, m.rate_window_ns, rng)
+                    FlowMarker::new(m.tvf(f.class), m.rate_window_ns, rng)
                 })
                 .collect(),
         };
@@ -230,6 +236,15 @@ impl World {
     /// Run to the end of the scenario. `progress` gets the fraction of simulated time done,
     /// now and then; returning false stops the run.
     pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult, RunError> {
+        // Every stop is scheduled first, so that it runs before anything else due at the same
+        // instant (events at one time run in scheduling order): a CBR datagram or an ACK at
+        // exactly the stop time finds the application already stopped. Scheduled flows are
+        // few (a workload has no stops), so these entries cost the heap little.
+        for (f, flow) in self.flows.iter().enumerate() {
+            if let Some(t) = flow.stop_ns.filter(|&t| t < self.cfg.duration_ns) {
+                self.sched.schedule(t, Event::FlowStop(f as u32));
+            }
+        }
         // One pending start at a time (a workload has thousands of flows: keep the event heap
         // small); flows starting at the same instant start together, in flow order.
         self.start_order = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].start_ns < self.cfg.duration_ns).collect();
@@ -284,6 +299,10 @@ impl World {
                     self.route_data_batch(&mut out);
                     self.data_buf = out;
                 }
+            }
+            Event::FlowStop(f) => {
+                let now = self.sched.now();
+                self.flows[f as usize].sender.stop_writing(now);
             }
             Event::LinkTxDone(_) => {
                 let (start, end) = (self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns);
@@ -435,7 +454,11 @@ impl World {
         for (f, flow) in self.flows.iter().enumerate() {
             // Only flows under way: not yet started, or completed before this interval, have
             // nothing to show (and a workload has thousands of them).
-            if flow.start_ns > now || flow.receiver.completed_at.is_some_and(|t| t + iv <= now) {
+            // A stopped flow likewise once its sender is done (its last data acknowledged).
+            if flow.start_ns > now
+                || flow.receiver.completed_at.is_some_and(|t| t + iv <= now)
+                || (flow.stop_ns.is_some() && flow.sender.finished_at.is_some_and(|t| t + iv <= now))
+            {
                 continue;
             }
             let d = flow.receiver.delivered_bytes;
