@@ -20,6 +20,8 @@ pub type Nanos = u64;
 pub enum Event {
     /// Flow `u32` opens and starts sending.
     FlowStart(u32),
+    /// Flow `u32`'s application stops writing (a scheduled stop; a CBR flow stops sending).
+    FlowStop(u32),
     /// The bottleneck link finished serializing its current packet.
     LinkTxDone(u32),
     /// The head packet of delay line `u32` reaches the end of the line.

@@ -136,6 +136,11 @@ pub fn collect(mut w: World) -> RunResult {
         }
     }
 
+    // Fair shares and Jain's index are over the scheduled flows: a workload's short flows come
+    // and go and have no share to be fair to (their yardstick is the completion time).
+    let scheduled: Vec<usize> = (0..n_flows).filter(|&f| cfg.classes[w.flows[f].class].workload.is_none()).collect();
+    let fair = fair_shares(&w, &scheduled, c_bps);
+
     // Per-flow table.
     let mut flows = Table::default();
     let mut goodput = Vec::with_capacity(n_flows);
@@ -206,6 +211,8 @@ pub fn collect(mut w: World) -> RunResult {
     flows.push("cc", Column::Str(col_cc));
     flows.push("rtt_ms", Column::F64(col_rtt));
     flows.push("start_s", Column::F64(col_start));
+    flows.push("stop_s", Column::OptF64(w.flows.iter().map(|f| f.stop_ns.map(|t| t as f64 / 1e9)).collect()));
+    flows.push("fair_share_bps", Column::F64(fair.clone()));
     flows.push("goodput_bps", Column::F64(goodput.clone()));
     flows.push("delivered_bytes", Column::U64(col_delivered));
     flows.push("arrived_bytes", Column::U64(col_arrived.clone()));
@@ -232,11 +239,12 @@ pub fn collect(mut w: World) -> RunResult {
     flows.push("end_in_network_pkts", Column::U64(col_innet.clone()));
     flows.push("fct_s", Column::OptF64(col_fct));
 
-    // Classes.
-    // Fair shares and Jain's index are over the scheduled flows: a workload's short flows come
-    // and go and have no share to be fair to (their yardstick is the completion time).
-    let scheduled: Vec<usize> = (0..n_flows).filter(|&f| cfg.classes[w.flows[f].class].workload.is_none()).collect();
-    let fair_share = c_bps / scheduled.len().max(1) as f64;
+    // Classes. Relative throughput and Jain's index compare each flow with its fair share
+    // (`fair_shares`): x_i = goodput_i / share_i, Jain's normalized allocation (Jain, Chiu &
+    // Hawe, DEC-TR-301, 1984, §4: x_i = T_i/O_i). With every flow active the whole window
+    // the share is C/N for all, so this is DESIGN.md's mean goodput ÷ (C/N) and Jain's index
+    // of the goodputs. Flows with no share (never active in the window) are left out.
+    let normalized = |f: usize| (fair[f] > 0.0).then(|| goodput[f] / fair[f]);
     let mut classes_json = Vec::new();
     let mut classes = Table::default();
     let (mut k_name, mut k_cc, mut k_rtt, mut k_count, mut k_good, mut k_rel, mut k_jain, mut k_mr, mut k_dr) =
@@ -254,8 +262,11 @@ pub fn collect(mut w: World) -> RunResult {
         let soj_n: u64 = idx.iter().map(|&f| w.fm[f].sojourn_count).sum();
         let class_sojourn_ms = (soj_n > 0).then(|| soj_sum as f64 / soj_n as f64 / 1e6);
         let is_workload = class.workload.is_some();
-        let rel = if is_workload { None } else { Some(mean / fair_share) };
-        let j = if is_workload { None } else { jain(&g) };
+        let shared: Vec<usize> = idx.iter().copied().filter(|&f| fair[f] > 0.0).collect();
+        // The class's delivered bytes over the bytes its fair shares would have given it.
+        let rel = (!is_workload && !shared.is_empty())
+            .then(|| shared.iter().map(|&f| goodput[f]).sum::<f64>() / shared.iter().map(|&f| fair[f]).sum::<f64>());
+        let j = if is_workload { None } else { jain(&shared.iter().filter_map(|&f| normalized(f)).collect::<Vec<_>>()) };
         let cc_name = w.flows.get(*idx.first().unwrap_or(&0)).map(|f| f.sender.kind_name()).unwrap_or("");
         classes_json.push(json!({
             "name": class.name, "cc": cc_name, "rtt_ms": class.rtt_ns as f64 / 1e6, "count": idx.len(),
@@ -294,7 +305,7 @@ pub fn collect(mut w: World) -> RunResult {
     let target = cfg.bottleneck.delay_target_ns;
     let metrics = json!({
         "utilization": utilization,
-        "jain": jain(&scheduled.iter().map(|&f| goodput[f]).collect::<Vec<_>>()),
+        "jain": jain(&scheduled.iter().filter_map(|&f| normalized(f)).collect::<Vec<_>>()),
         "goodput_bps": goodput.iter().sum::<f64>(),
         "sojourn_ms": {
             "mean": mean.map(ns_to_ms),
@@ -396,6 +407,42 @@ pub fn collect(mut w: World) -> RunResult {
         ],
         counters,
     }
+}
+
+/// Each flow's fair share of the link, bit/s averaged over the window (0 for workload flows):
+/// wherever N scheduled flows are active — started and not yet stopped, by their schedule —
+/// each of them is due C/N. A flow active the whole window beside N − 1 others that are too
+/// gets C/N (DESIGN.md's C/N); one that runs alone for half the window and shares with
+/// another for the other half gets (C + C/2)/2. A finite scheduled flow counts as active
+/// from its start on (its yardstick is the completion time, as for workloads); a stopped
+/// flow's share ends at its stop, though what it had in flight is delivered after it.
+fn fair_shares(w: &World, scheduled: &[usize], c_bps: f64) -> Vec<f64> {
+    let (lo, hi) = (w.cfg.warmup_ns, w.cfg.duration_ns);
+    let window = (hi - lo) as f64;
+    let span = |f: usize| {
+        let flow = &w.flows[f];
+        let a = flow.start_ns.clamp(lo, hi);
+        let b = flow.stop_ns.unwrap_or(hi).clamp(lo, hi);
+        (a, b)
+    };
+    let mut edges: Vec<u64> = scheduled.iter().flat_map(|&f| {
+        let (a, b) = span(f);
+        [a, b]
+    }).collect();
+    edges.sort_unstable();
+    edges.dedup();
+    let mut share = vec![0.0; w.flows.len()];
+    for e in edges.windows(2) {
+        let (t0, t1) = (e[0], e[1]);
+        let active: Vec<usize> = scheduled.iter().copied().filter(|&f| {
+            let (a, b) = span(f);
+            a <= t0 && t1 <= b
+        }).collect();
+        for &f in &active {
+            share[f] += c_bps / active.len() as f64 * ((t1 - t0) as f64 / window);
+        }
+    }
+    share
 }
 
 fn ratio(a: u64, b: u64) -> Option<f64> {

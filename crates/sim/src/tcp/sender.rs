@@ -502,6 +502,29 @@ impl Sender {
         self.transmit(sched, out);
     }
 
+    /// The application stops writing (a scheduled stop, world.rs): nothing new is sent from
+    /// `now` on. A TCP flow becomes a finite flow whose data is what it has sent — in-flight
+    /// segments are still delivered, retransmitted as needed, and it finishes when all are
+    /// acknowledged (Linux: a socket whose application stops writing drains its send queue).
+    /// A CBR flow stops at once: no datagram due at or after `now` leaves.
+    pub fn stop_writing(&mut self, now: Nanos) {
+        if self.finished_at.is_some() || self.started_at.is_none() {
+            return;
+        }
+        let written = self.tp.snd_nxt;
+        if self.total_segs.is_some_and(|n| n <= written) {
+            return;
+        }
+        self.total_segs = Some(written);
+        // Every segment sent so far was a full one (a bulk sender always has a full MSS).
+        self.last_payload = if self.is_cbr() { crate::packet::CBR_PAYLOAD_BYTES } else { MSS_BYTES };
+        if self.is_cbr() || self.tp.snd_una == written {
+            self.finished_at = Some(now);
+            self.xmit_timer.disarm();
+            self.pacing_timer.disarm();
+        }
+    }
+
     /// `tcp_tso_segs`: the CC's `tso_segs` hook, else `tcp_tso_autosize` with its
     /// `min_tso_segs`: segments per burst for a paced socket.
     fn tso_segs(&self) -> u32 {
