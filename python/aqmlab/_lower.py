@@ -51,7 +51,8 @@ def _target_ns(text: str, rtt_ref: int) -> int:
     return math.floor(q.value * rtt_ref) if q.unit == "rtt" else int(q.value)
 
 
-def _start(text: str) -> dict[str, Any]:
+def _schedule(text: str) -> dict[str, Any]:
+    """A start or stop schedule (the engine's StartConfig)."""
     m = re.match(r"^(uniform|staggered)\((.+), (.+)\)$", text)
     if m:
         a, b = u.parse_time(m.group(2)), u.parse_time(m.group(3))
@@ -283,19 +284,20 @@ def lower(s: "Scenario") -> dict[str, Any]:
             q = u.parse_size(f.size, allow_time=False)
             size_bytes = int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value)
         cbr = f.cc == "cbr"
-        classes.append(
-            {
-                "name": name,
-                "cc": None if cbr else {"name": f.cc, **f.cc_params},
-                "cbr_rate_bps": u.parse_rate(f.rate) if cbr and f.rate is not None else None,
-                "count": f.count,
-                "rtt_ns": u.parse_time(f.rtt),
-                "ecn": f.ecn,
-                "start": _start(f.start),
-                "size_bytes": size_bytes,
-                "fq_pacing": f.fq_pacing,
-            }
-        )
+        cls: dict[str, Any] = {
+            "name": name,
+            "cc": None if cbr else {"name": f.cc, **f.cc_params},
+            "cbr_rate_bps": u.parse_rate(f.rate) if cbr and f.rate is not None else None,
+            "count": f.count,
+            "rtt_ns": u.parse_time(f.rtt),
+            "ecn": f.ecn,
+            "start": _schedule(f.start),
+            "size_bytes": size_bytes,
+            "fq_pacing": f.fq_pacing,
+        }
+        if f.stop is not None:
+            cls["stop"] = _schedule(f.stop)
+        classes.append(cls)
     names = s.class_names()
     for w, name in zip(s.workload, names[len(s.flows):]):
         sd = w.size

@@ -98,9 +98,10 @@ def _target(v: str) -> str:
 _START = re.compile(r"^\s*(uniform|staggered)\s*\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)\s*$")
 
 
-def _start(v: str) -> str:
+def _schedule(v: str, what: str, example: str) -> str:
+    """A start or stop schedule: a time, uniform(a, b) or staggered(first, spacing)."""
     if not isinstance(v, str):
-        raise ValueError(f"{v!r} is not a start time")
+        raise ValueError(f"{v!r} is not a {what} time")
     m = _START.match(v)
     if m:
         a, b = u.parse_time(m.group(2)), u.parse_time(m.group(3))
@@ -112,7 +113,15 @@ def _start(v: str) -> str:
     try:
         return u.format_time(u.parse_time(v))
     except ValueError:
-        raise ValueError(f"{v!r} is not a start (expected a time such as 0s, uniform(0s, 1s) or staggered(0s, 10s))") from None
+        raise ValueError(f"{v!r} is not a {what} (expected {example})") from None
+
+
+def _start(v: str) -> str:
+    return _schedule(v, "start", "a time such as 0s, uniform(0s, 1s) or staggered(0s, 10s)")
+
+
+def _stop(v: str) -> str:
+    return _schedule(v, "stop", "a time such as 60s, uniform(50s, 60s) or staggered(60s, 10s)")
 
 
 Rate = Annotated[str, AfterValidator(_rate)]
@@ -122,6 +131,7 @@ Size = Annotated[str, AfterValidator(_size)]
 SizeOrZero = Annotated[str, AfterValidator(_size_or_zero)]
 Target = Annotated[str, AfterValidator(_target)]
 Start = Annotated[str, AfterValidator(_start)]
+Stop = Annotated[str, AfterValidator(_stop)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -421,6 +431,10 @@ class Flows(_Model):
     count: Annotated[int, Field(ge=1)] = 1
     rtt: PositiveTime
     start: Start = "0s"
+    #: Bulk and CBR flows: when each flow stops (a time, uniform(a, b) or staggered(first,
+    #: spacing)); None = at the end of the run. The engine checks that every flow stops after
+    #: it starts and refuses a stop for finite flows.
+    stop: Stop | None = None
     size: Size | None = None
     ecn: bool = False
     fq_pacing: bool = False
@@ -703,6 +717,11 @@ class Scenario(_Model):
             d["marker"] = marker.model_dump(mode="json")
         for f, name in zip([*d["flows"], *d["workload"]], self.class_names()):
             f["name"] = name
+        # A class without a stop leaves the key out, so scenarios written before stops existed
+        # keep their canonical form (and hash, hence their cached runs).
+        for f in d["flows"]:
+            if f.get("stop") is None:
+                f.pop("stop", None)
         return d
 
     def canonical_json(self) -> str:
