@@ -84,6 +84,11 @@ CASES = [
     ("marker-weights-with-equal", marked('{ kind = "ppv" }', 'weights = { "cubic-10ms" = 2 }'), "11: marker", "apply to tvf = \"weighted\""),
     ("marker-unknown-class", marked('{ kind = "csaqm", target = "0.5rtt" }', 'tvf = "weighted"\nweights = { gold = 2 }'), "13: marker.weights.gold", "no flow class named 'gold' (classes: cubic-10ms, dctcp-20ms)"),
     ("marker-zero-weight", marked('{ kind = "ppv" }', 'tvf = "weighted"\nweights = { "cubic-10ms" = 0 }'), "13: marker.weights.cubic-10ms", "greater than 0"),
+    ("marker-custom-without-curves", marked('{ kind = "ppv" }', 'tvf = "custom"'), "11: marker", "needs curves"),
+    ("marker-curves-with-equal", marked('{ kind = "ppv" }', 'curves = { "cubic-10ms" = [["1Mbps", 100], ["1Gbps", 10]] }'), "11: marker", "apply to tvf = \"custom\""),
+    ("marker-curve-increasing", marked('{ kind = "ppv" }', 'tvf = "custom"\ncurves = { "cubic-10ms" = [["1Mbps", 100], ["1Gbps", 200]] }'), "13: marker.curves.cubic-10ms", "values decrease"),
+    ("marker-curve-unknown-class", marked('{ kind = "ppv" }', 'tvf = "custom"\ncurves = { gold = [["1Mbps", 100], ["1Gbps", 10]] }'), "13: marker.curves.gold", "no flow class named 'gold'"),
+    ("marker-curve-bad-rate", marked('{ kind = "ppv" }', 'tvf = "custom"\ncurves = { "cubic-10ms" = [["1ms", 100], ["1Gbps", 10]] }'), "13: marker.curves.cubic-10ms", "rate"),
     ("marker-bad-window", marked('{ kind = "ppv" }', 'rate_window = "0ms"'), "12: marker.rate_window", "must be positive"),
     ("flow-size-as-time", edit('rtt = "20ms"', 'rtt = "20ms"\nsize = "1s"'), "19: flows[1].size", "is not a size"),
 ]

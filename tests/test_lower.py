@@ -180,7 +180,7 @@ def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> Non
                         flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}])
     cfg = s.engine_config()
     assert cfg["bottleneck"]["aqm"] == {"kind": "ppv", "limit_packets": None, "limit_bytes": 25_000}
-    assert cfg["marker"] == {"rate_window_ns": 100_000_000, "class_weights": [1.0, 1.0]}
+    assert cfg["marker"] == {"rate_window_ns": 100_000_000, "class_weights": [1.0, 1.0], "class_curves": [None, None]}
     # The canonical form spells the default marker out, and is a fixed point.
     canon = s.canonical()
     assert canon["marker"] == {"tvf": "equal", "weights": {}, "rate_window": "100ms"}
@@ -197,7 +197,25 @@ def test_csaqm_as_seed_003_with_a_weighted_marker() -> None:
     cfg = s.engine_config()
     assert cfg["bottleneck"]["aqm"] == {"kind": "csaqm", "target_bytes": 312_500, "interval_ns": 5_000_000}
     assert cfg["bottleneck"]["delay_target_ns"] == 2_500_000
-    assert cfg["marker"] == {"rate_window_ns": 50_000_000, "class_weights": [2.0, 1.0, 0.5]}
+    assert cfg["marker"] == {"rate_window_ns": 50_000_000, "class_weights": [2.0, 1.0, 0.5], "class_curves": [None, None, None]}
+
+
+def test_a_custom_tvf_lowers_to_bit_per_second_points_and_gives_the_weighted_tvfs_results() -> None:
+    # V(x / 3) is log-linear in x from (3·10 kbit/s, 65535) down to (3·100 Gbit/s, 1)
+    # (crates/sim/src/marker.rs: X_MIN 10 kbit/s, X_MAX 100 Gbit/s, PV_MAX 65535), so a custom
+    # curve through those two points is the weighted TVF with w = 3: the runs must agree.
+    flows = [{"cc": "cubic", "rtt": "20ms", "name": "gold"}, {"cc": "cubic", "rtt": "20ms", "name": "silver"}]
+    base = {"duration": "6s", "warmup": "2s", "bottleneck": {"rate": "50Mbps", "buffer": "0.5bdp", "aqm": {"kind": "ppv"}}, "flows": flows}
+    custom = aqmlab.Scenario(**base, marker={"tvf": "custom", "curves": {"gold": [["30kbps", 65535], ["300Gbps", 1]]}})
+    weighted = aqmlab.Scenario(**base, marker={"tvf": "weighted", "weights": {"gold": 3}})
+    assert custom.engine_config()["marker"]["class_curves"] == [[(30e3, 65535.0), (300e9, 1.0)], None]
+    assert "curves" in custom.canonical()["marker"] and "curves" not in weighted.canonical()["marker"]
+    rc, rw = aqmlab.run(custom), aqmlab.run(weighted)
+    gc, gw = rc.classes["goodput_bps"].tolist(), rw.classes["goodput_bps"].tolist()
+    # Values agree to ±1 code (the ln arithmetic rounds differently), so allow 2 % per class.
+    for a, b in zip(gc, gw):
+        assert abs(a - b) <= 0.02 * b, (gc, gw)
+    assert gc[0] > 1.5 * gc[1], gc  # and gold, weighted 3, really gets the larger share
 
 
 def test_disciplines_without_values_have_no_marker_and_keep_their_hash() -> None:

@@ -340,6 +340,10 @@ def lower(s: "Scenario") -> dict[str, Any]:
             "rate_window_ns": u.parse_time(marker.rate_window),
             # Per class, in class order; unlisted classes weigh 1 (equal sharing: all 1).
             "class_weights": [marker.weights.get(n, 1.0) for n in names],
+            # Custom TVFs as (bit/s, value) points per class; None = the default TVF.
+            "class_curves": [
+                [(float(u.parse_rate(x)), float(v)) for x, v in marker.curves[n]] if n in marker.curves else None for n in names
+            ],
         }
     return {
         "name": s.name,

@@ -621,12 +621,17 @@ class Marker(_Model):
     CSAQM): each packet of a flow measured at rate R gets the value V_c(u·R), u ~ U(0, 1), from
     its class's throughput-value function (aqm.md §9.2 marker (a)). `tvf = "equal"`: one TVF
     for every class (equal sharing, seeds 003/004); `"weighted"`: V_c(x) = V(x / w_c), so
-    classes share in proportion to `weights` (by class name; unlisted classes weigh 1)."""
+    classes share in proportion to `weights` (by class name; unlisted classes weigh 1);
+    `"custom"`: `curves` gives a class its own TVF as (throughput, value) points — throughput
+    increasing, value decreasing within [1, 65535], interpolated log-linearly, constant beyond
+    the ends — e.g. `curves = { gold = [["1Mbps", 60000], ["1Gbps", 20000]] }`; unlisted
+    classes keep the default TVF."""
 
     SOURCE: ClassVar[str] = "ppv.elte.hu marker requirement; aqm.md §9.2 (random marker from the measured rate, log-linear TVF)"
 
-    tvf: Literal["equal", "weighted"] = "equal"
+    tvf: Literal["equal", "weighted", "custom"] = "equal"
     weights: dict[str, Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    curves: dict[str, list[tuple[Rate, Annotated[int, Field(ge=1, le=65535)]]]] = Field(default_factory=dict)
     #: T_m of each flow's rate estimator (an exponentially decaying sum).
     rate_window: PositiveTime = "100ms"
 
@@ -634,8 +639,21 @@ class Marker(_Model):
     def _weights_go_with_weighted(self) -> "Marker":
         if self.tvf == "weighted" and not self.weights:
             raise ValueError('tvf = "weighted" needs weights, e.g. weights = { gold = 2, silver = 1 } (by flow class name)')
-        if self.tvf == "equal" and self.weights:
-            raise ValueError('weights apply to tvf = "weighted"; with tvf = "equal" every class weighs the same')
+        if self.tvf != "weighted" and self.weights:
+            raise ValueError(f'weights apply to tvf = "weighted", not tvf = "{self.tvf}"')
+        if self.tvf == "custom" and not self.curves:
+            raise ValueError('tvf = "custom" needs curves, e.g. curves = { gold = [["1Mbps", 60000], ["1Gbps", 20000]] } (by flow class name)')
+        if self.tvf != "custom" and self.curves:
+            raise ValueError(f'curves apply to tvf = "custom", not tvf = "{self.tvf}"')
+        for name, points in self.curves.items():
+            if len(points) < 2:
+                raise _KeyedValueError(f"marker.curves.{name}", "a curve needs at least two [throughput, value] points")
+            for (x0, v0), (x1, v1) in zip(points, points[1:]):
+                if not (u.parse_rate(x1) > u.parse_rate(x0) and v1 < v0):
+                    raise _KeyedValueError(
+                        f"marker.curves.{name}",
+                        f"throughputs must increase and values decrease along the curve ([{x0!r}, {v0}] then [{x1!r}, {v1}])",
+                    )
         return self
 
 
@@ -674,9 +692,10 @@ class Scenario(_Model):
                     f"only the {' and '.join(VALUE_AQMS)} disciplines read packet values, not {self.bottleneck.aqm.kind}; remove [marker] or use one of them",
                 )
             names = self.class_names()
-            for name in self.marker.weights:
-                if name not in names:
-                    raise _KeyedValueError(f"marker.weights.{name}", f"no flow class named {name!r} (classes: {', '.join(names)})")
+            for key in ("weights", "curves"):
+                for name in getattr(self.marker, key):
+                    if name not in names:
+                        raise _KeyedValueError(f"marker.{key}.{name}", f"no flow class named {name!r} (classes: {', '.join(names)})")
         return self
 
     def effective_marker(self) -> Marker | None:
@@ -715,6 +734,9 @@ class Scenario(_Model):
             d.pop("marker", None)
         else:
             d["marker"] = marker.model_dump(mode="json")
+            # Left out when unused, so scenarios written before custom TVFs keep their hash.
+            if not marker.curves:
+                d["marker"].pop("curves")
         for f, name in zip([*d["flows"], *d["workload"]], self.class_names()):
             f["name"] = name
         # A class without a stop leaves the key out, so scenarios written before stops existed
