@@ -210,30 +210,46 @@ class _Pcg64Mcg:
         return ((xsl >> rot) | (xsl << ((64 - rot) & 63))) & _M64
 
 
-#: crates/sim/src/world.rs SEED_STARTS.
+#: crates/sim/src/world.rs SEED_STARTS, SEED_STOPS.
 _SEED_STARTS = 2
+_SEED_STOPS = 4
+
+
+def _schedule_time(sched: dict[str, Any], i: int, rng: _Pcg64Mcg) -> int:
+    """crates/sim/src/world.rs `schedule_time`: flow i's time from a start or stop schedule."""
+    if sched["kind"] == "fixed":
+        return int(sched["at_ns"])
+    if sched["kind"] == "uniform":
+        span = sched["hi_ns"] - sched["lo_ns"]
+        # An integer draw in [lo, hi]: exact and platform-independent.
+        return int(sched["lo_ns"]) if span == 0 else int(sched["lo_ns"] + rng.next_u64() % (span + 1))
+    return int(sched["first_ns"] + i * sched["spacing_ns"])
 
 
 def start_times(config: dict[str, Any]) -> list[list[int]]:
     """Each flow's start (ns, scenario time), per class: the simulator's own draws
-    (crates/sim/src/world.rs World::new: one start stream for the run, drawn class by class,
-    `lo + next_u64() % (span + 1)` for uniform starts), so both backends start the same flows
-    at the same times."""
-    rng = _Pcg64Mcg(_derive_seed(config["seed"], _SEED_STARTS))
-    out = []
+    (crates/sim/src/world.rs World::new: one start stream for the run, drawn class by class),
+    so both backends start the same flows at the same times."""
+    return schedules(config)[0]
+
+
+def schedules(config: dict[str, Any]) -> tuple[list[list[int]], list[list[int | None]]]:
+    """(starts, stops) per class and flow, ns: the simulator's draws — starts from the run's
+    start stream, stops from a stream of their own (world.rs SEED_STOPS), each class by class
+    and flow by flow in the order World::new draws them."""
+    start_rng = _Pcg64Mcg(_derive_seed(config["seed"], _SEED_STARTS))
+    stop_rng = _Pcg64Mcg(_derive_seed(config["seed"], _SEED_STOPS))
+    starts: list[list[int]] = []
+    stops: list[list[int | None]] = []
     for c in config["classes"]:
-        st = c["start"]
-        row = []
+        row: list[int] = []
+        srow: list[int | None] = []
         for i in range(c["count"]):
-            if st["kind"] == "fixed":
-                row.append(st["at_ns"])
-            elif st["kind"] == "uniform":
-                span = st["hi_ns"] - st["lo_ns"]
-                row.append(st["lo_ns"] if span == 0 else st["lo_ns"] + rng.next_u64() % (span + 1))
-            else:
-                row.append(st["first_ns"] + i * st["spacing_ns"])
-        out.append(row)
-    return out
+            row.append(_schedule_time(c["start"], i, start_rng))
+            srow.append(_schedule_time(c["stop"], i, stop_rng) if c.get("stop") else None)
+        starts.append(row)
+        stops.append(srow)
+    return starts, stops
 
 
 # ------------------------------------------------------------------------------------------
@@ -337,6 +353,8 @@ def _teardown(tag: str, namespaces: list[str], procs: list[subprocess.Popen[Any]
             p.wait(timeout=2)
         except subprocess.TimeoutExpired:
             pass
+        if p.stdout is not None:
+            p.stdout.close()
     for ns in namespaces:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     if not keep_work:
@@ -458,7 +476,10 @@ class Testbed:
             cmd += ["taskset", "-c", str(cpu)]
         cmd += PRIORITY_RT if realtime else PRIORITY_TRAFFIC
         cmd += args
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, start_new_session=True)
+        with open(log, "w") as err:
+            # Own session: a Ctrl-C on the terminal reaches the orchestrator only, which then
+            # stops everything in order.
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
         self.procs.append(p)
         return p
 
@@ -468,8 +489,11 @@ def _wait_ready(p: subprocess.Popen[str], what: str, deadline: float, log: Path)
     result: list[str] = []
 
     def reader() -> None:
-        assert p.stdout is not None
-        result.append(p.stdout.readline().strip())
+        try:
+            assert p.stdout is not None
+            result.append(p.stdout.readline().strip())
+        except (OSError, ValueError):  # the pipe closed by the teardown
+            pass
 
     th = threading.Thread(target=reader, daemon=True)
     th.start()
@@ -575,7 +599,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     router_cpu, traffic_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
     duration_ns, warmup_ns = config["duration_ns"], config["warmup_ns"]
     interval_ns = config["measure"]["interval_ns"]
-    starts = start_times(config)
+    starts, stops = schedules(config)
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(STARTUP_MARGIN_S * 1e9)
     deadline_ready = time.monotonic() + STARTUP_MARGIN_S - 0.1
     router_out = work / "router-out.json"
@@ -605,7 +629,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     for i, c in enumerate(config["classes"]):
         flows = []
         for k in range(c["count"]):
-            flows.append({"flow": flow_id, "cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"]), "start_ns": starts[i][k], "size_bytes": c["size_bytes"]})
+            flows.append({"flow": flow_id, "cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"]), "start_ns": starts[i][k], "stop_ns": stops[i][k], "size_bytes": c["size_bytes"]})
             flow_id += 1
         spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT, "flows": flows}
         (work / f"send{i}.json").write_text(json.dumps(spec))
@@ -685,7 +709,7 @@ _U, _F, _S, _B = pa.int64(), pa.float64(), pa.string(), pa.bool_()
 #: them from Python lists: integers as int64, floats and optional floats as double).
 SCHEMAS: dict[str, list[tuple[str, pa.DataType]]] = {
     "flows": [
-        ("flow", _U), ("class", _S), ("cc", _S), ("rtt_ms", _F), ("start_s", _F), ("goodput_bps", _F),
+        ("flow", _U), ("class", _S), ("cc", _S), ("rtt_ms", _F), ("start_s", _F), ("stop_s", _F), ("fair_share_bps", _F), ("goodput_bps", _F),
         ("delivered_bytes", _U), ("arrived_bytes", _U), ("dropped_bytes", _U), ("marked_bytes", _U),
         ("mark_ratio", _F), ("drop_ratio", _F),
         *((f"drops_{r}", _U) for r in DROP_REASONS), *((f"marks_{r}", _U) for r in MARK_REASONS),
@@ -777,6 +801,21 @@ class SojournHist:
         return [(k * bin_ns, c) for k, c in enumerate(out)]
 
 
+def fair_shares(spans: list[tuple[int, int | None]], window: tuple[int, int], c_bps: float) -> list[float]:
+    """Each flow's fair share, bit/s averaged over the window, from its (start, stop) schedule:
+    wherever N flows are active each is due C/N (crates/sim/src/results.rs `fair_shares`;
+    a finite flow counts as active from its start on)."""
+    lo, hi = window
+    span = [(min(max(a, lo), hi), min(max(b if b is not None else hi, lo), hi)) for a, b in spans]
+    edges = sorted({t for ab in span for t in ab})
+    share = [0.0] * len(spans)
+    for t0, t1 in zip(edges, edges[1:]):
+        active = [f for f, (a, b) in enumerate(span) if a <= t0 and t1 <= b]
+        for f in active:
+            share[f] += c_bps / len(active) * ((t1 - t0) / (hi - lo))
+    return share
+
+
 def _fct_label(b: int) -> str:
     if b >= 1_000_000 and b % 1_000_000 == 0:
         return f"{b // 1_000_000}MB"
@@ -835,6 +874,9 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
     unmatched_router_flows = len(router_flows)
 
     n = len(flows)
+    # Relative throughput and Jain's index compare each flow with its fair share (the
+    # simulator's definition: x_i = goodput_i / share_i; C/N when all run the whole window).
+    fair = fair_shares([(f["snd"]["start_ns"], f["snd"].get("stop_ns")) for f in flows], (warmup_ns, duration_ns), c_bps)
     col: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["flows"]}
     goodput = []
     fct_rows = []
@@ -855,7 +897,8 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
             fct = (conn["last_byte_ns"] - snd["start_ns"]) / 1e9
         vals = {
             "flow": snd["flow"], "class": names[fl["class"]], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6,
-            "start_s": snd["start_ns"] / 1e9, "goodput_bps": g, "delivered_bytes": delivered,
+            "start_s": snd["start_ns"] / 1e9, "stop_s": None if snd.get("stop_ns") is None else snd["stop_ns"] / 1e9,
+            "fair_share_bps": fair[len(goodput) - 1], "goodput_bps": g, "delivered_bytes": delivered,
             "arrived_bytes": arrived, "dropped_bytes": dropped, "marked_bytes": marked,
             "mark_ratio": _ratio(marked, arrived), "drop_ratio": _ratio(dropped, arrived),
             **{f"drops_{r}": (rf.get("drops") or {}).get(r, 0) for r in DROP_REASONS},
@@ -871,8 +914,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
     tables = {"flows": _table("flows", col)}
 
     # Classes.
-    scheduled = [k for k in range(n)]
-    fair = c_bps / max(1, len(scheduled))
+    normalized = [goodput[k] / fair[k] if fair[k] > 0 else None for k in range(n)]
     classes_json = []
     kc: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["classes"]}
     class_soj = rt.get("class_sojourn") or []
@@ -881,6 +923,8 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         g = [goodput[k] for k in idx]
         total = sum(g)
         mean = total / len(g) if g else 0.0
+        shared = [k for k in idx if fair[k] > 0]
+        rel = sum(goodput[k] for k in shared) / sum(fair[k] for k in shared) if shared else None
         arrived = sum((flows[k]["router"] or {}).get("arrived_bytes", 0) for k in idx)
         marked = sum((flows[k]["router"] or {}).get("marked_bytes", 0) for k in idx)
         dropped = sum((flows[k]["router"] or {}).get("dropped_bytes", 0) for k in idx)
@@ -888,7 +932,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         soj = cs["sum_ns"] / cs["count"] / 1e6 if cs.get("count") else None
         row = {
             "name": names[c], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6, "count": len(idx),
-            "goodput_bps": total, "mean_goodput_bps": mean, "rel_throughput": mean / fair, "jain": jain(g),
+            "goodput_bps": total, "mean_goodput_bps": mean, "rel_throughput": rel, "jain": jain([normalized[k] for k in shared]),
             "mark_ratio": _ratio(marked, arrived), "drop_ratio": _ratio(dropped, arrived), "sojourn_mean_ms": soj,
         }
         classes_json.append(row)
@@ -908,7 +952,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
     target = config["bottleneck"].get("delay_target_ns")
     metrics = {
         "utilization": rt["link_bytes"] * 8 / (c_bps * window_s),
-        "jain": jain([goodput[k] for k in scheduled]),
+        "jain": jain([x for x in normalized if x is not None]),
         "goodput_bps": sum(goodput),
         "sojourn_ms": {
             "mean": None if mean_ns is None else mean_ns / 1e6,

@@ -77,6 +77,12 @@ CA_STATES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 TCP_INFO = getattr(socket, "TCP_INFO", 11)
 
+#: TCP_NOTSENT_LOWAT is 25 in include/uapi/linux/tcp.h.
+TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
+#: Unsent bytes a sender keeps queued: 256 KB is 40 ms at 50 Mbit/s, 5 ms at 400 Mbit/s —
+#: enough that a sender thread woken a little late still keeps the pipe full.
+NOTSENT_LOWAT = 256 * 1024
+
 #: Application write / read size: large enough that the socket, not the loop, is the limit.
 CHUNK = 256 * 1024
 
@@ -143,6 +149,10 @@ class Flow:
         self.flow: int = spec["flow"]
         self.cc: str = spec["cc"]
         self.start_ns: int = spec["start_ns"]
+        #: When the application stops writing (scenario ns); None = at the run's end.
+        self.stop_ns: int | None = spec.get("stop_ns")
+        #: First sample with nothing unacknowledged and nothing unsent after the last write.
+        self.done_ns: int | None = None
         self.size_bytes: int | None = spec.get("size_bytes")
         self.sock: socket.socket | None = None
         self.sport: int | None = None
@@ -164,6 +174,10 @@ def run_flow(f: Flow, spec: dict[str, Any], stop: threading.Event) -> None:
         # Abort on close (RST, no FIN_WAIT lingering): the run's accounting ends at the
         # deadline and the namespaces go away right after.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # Keep at most NOTSENT_LOWAT unsent bytes in the socket (tcp(7) TCP_NOTSENT_LOWAT): a
+        # flow that stops writing then sends at most that much more, not megabytes of
+        # autotuned send buffer.
+        s.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, NOTSENT_LOWAT)
         s.bind((spec["src"], 0))
         s.settimeout(max(0.05, (end - now_ns()) / 1e9))
         s.connect((spec["dst"], spec["port"]))
@@ -173,11 +187,12 @@ def run_flow(f: Flow, spec: dict[str, Any], stop: threading.Event) -> None:
             f.connected_ns = now_ns()
         buf = memoryview(bytearray(CHUNK))
         left = f.size_bytes
+        write_end = end if f.stop_ns is None else min(end, t0 + f.stop_ns)
         while not stop.is_set():
             t = now_ns()
-            if t >= end:
+            if t >= write_end:
                 break
-            s.settimeout(min(0.05, (end - t) / 1e9))
+            s.settimeout(min(0.05, (write_end - t) / 1e9))
             n = CHUNK if left is None else min(CHUNK, left)
             if n == 0:
                 break
@@ -188,10 +203,11 @@ def run_flow(f: Flow, spec: dict[str, Any], stop: threading.Event) -> None:
             f.written_bytes += sent
             if left is not None:
                 left -= sent
-        if left == 0:
+        if left == 0 or (write_end < end and not stop.is_set()):
+            # Finite flow written, or the flow's stop: no new data; what is in the socket is
+            # still delivered (FIN after it). The socket stays open until the run's end.
             f.finished_writing_ns = now_ns()
             s.shutdown(socket.SHUT_WR)
-            # Keep the socket open (TCP_INFO keeps being sampled) until the deadline.
             sleep_until(end, stop)
     except OSError as e:
         f.error = f"{type(e).__name__}: {e}"
@@ -225,6 +241,12 @@ def sender(spec: dict[str, Any], out: str) -> int:
                         info = tcp_info(f.sock)
                     except OSError:
                         continue
+                # As the simulator's time series: a flow done (finite flow delivered, stopped
+                # flow's last data acknowledged) shows one more sample, then none.
+                if f.done_ns is None and f.finished_writing_ns is not None and info.get("unacked") == 0 and info.get("notsent_bytes") == 0:
+                    f.done_ns = t
+                if f.done_ns is not None and f.done_ns + iv <= t:
+                    continue
                 samples.append({"k": k, "t_ns": t - t0, "flow": f.flow, **{n: info.get(n) for n in SAMPLED}})
             k += 1
 
@@ -247,7 +269,7 @@ def sender(spec: dict[str, Any], out: str) -> int:
             "complete": now_ns() >= end,
             "flows": [
                 {
-                    "flow": f.flow, "cc": f.cc, "sport": f.sport, "start_ns": f.start_ns,
+                    "flow": f.flow, "cc": f.cc, "sport": f.sport, "start_ns": f.start_ns, "stop_ns": f.stop_ns,
                     "connected_ns": None if f.connected_ns is None else f.connected_ns - t0,
                     "written_bytes": f.written_bytes, "size_bytes": f.size_bytes,
                     "finished_writing_ns": None if f.finished_writing_ns is None else f.finished_writing_ns - t0,

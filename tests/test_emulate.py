@@ -1,0 +1,513 @@
+"""The emulator (issue 6): real Linux TCP in network namespaces through aqmlab-router.
+
+Two kinds of tests. Those without a testbed check the orchestrator's own logic against
+independent references: the simulator's start draws, the uapi `struct tcp_info` layout, the
+DESIGN.md metric definitions on hand-made measurements, and the refusals. Those with a testbed
+(root and network namespaces; skipped otherwise, with that reason) run real TCP through the
+router at 30–50 Mbit/s for 8–10 s and check what the issue asks, with the tolerances stated
+beside each assertion (docs/emulator.md §Tests gives the measured figures).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import aqmlab
+from aqmlab import _emulate as E
+from aqmlab import _traffic as T
+from aqmlab.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _netns_ok() -> bool:
+    if os.geteuid() != 0:
+        return False
+    r = subprocess.run(["ip", "netns", "add", "aqP-testprobe"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", "aqP-testprobe"], capture_output=True)
+    return r.returncode == 0
+
+
+_REASON = "needs root" if os.geteuid() != 0 else "network namespaces unavailable"
+needs_testbed = pytest.mark.skipif(not _netns_ok(), reason=f"the emulator's testbed {_REASON}")
+
+
+def scenario(text: str, tmp_path: Path, name: str = "emu") -> Path:
+    p = tmp_path / f"{name}.toml"
+    p.write_text(f'name = "{name}"\n' + text)
+    return p
+
+
+# ------------------------------------------------------------------------------------------
+# Without a testbed
+# ------------------------------------------------------------------------------------------
+
+
+def test_start_times_are_the_simulators_draws() -> None:
+    # Uniform draws from the run's one start stream, class by class, a staggered and a fixed
+    # class between them: the simulator's flows table is the reference.
+    s = aqmlab.Scenario(
+        name="starts",
+        duration="50ms",
+        seed=7,
+        bottleneck={"rate": "10Mbps", "buffer": "1bdp"},
+        flows=[
+            {"cc": "cubic", "count": 3, "rtt": "10ms", "start": "uniform(0s, 1s)"},
+            {"cc": "reno", "count": 2, "rtt": "20ms", "start": "staggered(5ms, 7ms)"},
+            {"cc": "reno", "count": 1, "rtt": "20ms", "start": "3ms"},
+            {"cc": "cubic", "count": 4, "rtt": "30ms", "start": "uniform(100ms, 2s)", "stop": "uniform(3s, 4s)"},
+            {"cc": "reno", "count": 2, "rtt": "30ms", "stop": "staggered(5s, 1s)"},
+        ],
+    )
+    flows = aqmlab.run(s).flows
+    starts, stops = E.schedules(s.engine_config())
+    mine = [t / 1e9 for row in starts for t in row]
+    assert mine == flows["start_s"].tolist()
+    mine_stops = [None if t is None else t / 1e9 for row in stops for t in row]
+    assert mine_stops[:6] == [None] * 6 and mine_stops[10:] == [5.0, 6.0]
+    assert mine_stops[6:10] == flows["stop_s"].tolist()[6:10]
+    # The hand-checkable ones: staggered 5 ms + i·7 ms, fixed 3 ms.
+    assert mine[3:6] == [0.005, 0.012, 0.003]
+
+
+def test_tcp_info_layout_matches_the_uapi_header() -> None:
+    # Offsets counted by hand from include/uapi/linux/tcp.h (8 u8, then u32/u64 fields with no
+    # padding): tcpi_rtt is the 18th u32 after the 8 bytes → 8 + 15·4 = 68, etc.
+    offsets: dict[str, int] = {}
+    off = 0
+    import struct
+
+    for name, code in T.TCP_INFO_FIELDS:
+        offsets[name] = off
+        off += struct.calcsize("=" + code)
+    assert offsets["rto"] == 8 and offsets["unacked"] == 24 and offsets["rtt"] == 68
+    assert offsets["snd_cwnd"] == 80 and offsets["total_retrans"] == 100 and offsets["pacing_rate"] == 104
+    assert offsets["bytes_acked"] == 120 and offsets["segs_out"] == 136 and offsets["delivery_rate"] == 160
+    assert offsets["delivered_ce"] == 196 and offsets["bytes_sent"] == 200 and offsets["total_rto"] == 240
+    assert T.TCP_INFO_SIZE == 248
+
+
+def test_tcp_info_of_a_loopback_connection() -> None:
+    # A real socket: 100 kB sent over loopback are reported acknowledged. tcpi_bytes_acked is
+    # the sum of snd_una's advances (net/ipv4/tcp_input.c tcp_snd_una_update), so the SYN's
+    # sequence number counts too: 100 000 + 1.
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    got = bytearray()
+
+    def rx() -> None:
+        c, _ = srv.accept()
+        while (b := c.recv(65536)):
+            got.extend(b)
+        c.close()
+
+    th = threading.Thread(target=rx)
+    th.start()
+    cl = socket.create_connection(srv.getsockname())
+    cl.setsockopt(socket.IPPROTO_TCP, T.TCP_CONGESTION, b"reno")
+    cl.sendall(b"x" * 100_000)
+    deadline = time.monotonic() + 5
+    while T.tcp_info(cl)["bytes_acked"] < 100_001 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    info = T.tcp_info(cl)
+    cl.close()
+    th.join()
+    srv.close()
+    assert info["bytes_acked"] == 100_001 and info["bytes_sent"] >= 100_000
+    assert info["state"] == 1  # TCP_ESTABLISHED (include/net/tcp_states.h)
+    assert len(got) == 100_000
+
+
+def test_sojourn_statistics_follow_the_simulators_definitions() -> None:
+    # Sojourns 1, 2, ..., 100 ms in 1 µs bins: p50 is the 50th (its bin's midpoint 50.0005 ms),
+    # p99 the 99th, as crates/sim/src/measure.rs quantiles_of_a_uniform_sojourn_set.
+    h = E.SojournHist(1000, [[k * 1000, 1] for k in range(1, 101)], 100_000_000)
+    assert h.quantile_ns(0.5) == 50_000_500.0
+    assert h.quantile_ns(0.99) == 99_000_500.0
+    assert h.quantile_ns(1.0) == 100_000_000.0  # the midpoint clamped to the maximum
+    bins = h.rebinned(10_000_000)  # 10 ms bins: 1..9 ms in the first, 100 ms alone in the last
+    assert bins[0] == (0, 9) and bins[-1] == (100_000_000, 1) and sum(c for _, c in bins) == 100
+    # Without the exact maximum, the top of the highest bin bounds it.
+    assert E.SojournHist(1000, [[3, 2]], None).max_ns == 3999
+
+
+def _fake_raw(rate_bps: int) -> dict[str, Any]:
+    """Hand-made measurements of a 2-class run (window 2 s) for the assembly test."""
+    def rflow(cls: int, sport: int, arrived: int, marked: int, dropped: int) -> dict[str, Any]:
+        return {
+            "class": cls, "proto": 6, "src": f"10.77.{cls + 1}.2", "sport": sport, "dst": "10.77.200.2", "dport": 5201,
+            "arrived_bytes": arrived, "marked_bytes": marked, "dropped_bytes": dropped,
+            "drops": {"overflow": dropped // 1500}, "marks": {"step": marked // 1500},
+        }
+
+    return {
+        "router": {
+            "complete": True,
+            "link_bytes": 4_500_000,
+            "flows": [rflow(0, 40000, 3_000_000, 30_000, 0), rflow(0, 40001, 1_500_000, 0, 15_000), rflow(1, 40002, 1_500_000, 0, 0)],
+            "sojourn_hist": {"bin_ns": 1000, "bins": [[1000, 2], [3000, 2]]},
+            "class_sojourn": [{"sum_ns": 6_000_000, "count": 3}, {"sum_ns": 6_000_000, "count": 1}],
+            "queue": [{"t_ns": 100_000_000, "qlen_pkts": 3, "backlog_bytes": 4500, "sojourn_mean_ns": 1.5e6, "sojourn_max_ns": 2_000_000, "link_bytes": 250_000, "drops": 1, "marks": 0}],
+            "counters": {"rx_pkts": 10, "tx_pkts": 9, "reordered": 0},
+        },
+        "receiver": {
+            "conns": [
+                {"src": "10.77.1.2", "sport": 40000, "bytes": 2_600_000, "window_bytes": 2_500_000, "last_byte_ns": 2_900_000_000, "final_info": {"data_segs_in": 1800}},
+                {"src": "10.77.1.2", "sport": 40001, "bytes": 1_300_000, "window_bytes": 1_250_000, "last_byte_ns": 2_900_000_000, "final_info": {}},
+                {"src": "10.77.2.2", "sport": 40002, "bytes": 1_000_000, "window_bytes": 1_000_000, "last_byte_ns": 1_200_000_000, "final_info": {}},
+            ],
+            "ticks": [{"k": 1, "bytes": [["10.77.1.2", 40000, 125_000]]}],
+        },
+        "senders": [
+            {"flows": [
+                {"flow": 0, "sport": 40000, "start_ns": 0, "size_bytes": None, "final_info": {"total_retrans": 3, "data_segs_out": 1803, "total_rto": 0}},
+                {"flow": 1, "sport": 40001, "start_ns": 10_000_000, "size_bytes": None, "final_info": {}},
+            ], "samples": [
+                {"k": 1, "t_ns": 100_000_000, "flow": 0, "ca_state": 3, "snd_cwnd": 20, "snd_ssthresh": 14, "unacked": 20, "sacked": 2, "lost": 1, "retrans": 1, "rtt": 25_500, "pacing_rate": 1_000_000},
+            ]},
+            {"flows": [{"flow": 2, "sport": 40002, "start_ns": 200_000_000, "size_bytes": 1_000_000, "final_info": {}}], "samples": []},
+        ],
+    }
+
+
+def test_assembled_results_have_the_simulators_schema_and_definitions() -> None:
+    s = aqmlab.Scenario(
+        name="assemble",
+        duration="3s",
+        warmup="1s",
+        bottleneck={"rate": "20Mbps", "buffer": "1bdp", "aqm": {"kind": "step", "target": "2ms"}},
+        flows=[{"cc": "cubic", "count": 2, "rtt": "20ms", "ecn": True}, {"cc": "reno", "rtt": "40ms", "size": "1MB"}],
+    )
+    res = E.assemble(s, s.engine_config(), _fake_raw(20_000_000), wall_time_s=1.0)
+    sim = aqmlab.run(s)
+    for name in aqmlab._results.TABLES:
+        assert res.arrow[name].schema.names == sim.arrow[name].schema.names, name
+        for f_emu, f_sim in zip(res.arrow[name].schema, sim.arrow[name].schema):
+            # An all-null simulator column (no finite flow, ...) infers pyarrow's null type.
+            assert f_emu.type == f_sim.type or f_sim.type == "null", (name, f_emu.name, f_emu.type, f_sim.type)
+    assert set(res.summary) >= set(sim.summary) and res.summary["backend"] == "emu"
+    assert set(res.summary["metrics"]) == set(sim.summary["metrics"])
+    m = res.summary["metrics"]
+    # utilization = link bytes · 8 / (C · window) = 4.5e6·8 / (20e6 · 2) = 0.9
+    assert m["utilization"] == pytest.approx(0.9)
+    # goodput: window bytes · 8 / 2 s → 10, 5, 4 Mbit/s; C/N = 20/3 Mbit/s.
+    c = res.summary["classes"]
+    assert c[0]["goodput_bps"] == pytest.approx(15e6) and c[1]["goodput_bps"] == pytest.approx(4e6)
+    assert c[0]["rel_throughput"] == pytest.approx(7.5e6 / (20e6 / 3))
+    assert c[0]["jain"] == pytest.approx(15**2 / (2 * (100 + 25)))
+    assert m["jain"] == pytest.approx(19**2 / (3 * (100 + 25 + 16)))
+    # mark / drop ratio: bytes ÷ arrived bytes; class 0 marked 30 kB of 4.5 MB.
+    assert c[0]["mark_ratio"] == pytest.approx(30_000 / 4_500_000) and c[0]["drop_ratio"] == pytest.approx(15_000 / 4_500_000)
+    assert m["mark_ratio"] == pytest.approx(30_000 / 6_000_000)
+    # sojourn: mean over every packet (12 ms / 4), per class 2 ms and 6 ms; p50 = 2nd of
+    # {1,1,3,3} µs-bins → 1.0005 ms... (bin index 1000 = 1 ms).
+    assert m["sojourn_ms"]["mean"] == pytest.approx(3.0) and c[1]["sojourn_mean_ms"] == pytest.approx(6.0)
+    assert m["sojourn_ms"]["p50"] == pytest.approx(1.0005) and m["sojourn_ms"]["p99"] == pytest.approx(3.0005)
+    # the delay target (STEP, 2 ms): mean 3 ms → 1.5.
+    assert m["sojourn_mean_rel_target"] == pytest.approx(1.5)
+    f = res.flows
+    assert f["drops_overflow"].tolist() == [0, 10, 0] and f["marks_step"].tolist() == [20, 0, 0]
+    for col in E.NULL_COLUMNS["flows"]:
+        assert f[col].isna().all(), col
+    # the finite flow: last byte at 1.2 s, started at 0.2 s → FCT 1 s; ideal 8 Mbit / 20 Mbit/s + 40 ms.
+    assert res.fct["fct_s"].tolist() == [pytest.approx(1.0)]
+    assert res.fct["slowdown"].tolist() == [pytest.approx(1.0 / (0.4 + 0.04))]
+    ts = res.timeseries
+    # inflight = unacked − (sacked + lost) + retrans (tcp_packets_in_flight) = 20 − 3 + 1.
+    assert ts["inflight"].tolist() == [18] and ts["ca_state"].tolist() == ["recovery"] and ts["srtt_ms"].tolist() == [25.5]
+    assert ts["throughput_bps"].tolist() == [pytest.approx(125_000 * 8 / 0.1)]
+    assert res.queue["utilization"].tolist() == [pytest.approx(250_000 * 8 / (20e6 * 0.1))]
+
+
+def test_refused_without_root_nothing_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scen = scenario('duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "10ms"\n', tmp_path)
+    monkeypatch.setattr(E, "is_root", lambda: False)
+    r = CliRunner().invoke(app, ["emulate", str(scen), "-o", str(tmp_path / "out")])
+    assert r.exit_code == 2
+    assert "needs root" in r.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "words"),
+    [
+        ('[[workload]]\ncc = "reno"\nrtt = "10ms"\nrate = "10/s"\nsize = { dist = "fixed", size = "10KB" }\n', "workload", "[[workload]]"),
+        ('[[flows]]\ncc = "cbr"\nrate = "1Mbps"\nrtt = "10ms"\n', "flows[1].cc", "cbr"),
+        ('[[flows]]\ncc = "cubic"\nrtt = "10ms"\nfq_pacing = true\n', "flows[1].fq_pacing", "fq_pacing"),
+        ('[[flows]]\ncc = "cubic"\nrtt = "10ms"\ncc_params = { beta = 800 }\n', "flows[1].cc_params", "module parameters"),
+    ],
+)
+def test_unsupported_features_are_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str, key: str, words: str) -> None:
+    # The scenario checks come after the environment's: pretend the environment is fine.
+    monkeypatch.setattr(E, "is_root", lambda: True)
+    monkeypatch.setattr(E.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(E.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "", ""))
+    scen = scenario('duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "10ms"\n' + extra, tmp_path)
+    s = aqmlab.load_scenario(scen)
+    with pytest.raises(aqmlab.ScenarioError) as e:
+        E.preflight(s, router=False)
+    assert e.value.key == key and words in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------
+# With a testbed
+# ------------------------------------------------------------------------------------------
+
+
+def _aq_host_devices() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    names = {m.group(1) for m in re.finditer(r"^\d+: ([^:@]+)", out, re.M)}
+    return {n for n in names if n == "aqtun" or n == "dst" or re.fullmatch(r"c\d+", n)}
+
+
+def _tag_of(pid: int, timeout: float = 20) -> str:
+    """The tag of the testbed owned by `pid` (its work directory's owner.pid)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for d in Path("/tmp").glob(f"{E.WORK_PREFIX}*"):
+            try:
+                if int((d / "owner.pid").read_text()) == pid:
+                    return d.name[len(E.WORK_PREFIX):]
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.05)
+    raise AssertionError(f"no testbed of pid {pid} appeared")
+
+
+def _wait_mid_run(tag: str, n_classes: int, timeout: float = 20) -> None:
+    work = Path("/tmp") / f"{E.WORK_PREFIX}{tag}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (work / f"send{n_classes - 1}.json").exists():
+            time.sleep(3.0)  # traffic under way (t0 is 2.5 s after the router config)
+            return
+        time.sleep(0.05)
+    raise AssertionError("the run did not start")
+
+
+def _leftovers(tag: str) -> dict[str, Any]:
+    nss = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split() if n.endswith(f"-{tag}")]
+    procs = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if f"{E.WORK_PREFIX}{tag}" in (p / "cmdline").read_bytes().decode(errors="replace"):
+                    procs.append(int(p.name))
+            except OSError:
+                pass
+    return {"namespaces": nss, "processes": procs, "work": (Path("/tmp") / f"{E.WORK_PREFIX}{tag}").exists(), "devices": sorted(_aq_host_devices())}
+
+
+NOTHING = {"namespaces": [], "processes": [], "work": False, "devices": []}
+
+LONG = 'duration = "30s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "10ms"\n[[flows]]\ncc = "reno"\nrtt = "20ms"\n'
+
+
+@needs_testbed
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_run_leaves_nothing_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    scen = scenario(LONG, tmp_path)
+    before = _aq_host_devices()
+    p = subprocess.Popen([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tag = _tag_of(p.pid)
+    _wait_mid_run(tag, 2)
+    assert _leftovers(tag)["namespaces"], "the testbed exists mid-run"
+    p.send_signal(sig)
+    _, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert {**_leftovers(tag), "devices": sorted(_aq_host_devices() - before)} == NOTHING
+    assert not (tmp_path / "out").exists()
+
+
+@needs_testbed
+def test_after_sigkill_cleanup_removes_the_stale_testbed(tmp_path: Path) -> None:
+    scen = scenario(LONG, tmp_path)
+    before = _aq_host_devices()
+    p = subprocess.Popen([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tag = _tag_of(p.pid)
+    _wait_mid_run(tag, 2)
+    p.kill()
+    p.wait()
+    stale = _leftovers(tag)
+    # SIGKILL cannot clean up: the namespaces and the router and traffic processes remain.
+    assert len(stale["namespaces"]) == 4 and stale["processes"]
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "emulate", "--cleanup"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"removed testbed {tag}" in r.stderr
+    assert {**_leftovers(tag), "devices": sorted(_aq_host_devices() - before)} == NOTHING
+
+
+@needs_testbed
+def test_a_cc_the_kernel_lacks_is_refused_with_its_list(tmp_path: Path) -> None:
+    if "dctcp" in E.kernel_ccs():
+        pytest.skip("this kernel has dctcp")  # pragma: no cover - the machine kind has none
+    scen = scenario('duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "dctcp"\nrtt = "10ms"\n', tmp_path)
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    offered = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    assert "flows[0].cc" in r.stderr and "dctcp" in r.stderr and all(cc in r.stderr for cc in offered)
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def one_cubic(tmp_path_factory: pytest.TempPathFactory) -> aqmlab.Result:
+    if not _netns_ok():
+        pytest.skip(f"the emulator's testbed {_REASON}")
+    d = tmp_path_factory.mktemp("one")
+    scen = scenario(
+        'duration = "8s"\nwarmup = "2s"\n[bottleneck]\nrate = "30Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "20ms"\n[measure]\ninterval = "10ms"\n',
+        d,
+        "one-cubic",
+    )
+    return E.emulate(scen, d / "out")
+
+
+@needs_testbed
+def test_one_cubic_flow_fills_the_link(one_cubic: aqmlab.Result) -> None:
+    m = one_cubic.summary["metrics"]
+    # Issue 6: at least 90 % utilization (a 1-BDP TailDrop buffer keeps CUBIC's sawtooth
+    # above an empty queue, so close to 100 % is expected).
+    assert m["utilization"] >= 0.90
+    # Conservation: goodput can not exceed the link's payload rate.
+    assert m["goodput_bps"] <= 30e6
+    c = one_cubic.summary["counters"]
+    assert c["reordered"] == 0 and c["unclassified"] == 0 and c["flows_without_connection"] == 0
+
+
+@needs_testbed
+def test_router_sojourn_agrees_with_backlog_over_rate(one_cubic: aqmlab.Result) -> None:
+    # Little's law at a saturated link: the time-average backlog ÷ C is the mean sojourn.
+    # The backlog is sampled every 10 ms (600 samples over the 6 s window) of a sawtooth, and
+    # one packet may be counted in the backlog while it serializes (1500 B at 30 Mbit/s =
+    # 0.4 ms): tolerance 10 % + 0.4 ms.
+    q = one_cubic.queue
+    w = q[(q["t_s"] > 2.0) & (q["t_s"] <= 8.0)]
+    from_backlog_ms = float((w["backlog_bytes"] * 8 / 30e6).mean() * 1e3)
+    mean_ms = one_cubic.summary["metrics"]["sojourn_ms"]["mean"]
+    assert mean_ms > 2.0  # a standing queue exists (else the comparison says nothing)
+    assert abs(mean_ms - from_backlog_ms) <= 0.10 * mean_ms + 0.4, (mean_ms, from_backlog_ms)
+
+
+@needs_testbed
+def test_measured_rtt_is_base_rtt_plus_queueing(one_cubic: aqmlab.Result) -> None:
+    # The kernel's srtt (TCP_INFO) against 20 ms + the router's mean sojourn. srtt is an EWMA
+    # (gain 1/8, RFC 6298 §2) of per-ACK samples, read every 10 ms across a sawtooth, and the
+    # ACKs add the receiver's delayed-ACK wait and the router's lateness (p99 ≈ 0.1 ms):
+    # tolerance 15 %.
+    ts = one_cubic.timeseries
+    srtt = float(ts[(ts["t_s"] > 2.0) & (ts["t_s"] <= 8.0)]["srtt_ms"].mean())
+    expect = 20.0 + one_cubic.summary["metrics"]["sojourn_ms"]["mean"]
+    assert abs(srtt - expect) <= 0.15 * expect, (srtt, expect)
+    # The delay line never delivers early: the smallest RTT the kernel saw is at least the
+    # base RTT, and close to it (the queue drains after each CUBIC back-off).
+    raw = one_cubic.extra["tcp_info"].to_pandas()
+    min_rtt_ms = raw["min_rtt"].min() / 1e3
+    assert 20.0 <= min_rtt_ms <= 22.0, min_rtt_ms
+
+
+@needs_testbed
+def test_cubic_with_ecn_through_step_is_marked_not_dropped(tmp_path: Path) -> None:
+    # STEP at 5 ms with a 200 ms buffer: the queue never reaches the buffer, so a real CUBIC
+    # that honours CE (RFC 3168) gets marks and no drops. (Its utilization is below 1: a
+    # classic ×0.7 back-off from 1.25 BDP leaves the link idle, which is why DCTCP exists.)
+    scen = scenario(
+        'duration = "8s"\nwarmup = "1s"\n[bottleneck]\nrate = "30Mbps"\nbuffer = "200ms"\naqm = { kind = "step", target = "5ms" }\n[[flows]]\ncc = "cubic"\nrtt = "20ms"\necn = true\n',
+        tmp_path,
+    )
+    res = E.emulate(scen)
+    f = res.flows
+    assert int(f["marks_step"].sum()) > 0 and int(f["marked_bytes"].sum()) > 0
+    assert int(f["dropped_bytes"].sum()) == 0 and res.summary["counters"]["qdisc_drops"] == 0
+    # The sender saw the CE marks echoed (tcpi_delivered_ce) and reacted: the queue stays
+    # near STEP's threshold, far below the buffer.
+    assert res.extra["tcp_info"].to_pandas()["delivered_ce"].max() > 0
+    assert res.summary["metrics"]["sojourn_ms"]["p99"] < 20.0
+
+
+def _share_jain(res: aqmlab.Result) -> float:
+    return float(res.summary["metrics"]["jain"])
+
+
+@needs_testbed
+def test_ppv_shares_cubic_and_bbr_more_equally_than_shallow_taildrop(tmp_path: Path) -> None:
+    # One CUBIC and one BBR flow, 30 Mbit/s, 20 ms, buffer 0.5 BDP. Through TailDrop BBR takes
+    # most of the link (its 2·BDP inflight cap does not back off on loss); PPV with equal
+    # packet values drops the lowest-valued packets, i.e. those of the faster flow.
+    base = 'duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "30Mbps"\nbuffer = "0.5bdp"\n{aqm}[[flows]]\ncc = "cubic"\nrtt = "20ms"\n[[flows]]\ncc = "bbr"\nrtt = "20ms"\n'
+    td = E.emulate(scenario(base.format(aqm=""), tmp_path, "td"))
+    ppv = E.emulate(scenario(base.format(aqm='aqm = { kind = "ppv" }\n'), tmp_path, "ppv"))
+    j_td, j_ppv = _share_jain(td), _share_jain(ppv)
+    cubic_td, cubic_ppv = _shares(td.summary)[0], _shares(ppv.summary)[0]
+    # Measured (bench/README.md §Emulator): TailDrop Jain 0.60 (CUBIC 9.5 % of the goodput),
+    # PPV 0.97 (CUBIC 41.6 %).
+    print(f"CUBIC+BBR: TailDrop Jain {j_td:.3f} (CUBIC share {cubic_td:.3f}), PPV Jain {j_ppv:.3f} (CUBIC share {cubic_ppv:.3f})")
+    assert j_ppv > j_td and cubic_ppv > cubic_td
+    # Two flows' Jain ≥ 0.9 ⇔ the smaller share ≥ 1/3 (J = 1/(2(s² + (1−s)²))).
+    assert j_ppv >= 0.9
+    assert ppv.summary["metrics"]["utilization"] >= 0.90
+
+
+#: Agreement scenarios (CUBIC and Reno, 2–10 flows, equal and mixed RTTs, TailDrop and RED).
+#: Tolerances: utilization within 3 percentage points (issue 6); each class's goodput share
+#: within 8 pp of the simulator's mean over seeds 1–5 (other start draws). Justification,
+#: from measured spreads (bench/README.md §Emulator): one emulator run's class share varies by
+#: σ ≈ 2.5 pp run to run (4 runs each of the mixed-RTT scenarios), the simulator's by σ ≈ 1.8
+#: pp over seeds, so its 5-seed mean by ≈ 0.8 pp; 3·√(2.5² + 0.8²) ≈ 7.9 pp is what chance
+#: alone reaches one time in ~400. Where the two disagree beyond that (CUBIC against Reno at
+#: small windows), bench/README.md reports it.
+AGREEMENT = [
+    (
+        "agree-2cubic-taildrop",
+        'duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "40Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\ncount = 2\nrtt = "20ms"\nstart = "uniform(0s, 0.5s)"\n',
+    ),
+    (
+        "agree-reno-mixed-rtt-red",
+        'duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "40Mbps"\nbuffer = "3bdp"\naqm = { kind = "red", limit = "3bdp", min = "0.5bdp", max = "1.5bdp", avpkt = "1500B", bandwidth = "40Mbps" }\n'
+        '[[flows]]\ncc = "reno"\ncount = 2\nrtt = "10ms"\nstart = "uniform(0s, 0.5s)"\n[[flows]]\ncc = "reno"\ncount = 2\nrtt = "40ms"\nstart = "uniform(0s, 0.5s)"\n',
+    ),
+    (
+        "agree-10cubic-mixed-rtt-taildrop",
+        'duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "50Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\ncount = 5\nrtt = "10ms"\nstart = "uniform(0s, 1s)"\n'
+        '[[flows]]\ncc = "cubic"\ncount = 5\nrtt = "30ms"\nstart = "uniform(0s, 1s)"\n',
+    ),
+]
+
+
+def _shares(summary: dict[str, Any]) -> list[float]:
+    total = sum(c["goodput_bps"] for c in summary["classes"])
+    return [c["goodput_bps"] / total for c in summary["classes"]]
+
+
+@needs_testbed
+@pytest.mark.parametrize(("name", "text"), AGREEMENT, ids=[a[0] for a in AGREEMENT])
+def test_emulator_agrees_with_the_simulator(tmp_path: Path, name: str, text: str) -> None:
+    scen = scenario(text, tmp_path, name)
+    s = aqmlab.load_scenario(scen)
+    sims = [aqmlab.run(s.model_copy(update={"seed": k})).summary for k in range(1, 6)]
+    emu = E.emulate(s).summary
+    su = sum(x["metrics"]["utilization"] for x in sims) / len(sims)
+    eu = emu["metrics"]["utilization"]
+    ss = [sum(col) / len(sims) for col in zip(*(_shares(x) for x in sims))]
+    es = _shares(emu)
+    print(json.dumps({"scenario": name, "utilization": {"sim": su, "emu": eu}, "shares": {"sim": ss, "emu": es}}))
+    assert abs(eu - su) <= 0.03, (su, eu)
+    for a, b in zip(ss, es):
+        assert abs(a - b) <= 0.08, (ss, es)
