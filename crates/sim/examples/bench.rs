@@ -38,6 +38,10 @@ fn aqm_for_a(kind: &str) -> serde_json::Value {
         "choke" => json!({"kind": "choke", "limit": 833, "bandwidth": 1_000_000_000u64}),
         "ckcd" => json!({"kind": "ckcd", "rate_bps": 1_000_000_000u64, "q_min": 277.0, "q_max": 833.0, "d_max_ns": 10_000_000u64}),
         "gsp" => json!({"kind": "gsp", "threshold_bytes": 937_500u64, "limit_bytes": 1_250_000u64}),
+        // PPV owns the 1-BDP buffer; both read the values of the default (equal-share) marker,
+        // whose per-packet cost is part of theirs. CSAQM: target 0.75 × the buffer, as GSP.
+        "ppv" => json!({"kind": "ppv", "limit_bytes": 1_250_000u64}),
+        "csaqm" => json!({"kind": "csaqm", "target_bytes": 937_500u64, "interval_ns": 5_000_000u64}),
         other => panic!("unknown discipline {other:?}"),
     }
 }
