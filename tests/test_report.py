@@ -4,6 +4,7 @@ copies of each figure; `aqmlab plot`."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import aqmlab
+from aqmlab._harm import load_harm
 from aqmlab._sweep import parse_sweep
 
 SWEEP = """\
@@ -78,7 +80,12 @@ def test_every_figure_is_saved_as_png_and_svg_and_embedded(report):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 def test_a_real_browser_opens_the_report_from_disk_with_every_image_loaded(report, tmp_path):
-    page = report / "site" / "report.html"
+    open_in_browser(report / "site" / "report.html", tmp_path, min_images=8)
+
+
+def open_in_browser(page: Path, tmp_path: Path, *, min_images: int, shot: Path | None = None) -> None:
+    """Headless Chromium opens `page` from disk: every image decoded, no console error, and
+    the rendering (screenshot to `shot`) neither blank nor solid."""
     # A copy of the page with a probe that records, after load, how many images decoded.
     probe = (
         "<script>window.addEventListener('load',()=>{const im=[...document.images];"
@@ -92,11 +99,11 @@ def test_a_real_browser_opens_the_report_from_disk_with_every_image_loaded(repor
     assert dom.returncode == 0, dom.stderr[-2000:]
     n = int(re.search(r'data-images="(\d+)"', dom.stdout).group(1))
     loaded = int(re.search(r'data-loaded="(\d+)"', dom.stdout).group(1))
-    assert n >= 8 and loaded == n, (n, loaded)
+    assert n >= min_images and loaded == n, (n, loaded)
     console_errors = [l for l in dom.stderr.splitlines() if "CONSOLE" in l and ("Error" in l or "Uncaught" in l)]
     assert not console_errors, console_errors
     # The page as rendered (the unmodified report) is not blank.
-    shot = tmp_path / "shot.png"
+    shot = shot or tmp_path / "shot.png"
     r = subprocess.run(common + ["--window-size=1280,2400", f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and shot.is_file(), r.stderr[-2000:]
     from PIL import Image
@@ -116,3 +123,130 @@ def test_plot_makes_one_facet_figure_and_refuses_an_unknown_column(report, tmp_p
     r = subprocess.run([sys.executable, "-m", "aqmlab", "plot", str(report / "sweep"), "--metric", "goodput", "--x", "f", "-o", str(tmp_path / "x.png")], capture_output=True, text=True)
     assert r.returncode == 2 and "--metric 'goodput': not a column" in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# Harm pages and convergence figures
+# ------------------------------------------------------------------------------------------
+
+HARM = """\
+name = "NAME"
+duration = "24s"
+
+[bottleneck]
+rate = "50Mbps"
+buffer = "0.25bdp"
+aqm = AQM
+
+[[flows]]
+cc = "cubic"
+count = 2
+rtt = "20ms"
+start = "staggered(0s, 4s)"
+
+[[flows]]
+cc = "bbr"
+rtt = "20ms"
+start = "8s"
+stop = "16s"
+"""
+
+
+@pytest.fixture(scope="module")
+def harm_report(tmp_path_factory):
+    """Two `aqmlab harm` directories (drop-tail and FQ-CoDel; CUBIC flows joining at 0 and 4 s,
+    a BBR flow from 8 to 16 s) and one report of both."""
+    d = tmp_path_factory.mktemp("harm")
+    for name, aqm in (("td", '{ kind = "taildrop" }'), ("fq", '{ kind = "fq_codel" }')):
+        (d / f"{name}.toml").write_text(HARM.replace("NAME", f"bbr-cubic-{name}").replace("AQM", aqm))
+        r = subprocess.run([sys.executable, "-m", "aqmlab", "harm", str(d / f"{name}.toml"), "-o", str(d / name)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(d / "td"), str(d / "fq"), "-o", str(d / "site" / "harm.html")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_the_harm_page_has_the_table_and_a_heatmap_of_classes_by_metric(harm_report):
+    html = (harm_report / "site" / "harm.html").read_text()
+    figs = sorted(p.name for p in (harm_report / "site" / "harm-figures").glob("*.png"))
+    assert figs == ["01-harm_heatmap.png", "02-convergence_jain.png", "03-convergence_time.png"]
+    # Every harm value of both directories is in the page's table, as harm.json has it.
+    for name in ("td", "fq"):
+        for row in load_harm(harm_report / name).itertuples():
+            for v in (row.throughput_harm, row.delay_harm):
+                assert f"<td>{v:.4g}</td>" in html, (name, row)
+    # The heatmap's rows are scenario · class, its columns the two metrics.
+    svg = (harm_report / "site" / "harm-figures" / "01-harm_heatmap.svg").read_text()
+    for label in ("bbr-cubic-td · cubic-20ms", "bbr-cubic-fq · bbr-20ms", "throughput harm", "delay harm"):
+        assert label in svg, label
+
+
+def test_convergence_figures_mark_the_joins_and_leaves_and_show_each_events_time(harm_report):
+    html = (harm_report / "site" / "harm.html").read_text()
+    assert "<h2>Convergence</h2>" in html
+    # The events of the mixed runs: joins at 4 s (a CUBIC flow) and 8 s (BBR), the leave at
+    # 16 s; the convergence times shown are aqmlab.convergence's on the run's own tables.
+    for name in ("td", "fq"):
+        run = harm_report / name / "runs" / json.loads((harm_report / name / "harm.json").read_text())["scenario"]
+        res = aqmlab.load_result(run)
+        c = aqmlab.convergence(res.timeseries, res.flows, threshold=0.9, window_s=1.0, hold_s=2.0)
+        assert list(zip(c["event"], c["event_s"])) == [("join", 4.0), ("join", 8.0), ("leave", 16.0)]
+        for v in c["convergence_time_s"].dropna():
+            assert f"<td>{v:.4g}</td>" in html, v
+    # FQ-CoDel settles after every event.
+    fq = aqmlab.load_result(harm_report / "fq" / "runs" / json.loads((harm_report / "fq" / "harm.json").read_text())["scenario"])
+    assert aqmlab.convergence(fq.timeseries, fq.flows)["convergence_time_s"].notna().all()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
+def test_a_real_browser_opens_the_harm_page(harm_report, tmp_path):
+    open_in_browser(harm_report / "site" / "harm.html", tmp_path, min_images=3, shot=harm_report / "site" / "shot.png")
+
+
+def test_report_refuses_a_directory_that_is_neither_a_sweep_nor_harm(tmp_path, harm_report):
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not a sweep directory (no index.parquet) nor a harm directory (no harm.json)" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(harm_report / "td"), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not a harm directory" in r.stderr, r.stderr
+    assert not (harm_report / "td" / "report.html").exists()
+
+
+JOINS = """\
+name = "joins"
+duration = "20s"
+seed = 1
+
+[bottleneck]
+rate = "20Mbps"
+buffer = "1bdp"
+
+[[flows]]
+cc = "cubic"
+count = 3
+rtt = "20ms"
+start = "staggered(0s, 3s)"
+stop = "staggered(12s, 3s)"
+
+[sweep]
+"bottleneck.aqm" = [{ kind = "taildrop" }, { kind = "fq_codel" }]
+"""
+
+
+def test_a_sweep_report_with_joins_and_leaves_gains_the_convergence_figures(tmp_path):
+    aqmlab.run_sweep(parse_sweep(JOINS), tmp_path / "sweep", jobs=2)
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(tmp_path / "sweep")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "sweep" / "report.html").read_text()
+    assert "<h2>Convergence</h2>" in html and "2 run(s) with joins or leaves" in html
+    figs = {p.name.split("-", 1)[1] for p in (tmp_path / "sweep" / "report-figures").glob("*.png")}
+    assert {"convergence_jain.png", "convergence_time.png"} <= figs
+    # Flows at 0–12, 3–15 and 6–18 s: joins at 3 and 6 s and the leave at 12 s; the leaves at
+    # 15 and 18 s leave one flow or none, with no shares to settle.
+    for ev in ("join 3 s", "join 6 s", "leave 12 s"):
+        assert f"<th>{ev}</th>" in html, ev
+    assert "leave 15 s" not in html and "leave 18 s" not in html
+
+
+def test_a_sweep_without_joins_or_leaves_has_no_convergence_section(report):
+    # The module's sweep: every flow starts at 0 s and runs to the end.
+    assert "Convergence" not in (report / "site" / "report.html").read_text()

@@ -8,7 +8,14 @@ Figures (each only where the sweep has the data):
   003/004, Figures 1–18 and Fig. 10);
 - mean and max queueing delay relative to the AQM's target (seed 003);
 - per-flow throughput over time for one run per facet cell (seeds 001, 002);
-- queue-delay CDFs per run (seed 002).
+- queue-delay CDFs per run (seed 002);
+- completion time over flow size and slowdown CDFs (seed 002's dynamic runs);
+- convergence where runs have joins or leaves (seed 001 Fig. 8): the windowed Jain index over
+  time with the join and leave times marked, and the convergence time of each event.
+
+`aqmlab harm` directories get a page of their own (`write_harm_report`): the harm table and a
+heatmap of classes × metric (throughput and delay harm), one or several directories side by
+side, plus the convergence figures of their mixed runs where those have joins or leaves.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-__all__ = ["write_report", "facet_figure"]
+__all__ = ["write_report", "write_harm_report", "facet_figure", "is_harm_dir"]
 
 _LABELS = {
     "jain": "Jain's index (classes' flows)",
@@ -211,6 +218,7 @@ def write_report(directory: str | Path, output: str | Path) -> Path:
     _delay_cdfs(page, d, per_run, x, col, row)
     _throughput_over_time(page, d, per_run, x, col, row)
     _completion_times(page, d, all_runs, doc["axes"])
+    _convergence_figures(page, [(_run_label(r, all_runs, doc["axes"]), d / "runs" / r["run"]) for _, r in all_runs.iterrows()])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page.render(), encoding="utf-8")
@@ -323,3 +331,191 @@ def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str])
     ax.legend(fontsize=7)
     fig.tight_layout()
     page.figure(fig, "slowdown_cdf", "slowdown CDFs per run", done.groupby("label")["slowdown"].describe(percentiles=[0.5, 0.99]))
+
+
+def _run_label(r: pd.Series, runs: pd.DataFrame, axes: list[str]) -> str:
+    label = " · ".join(f"{a}={r[a]}" for a in axes if a in r and runs[a].nunique() > 1)
+    return label or str(r["run"])
+
+
+# ------------------------------------------------------------------------------------------
+# Convergence (joins and leaves)
+# ------------------------------------------------------------------------------------------
+
+#: The convergence definition the report draws (aqmlab.convergence's defaults; docs/scenario.md).
+CONVERGENCE = {"threshold": 0.9, "window_s": 1.0, "hold_s": 2.0}
+
+
+def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] | None:
+    """(convergence table, events, windowed Jain) of a run with joins or leaves, else None.
+
+    Starts within the first window of the first start (e.g. uniform(0s, 1s)) are the run's
+    start-up, not joins: no window of shares exists before them to compare with."""
+    from ._convergence import convergence, events, windowed_jain
+
+    flows = pq.read_table(run_dir / "flows.parquet").to_pandas()
+    if flows.empty or "start_s" not in flows.columns:
+        return None
+    if pq.read_table(run_dir / "fct.parquet").num_rows:
+        return None  # arrivals: thousands of short flows come and go; their yardstick is the FCT
+    ts = pq.read_table(run_dir / "timeseries.parquet", columns=["t_s", "flow", "throughput_bps"]).to_pandas()
+    if ts.empty:
+        return None
+    w = CONVERGENCE["window_s"]
+    settled = float(flows["start_s"].min()) + w
+    ev = events(flows, float(ts["t_s"].max()))
+    ev = ev[ev["event_s"] >= settled - 1e-9]
+    if ev.empty:
+        return None
+    conv = convergence(ts, flows, **CONVERGENCE)
+    conv = conv[conv["event_s"] >= settled - 1e-9]
+    return conv, ev, windowed_jain(ts, w, flows)
+
+
+def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
+    """Windowed Jain over time with joins/leaves marked, and the convergence time per event,
+    for the runs that have joins or leaves (at most 12 panels)."""
+    found = []
+    for label, run_dir in runs:
+        r = _run_events(run_dir)
+        if r is not None:
+            found.append((label, *r))
+    if not found:
+        return
+    c = CONVERGENCE
+    page.heading("Convergence")
+    page.para(
+        f"Windowed Jain index: Jain's index over the flows active at each sample (from their start to their stop) of their mean "
+        f"throughput over the trailing {c['window_s']:g} s. After a join or a leave the shares have converged at the first sample, "
+        f"at least one window after the event, from which the index stays ≥ {c['threshold']:g} for {c['hold_s']:g} s before the "
+        f"next event; events after which fewer than two flows share the link have nothing to settle. "
+        f"{len(found)} run(s) with joins or leaves."
+    )
+    shown = found[:12]
+    ncol = min(3, len(shown))
+    nrow = math.ceil(len(shown) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 2.5 * nrow), squeeze=False, sharey=True)
+    for ax, (label, conv, ev, j) in zip(axes.flat, shown):
+        ax.plot(j.index, j.values, lw=0.8, color="#1f77b4")
+        ax.axhline(c["threshold"], color="#888", lw=0.6, ls=":")
+        for _, e in ev.iterrows():
+            ax.axvline(e["event_s"], color="#2ca02c" if e["event"] == "join" else "#d62728", lw=0.8, ls="--")
+        done = conv[conv["converged_s"].notna()]
+        if not done.empty:
+            ax.plot(done["converged_s"], [c["threshold"]] * len(done), "kx", ms=5)
+        ax.set_title(label, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("time (s)", fontsize=8)
+        ax.set_ylabel("windowed Jain", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, lw=0.3, alpha=0.6)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.axis("off")
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color="#2ca02c", ls="--", label="join"),
+        Line2D([], [], color="#d62728", ls="--", label="leave"),
+        Line2D([], [], color="k", marker="x", ls="", label="converged"),
+        Line2D([], [], color="#888", ls=":", label=f"threshold {c['threshold']:g}"),
+    ]
+    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    table = pd.concat([conv.assign(run=label) for label, conv, _, _ in found], ignore_index=True)
+    table = table[["run", "event", "flow", "event_s", "active_after", "converged_s", "convergence_time_s"]]
+    page.figure(fig, "convergence_jain", "windowed Jain index over time; dashed lines: joins (green) and leaves (red); ×: converged", table)
+    # The convergence time of each event, one bar per run; an event whose shares never
+    # settled before the next one is marked, not dropped.
+    evlabels: list[str] = []
+    for _, conv, _, _ in found:
+        for _, e in conv.iterrows():
+            name = f"{e['event']} {e['event_s']:g} s"
+            if name not in evlabels:
+                evlabels.append(name)
+    if not evlabels:
+        return
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(evlabels) + 2.5), 3.6))
+    width = 0.8 / len(found)
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(found))]
+    ymax = max([float(v) for _, conv, _, _ in found for v in conv["convergence_time_s"].dropna()] or [1.0])
+    for k, (label, conv, _, _) in enumerate(found):
+        for _, e in conv.iterrows():
+            x = evlabels.index(f"{e['event']} {e['event_s']:g} s") - 0.4 + (k + 0.5) * width
+            v = e["convergence_time_s"]
+            if v is None or pd.isna(v):
+                ax.plot([x], [0.03 * ymax], marker="x", color=colors[k], ms=6)
+            else:
+                ax.bar([x], [float(v)], width=width, color=colors[k], label=label)
+    ax.set_xticks(range(len(evlabels)), evlabels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("convergence time (s)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, axis="y", lw=0.3, alpha=0.6)
+    hs, ls = ax.get_legend_handles_labels()
+    uniq = dict(zip(ls, hs))
+    if uniq:
+        ax.legend(uniq.values(), uniq.keys(), fontsize=6, ncol=2)
+    fig.tight_layout()
+    wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False)
+    page.figure(fig, "convergence_time", "convergence time after each join and leave, one bar per run (×: did not settle before the next event)", wide)
+
+
+# ------------------------------------------------------------------------------------------
+# Harm
+# ------------------------------------------------------------------------------------------
+
+
+def is_harm_dir(d: str | Path) -> bool:
+    """An `aqmlab harm` output directory (harm.json and the runs it was computed from)."""
+    return (Path(d) / "harm.json").is_file()
+
+
+def write_harm_report(directories: list[str | Path], output: str | Path) -> Path:
+    """The harm page of one or several `aqmlab harm` directories: the harm table, a heatmap of
+    classes × metric, and the mixed runs' convergence figures where they have joins/leaves."""
+    frames = []
+    mixed: list[tuple[str, Path]] = []
+    for d in map(Path, directories):
+        doc = json.loads((d / "harm.json").read_text(encoding="utf-8"))
+        run_dir = d / "runs" / doc["scenario"]
+        name = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["scenario"]["name"] if (run_dir / "summary.json").is_file() else d.name
+        if any(n == name for n, _ in mixed):
+            name = f"{name} ({d.name})"
+        mixed.append((name, run_dir))
+        frames.append(pd.DataFrame(doc["harm"]).assign(scenario=name))
+    df = pd.concat(frames, ignore_index=True)
+    out = Path(output)
+    title = "aqmlab harm — " + ", ".join(n for n, _ in mixed)
+    page = _Page(title, out.parent / f"{out.stem}-figures")
+    page.para(
+        "Harm (Ware et al., HotNets 2019) each flow class suffers in the mixed scenario against its solo baseline: the same "
+        "scenario with every class running that class's CC. Throughput harm = (baseline − mixed) ÷ baseline; delay harm = "
+        "(mixed − baseline) ÷ mixed of the mean queueing delay. 0: no harm; 1: all of it; negative: better off than among its own kind."
+    )
+    several = len(mixed) > 1
+    df["row"] = [f"{s} · {c}" if several else str(c) for s, c in zip(df["scenario"], df["class"])]
+    metrics = [("throughput_harm", "throughput harm"), ("delay_harm", "delay harm")]
+    m = df.set_index("row")[[k for k, _ in metrics]].astype(float)
+    fig, ax = plt.subplots(figsize=(2.2 * len(metrics) + 2.8, 0.42 * len(m) + 1.4))
+    # Diverging around 0 (no harm); colours saturate at ±1, the numbers in the cells do not.
+    im = ax.imshow(m.to_numpy(), cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(metrics)), [lab for _, lab in metrics], fontsize=8)
+    ax.set_yticks(range(len(m)), list(m.index), fontsize=8)
+    for i in range(len(m)):
+        for k in range(len(metrics)):
+            v = m.iat[i, k]
+            ax.text(k, i, "–" if pd.isna(v) else f"{v:+.2f}", ha="center", va="center", fontsize=8, color="white" if not pd.isna(v) and abs(v) > 0.6 else "black")
+    fig.colorbar(im, ax=ax, fraction=0.05, pad=0.04).ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    table = df[["scenario", "class", "cc", "goodput_bps", "baseline_goodput_bps", "throughput_harm", "sojourn_mean_ms", "baseline_sojourn_mean_ms", "delay_harm"]]
+    page.heading("Harm")
+    shown = table.rename(columns={"goodput_bps": "goodput (Mbit/s)", "baseline_goodput_bps": "baseline goodput (Mbit/s)", "sojourn_mean_ms": "mean delay (ms)", "baseline_sojourn_mean_ms": "baseline mean delay (ms)", "throughput_harm": "throughput harm", "delay_harm": "delay harm"})
+    for col in ("goodput (Mbit/s)", "baseline goodput (Mbit/s)"):
+        shown[col] = shown[col] / 1e6
+    page.parts.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums"))
+    page.figure(fig, "harm_heatmap", "harm per class (rows) and metric (columns); red: harmed, blue: better off than against its own kind", table.set_index(["scenario", "class"]))
+    _convergence_figures(page, mixed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page.render(), encoding="utf-8")
+    tmp.replace(out)
+    return out

@@ -136,14 +136,21 @@ def reproduce(
 
 
 def report(
-    directory: Annotated[Path, typer.Argument(help="Sweep directory")],
+    directories: Annotated[list[Path], typer.Argument(help="Sweep directory, or one or more `aqmlab harm` directories")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file (default DIR/report.html)")] = None,
 ) -> None:
-    """Write a static HTML report (figures as PNG and SVG beside it) for a sweep directory."""
-    from .._report import write_report
+    """Write a static HTML report (figures as PNG and SVG beside it) for a sweep directory or harm directories."""
+    from .._report import is_harm_dir, write_harm_report, write_report
 
+    directory = directories[0]
+    if all(is_harm_dir(d) for d in directories):
+        html = write_harm_report(directories, output or directory / "report.html")
+        out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
+        return
+    if len(directories) > 1:
+        _fail(ValueError(f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"))
     if not (directory / "index.parquet").is_file():
-        _fail(ValueError(f"{directory}: not a sweep directory (no index.parquet)"))
+        _fail(ValueError(f"{directory}: not a sweep directory (no index.parquet) nor a harm directory (no harm.json)"))
     html = write_report(directory, output or directory / "report.html")
     out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
 
