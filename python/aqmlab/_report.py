@@ -413,13 +413,13 @@ def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
         ax.axis("off")
     from matplotlib.lines import Line2D
 
-    handles = [
-        Line2D([], [], color="#2ca02c", ls="--", label="join"),
-        Line2D([], [], color="#d62728", ls="--", label="leave"),
+    kinds = {k for _, _, ev, _ in shown for k in ev["event"]}
+    handles = [Line2D([], [], color=col, ls="--", label=k) for k, col in (("join", "#2ca02c"), ("leave", "#d62728")) if k in kinds]
+    handles += [
         Line2D([], [], color="k", marker="x", ls="", label="converged"),
         Line2D([], [], color="#888", ls=":", label=f"threshold {c['threshold']:g}"),
     ]
-    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     table = pd.concat([conv.assign(run=label) for label, conv, _, _ in found], ignore_index=True)
     table = table[["run", "event", "flow", "event_s", "active_after", "converged_s", "convergence_time_s"]]
@@ -434,7 +434,7 @@ def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
                 evlabels.append(name)
     if not evlabels:
         return
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(evlabels) + 2.5), 3.6))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(evlabels) + 2.0), 3.6))
     width = 0.8 / len(found)
     colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(found))]
     ymax = max([float(v) for _, conv, _, _ in found for v in conv["convergence_time_s"].dropna()] or [1.0])
@@ -453,7 +453,8 @@ def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
     hs, ls = ax.get_legend_handles_labels()
     uniq = dict(zip(ls, hs))
     if uniq:
-        ax.legend(uniq.values(), uniq.keys(), fontsize=6, ncol=2)
+        # Beside the axes, so that no bar hides behind it.
+        ax.legend(uniq.values(), uniq.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False)
     page.figure(fig, "convergence_time", "convergence time after each join and leave, one bar per run (×: did not settle before the next event)", wide)
