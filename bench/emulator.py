@@ -11,6 +11,12 @@ packets written out of order within a flow, and the senders' tcpi_reord_seen. Ro
 packet: its user + system time (wait4 rusage) ÷ packets it read. Rounds alternate the rates
 (50, 100, ..., 50, 100, ...) so a busy spell on the machine does not land on one rate.
 One JSON line per run; a table at the end.
+
+    sudo python3 bench/emulator.py --agreement bench/emu/*.toml [--rounds 2]
+
+Agreement: each scenario on the simulator (seeds 1–5: mean and σ of each class's goodput
+share) and on the emulator (`--rounds` runs, alternating scenarios): utilization, class
+shares, mean sojourn, drop ratio.
 """
 
 from __future__ import annotations
@@ -35,12 +41,57 @@ def scenario(rate_mbps: int, flows: int) -> aqmlab.Scenario:
     )
 
 
+def _shares(summary: dict) -> list[float]:
+    total = sum(c["goodput_bps"] for c in summary["classes"])
+    return [c["goodput_bps"] / total for c in summary["classes"]]
+
+
+def agreement(files: list[str], rounds: int) -> None:
+    import statistics as st
+
+    sims = {}
+    for f in files:
+        s = aqmlab.load_scenario(f)
+        runs = [aqmlab.run(s.model_copy(update={"seed": k})).summary for k in range(1, 6)]
+        sims[f] = {
+            "util": st.mean(r["metrics"]["utilization"] for r in runs),
+            "shares": [st.mean(x) for x in zip(*(_shares(r) for r in runs))],
+            "shares_sd": [st.stdev(x) for x in zip(*(_shares(r) for r in runs))],
+            "sojourn_ms": st.mean(r["metrics"]["sojourn_ms"]["mean"] for r in runs),
+            "drop": st.mean(r["metrics"]["drop_ratio"] or 0 for r in runs),
+            "jain": st.mean(r["metrics"]["jain"] for r in runs),
+        }
+    emus: dict[str, list[dict]] = {f: [] for f in files}
+    for rnd in range(rounds):
+        for f in files:
+            r = emulate(f).summary
+            row = {"file": f, "round": rnd, "util": r["metrics"]["utilization"], "shares": _shares(r), "sojourn_ms": r["metrics"]["sojourn_ms"]["mean"],
+                   "drop": r["metrics"]["drop_ratio"] or 0, "jain": r["metrics"]["jain"], "late_p99_us": r["counters"]["late_p99_ns"] / 1e3}
+            emus[f].append(row)
+            print(json.dumps(row), flush=True)
+    print("\n| scenario | utilization sim / emu | class-0 share sim (σ over seeds) / emu runs | mean sojourn ms sim / emu | drop ratio sim / emu | Jain sim / emu |")
+    print("|---|---|---|---|---|---|")
+    for f in files:
+        sm, es = sims[f], emus[f]
+        name = os.path.basename(f).removesuffix(".toml")
+        j = lambda k, fmt: " ".join(format(e[k], fmt) for e in es)  # noqa: E731
+        print(
+            f"| {name} | {sm['util']:.3f} / {j('util', '.3f')} | {sm['shares'][0]:.3f} ({sm['shares_sd'][0]:.3f}) / {' '.join(format(e['shares'][0], '.3f') for e in es)} "
+            f"| {sm['sojourn_ms']:.2f} / {j('sojourn_ms', '.2f')} | {sm['drop']:.4f} / {j('drop', '.4f')} | {sm['jain']:.3f} / {j('jain', '.3f')} |"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rates", default="50,100,200,400")
     p.add_argument("--flows", type=int, default=4)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--agreement", nargs="*", help="scenario files: compare the two backends instead")
     a = p.parse_args()
+    if a.agreement:
+        print(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+        agreement(a.agreement, a.rounds)
+        return
     rates = [int(x) for x in a.rates.split(",")]
     print(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
     rows: dict[int, list[dict[str, float]]] = {r: [] for r in rates}

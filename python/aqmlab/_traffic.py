@@ -287,7 +287,10 @@ def sender(spec: dict[str, Any], out: str) -> int:
 SAMPLED = (
     "ca_state", "snd_cwnd", "snd_ssthresh", "unacked", "sacked", "lost", "retrans", "rtt", "rttvar",
     "min_rtt", "pacing_rate", "delivery_rate", "total_retrans", "bytes_acked", "bytes_sent",
-    "bytes_retrans", "delivered", "delivered_ce", "reord_seen", "snd_mss",
+    "bytes_retrans", "delivered", "delivered_ce", "reord_seen", "snd_mss", "notsent_bytes",
+    # Whether the flow was limited by something other than the network: bit 0 of the byte
+    # at offset 7 is tcpi_delivery_rate_app_limited; busy/rwnd/sndbuf-limited times in µs.
+    "app_limited_bits", "busy_time", "rwnd_limited", "sndbuf_limited",
 )
 
 
