@@ -472,8 +472,9 @@ def test_ppv_shares_cubic_and_bbr_more_equally_than_shallow_taildrop(tmp_path: P
 #: σ ≈ 2.5 pp run to run (4 runs each of two mixed-RTT scenarios: 2.3 and 2.6 pp), the
 #: simulator's by σ = 0.8–3.6 pp over seeds, so its 5-seed mean by ≤ 1.6 pp;
 #: 3·√(2.5² + 1.6²) ≈ 8.9 pp is what chance alone reaches about one time in 400, and 8 pp is a
-#: little stricter. Where the two disagree beyond that (CUBIC against Reno at small windows),
-#: bench/README.md reports it.
+#: little stricter. Where the two disagree systematically (CUBIC against Reno at small
+#: windows; mixed RTTs through TailDrop, where the simulator favours the short RTT by 3–6 pp),
+#: bench/README.md reports it; those scenarios are not asserted here.
 AGREEMENT = [
     (
         "agree-2cubic-taildrop",
@@ -485,9 +486,9 @@ AGREEMENT = [
         '[[flows]]\ncc = "reno"\ncount = 2\nrtt = "10ms"\nstart = "uniform(0s, 0.5s)"\n[[flows]]\ncc = "reno"\ncount = 2\nrtt = "40ms"\nstart = "uniform(0s, 0.5s)"\n',
     ),
     (
-        "agree-10cubic-mixed-rtt-taildrop",
-        'duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "50Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\ncount = 5\nrtt = "10ms"\nstart = "uniform(0s, 1s)"\n'
-        '[[flows]]\ncc = "cubic"\ncount = 5\nrtt = "30ms"\nstart = "uniform(0s, 1s)"\n',
+        "agree-10cubic-mixed-rtt-red",
+        'duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "50Mbps"\nbuffer = "3bdp"\naqm = { kind = "red", limit = "3bdp", min = "0.5bdp", max = "1.5bdp", avpkt = "1500B", bandwidth = "50Mbps" }\n'
+        '[[flows]]\ncc = "cubic"\ncount = 5\nrtt = "10ms"\nstart = "uniform(0s, 1s)"\n[[flows]]\ncc = "cubic"\ncount = 5\nrtt = "30ms"\nstart = "uniform(0s, 1s)"\n',
     ),
 ]
 
