@@ -50,7 +50,7 @@ impl<P: Copy> DelayLine<P> {
         let at = sched.now() + self.delay_ns;
         self.queue.push_back((at, pkt));
         if !self.head_scheduled {
-            sched.schedule(at, Event::DelayLineHead(self.id));
+            sched.schedule_head(at, Event::DelayLineHead(self.id));
             self.head_scheduled = true;
         }
     }
@@ -74,7 +74,7 @@ impl<P: Copy> DelayLine<P> {
     pub fn reschedule(&mut self, sched: &mut Scheduler) {
         if !self.head_scheduled {
             if let Some(&(at, _)) = self.queue.front() {
-                sched.schedule(at, Event::DelayLineHead(self.id));
+                sched.schedule_head(at, Event::DelayLineHead(self.id));
                 self.head_scheduled = true;
             }
         }
@@ -137,7 +137,7 @@ impl<P: aqm::Packet + Copy> Bottleneck<P> {
         let num = pkt.wire_len() as u64 * 8 * 1_000_000_000 + self.carry;
         let tx_ns = num / self.rate_bps;
         self.carry = num % self.rate_bps;
-        sched.schedule(now + tx_ns, Event::LinkTxDone(self.id));
+        sched.schedule_head(now + tx_ns, Event::LinkTxDone(self.id));
         self.tx_start_ns = now;
         self.tx_end_ns = now + tx_ns;
         self.in_tx = Some(pkt);
