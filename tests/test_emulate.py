@@ -244,6 +244,16 @@ def test_refused_without_root_nothing_written(tmp_path: Path, monkeypatch: pytes
     assert not (tmp_path / "out").exists()
 
 
+def test_router_command_passes_through_to_the_binary(tmp_path: Path) -> None:
+    # `aqmlab router` is the binary itself (exec): its own refusal of a bad config — one line
+    # naming the key, exit 2 — comes through unchanged.
+    cfg = tmp_path / "router.json"
+    cfg.write_text('{"engine": {}}')
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "router", "--config", str(cfg)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["aqmlab-router: tun: missing"]
+
+
 @pytest.mark.parametrize(
     ("extra", "key", "words"),
     [
@@ -514,3 +524,50 @@ def test_emulator_agrees_with_the_simulator(tmp_path: Path, name: str, text: str
     assert abs(eu - su) <= 0.03, {"sim": su, "emu": eu, "late_p99_ns": c["late_p99_ns"], "late_max_ns": c["late_max_ns"], "qdisc_drops": c["qdisc_drops"]}
     for a, b in zip(ss, es):
         assert abs(a - b) <= 0.08, (ss, es)
+
+
+@needs_testbed
+def test_finite_and_stopped_flows(tmp_path: Path) -> None:
+    # A bulk CUBIC flow that stops at 5 s and a 2 MB Reno flow from 1 s (= the warmup).
+    scen = scenario(
+        'duration = "8s"\nwarmup = "1s"\n[bottleneck]\nrate = "30Mbps"\nbuffer = "1bdp"\n'
+        '[[flows]]\ncc = "cubic"\nrtt = "20ms"\nstop = "5s"\n[[flows]]\ncc = "reno"\nrtt = "20ms"\nsize = "2MB"\nstart = "1s"\n',
+        tmp_path,
+    )
+    res = E.emulate(scen)
+    f = res.flows
+    # Fair shares over the window [1 s, 8 s): both active in [1, 5) → C/2 each for 4/7 of it;
+    # the finite flow alone after → C for 3/7.
+    assert f["fair_share_bps"].tolist() == [pytest.approx(15e6 * 4 / 7), pytest.approx(15e6 * 4 / 7 + 30e6 * 3 / 7)]
+    # The finite flow: every byte delivered inside the window, and no faster than physics
+    # allows — its 2 MB through 30 Mbit/s plus one base RTT (0.553 s).
+    assert f["delivered_bytes"].tolist()[1] == 2_000_000
+    fct = res.fct.iloc[0]
+    assert bool(fct["completed"]) and 2e6 * 8 / 30e6 + 0.020 <= fct["fct_s"] < 7.0
+    assert fct["slowdown"] >= 1.0 and res.summary["counters"]["unfinished_flows"] == 0
+    # The stopped flow: done after its stop, and what it delivers after the stop is bounded by
+    # what was already in the network or queued in its socket: BDP + buffer (2 × 75 kB), the
+    # unsent-bytes limit and one write (2 × 256 KB).
+    assert f["fct_s"].tolist()[0] >= 5.0
+    ts = res.timeseries
+    after = ts[(ts["flow"] == 0) & (ts["t_s"] > 5.0)]["throughput_bps"].sum() * 0.1 / 8
+    assert after <= 2 * 75_000 + 2 * 256 * 1024, after
+    # Scenario-wide: shares computed with those fair shares (DESIGN.md: mean ÷ fair share).
+    c = res.summary["classes"]
+    assert c[0]["rel_throughput"] == pytest.approx(f["goodput_bps"][0] / f["fair_share_bps"][0])
+
+
+@needs_testbed
+def test_compare_writes_both_runs_and_the_differences(tmp_path: Path) -> None:
+    scen = scenario('duration = "6s"\nwarmup = "1s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "reno"\nrtt = "20ms"\n', tmp_path)
+    r = subprocess.run([sys.executable, "-m", "aqmlab", "compare", str(scen), "-o", str(tmp_path / "cmp"), "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = {x["metric"]: x for x in json.loads(r.stdout)}
+    sim = aqmlab.load_result(tmp_path / "cmp" / "sim")
+    emu = aqmlab.load_result(tmp_path / "cmp" / "emu")
+    assert sim.summary["backend"] == "sim" and emu.summary["backend"] == "emu"
+    u = rows["utilization"]
+    assert u["sim"] == sim.metrics["utilization"] and u["emu"] == emu.metrics["utilization"] and u["diff"] == pytest.approx(u["emu"] - u["sim"])
+    assert rows["reno-20ms: goodput share"]["emu"] == pytest.approx(1.0)
+    assert (tmp_path / "cmp" / "emu" / "tcp_info.parquet").is_file()
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text()) == json.loads(r.stdout)

@@ -895,6 +895,10 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         fct = None
         if snd["size_bytes"] is not None and conn is not None and conn["bytes"] >= snd["size_bytes"] and conn["last_byte_ns"] is not None:
             fct = (conn["last_byte_ns"] - snd["start_ns"]) / 1e9
+        elif snd.get("finished_writing_ns") is not None and conn is not None and conn["bytes"] >= snd["written_bytes"] and conn["last_byte_ns"] is not None:
+            # A stopped flow is done when all it wrote is delivered (the simulator: its last
+            # data acknowledged after the stop).
+            fct = (conn["last_byte_ns"] - snd["start_ns"]) / 1e9
         vals = {
             "flow": snd["flow"], "class": names[fl["class"]], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6,
             "start_s": snd["start_ns"] / 1e9, "stop_s": None if snd.get("stop_ns") is None else snd["stop_ns"] / 1e9,
