@@ -22,13 +22,19 @@
 //!   an arrival larger than the whole buffer (it could never fit, so nothing is evicted for
 //!   it) is `Overflow`.
 //! - Exact eviction, not the histogram/CTV approximation of line-rate implementations
-//!   (aqm.md §9.4): a FIFO of slots with tombstones plus an ordered set of (value, slot), so an
-//!   eviction costs O(log n).
+//!   (aqm.md §9.4): a FIFO of slots with tombstones plus a binary heap of (value, slot) with
+//!   the minimum value (newest first among equals) on top, so an eviction costs O(log n).
+//!   Dequeues leave their heap entry behind (recognised as stale by its slot number being
+//!   below the FIFO's head, and skipped when it surfaces) and the heap is rebuilt from the
+//!   slots when stale entries outnumber live ones: the per-packet cost is a heap push, where
+//!   an ordered set (`BTreeSet`) cost an insert *and* a remove (8 % of all instructions of a
+//!   100-flow PPV run at 1 Gbit/s). Which packet is evicted is the same either way.
 //!
 //! PPV owns its limit ([`Qdisc::owns_limit`]): the physical buffer is handed to it as
 //! `limit_packets`/`limit_bytes`, since it must see the overflowing arrival to choose a victim.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
@@ -78,27 +84,37 @@ pub struct Ppv<P> {
     slots: VecDeque<Option<P>>,
     /// Sequence number of `slots[0]`; slot i holds sequence number `head_seq + i`.
     head_seq: u64,
-    /// (value, sequence number) of every queued packet: the minimum value, and among equal
-    /// values the newest, are found in O(log n).
-    by_value: BTreeSet<(u32, u64)>,
+    /// (value, sequence number) of every queued packet, as a max-heap of (−value, seq): the
+    /// minimum value, and among equal values the newest, on top. Also holds stale entries of
+    /// dequeued packets (seq < `head_seq`); evicted packets' entries are popped at eviction,
+    /// so every entry with seq ≥ `head_seq` is a queued packet.
+    by_value: BinaryHeap<(Reverse<u32>, u64)>,
     len: usize,
     bytes: u64,
 }
 
 impl<P: Packet> Ppv<P> {
     pub fn new(params: Params) -> Self {
-        Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, by_value: BTreeSet::new(), len: 0, bytes: 0 }
+        Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, by_value: BinaryHeap::new(), len: 0, bytes: 0 }
     }
 
-    /// The lowest value queued, and the newest packet holding it.
-    fn min_victim(&self) -> Option<(u32, u64)> {
-        let &(v, _) = self.by_value.first()?;
-        self.by_value.range((v, 0)..=(v, u64::MAX)).next_back().copied()
+    /// The lowest value queued, and the newest packet holding it (stale entries on top are
+    /// discarded on the way).
+    fn min_victim(&mut self) -> Option<(u32, u64)> {
+        while let Some(&(Reverse(v), seq)) = self.by_value.peek() {
+            if seq >= self.head_seq {
+                return Some((v, seq));
+            }
+            self.by_value.pop();
+        }
+        None
     }
 
-    /// Remove the packet with sequence number `seq` (which must be queued).
+    /// Remove the packet with sequence number `seq`, which [`Ppv::min_victim`] just returned
+    /// (so its entry is on top of the heap).
     fn take(&mut self, value: u32, seq: u64) -> P {
-        self.by_value.remove(&(value, seq));
+        let top = self.by_value.pop();
+        debug_assert_eq!(top, Some((Reverse(value), seq)));
         let pkt = self.slots[(seq - self.head_seq) as usize].take().expect("queued slot");
         self.len -= 1;
         self.bytes -= pkt.wire_len() as u64;
@@ -115,6 +131,16 @@ impl<P: Packet> Ppv<P> {
         while matches!(self.slots.back(), Some(None)) {
             self.slots.pop_back();
         }
+    }
+
+    /// Drop the stale entries: the heap again holds exactly the queued packets (O(n), once
+    /// every ≥ n + 64 dequeues).
+    fn rebuild(&mut self) {
+        let mut v = std::mem::take(&mut self.by_value).into_vec();
+        v.clear();
+        let head = self.head_seq;
+        v.extend(self.slots.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (Reverse(p.value()), head + i as u64))));
+        self.by_value = BinaryHeap::from(v);
     }
 }
 
@@ -142,7 +168,7 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
         }
         pkt.set_enqueue_ns(now);
         let seq = self.head_seq + self.slots.len() as u64;
-        self.by_value.insert((pkt.value(), seq));
+        self.by_value.push((Reverse(pkt.value()), seq));
         self.len += 1;
         self.bytes += len as u64;
         self.slots.push_back(Some(pkt));
@@ -150,11 +176,14 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
 
     fn dequeue(&mut self, _now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
         let pkt = self.slots.pop_front()?.expect("the head is never a tombstone");
-        self.by_value.remove(&(pkt.value(), self.head_seq));
+        // The packet's heap entry goes stale (its seq is now below head_seq).
         self.head_seq += 1;
         self.len -= 1;
         self.bytes -= pkt.wire_len() as u64;
         self.trim();
+        if self.by_value.len() > 2 * self.len + 64 {
+            self.rebuild();
+        }
         Some(pkt)
     }
 
@@ -268,6 +297,59 @@ mod tests {
         let rest = q.reset();
         assert_eq!(rest.iter().map(|p| p.flow).collect::<Vec<_>>(), (1..10).collect::<Vec<_>>());
         assert!(q.is_empty() && q.head_enqueue_ns().is_none());
+    }
+
+    /// Seed 004's rule applied literally to a plain list (scan for the minimum, newest
+    /// first among equals): the reference the heap-based queue must match verdict for verdict.
+    fn reference_enqueue(q: &mut Vec<TestPkt>, limit: PhysicalLimit, p: TestPkt, drops: &mut Vec<u64>) {
+        if !limit.admits(0, 0, p.len) {
+            drops.push(p.flow);
+            return;
+        }
+        loop {
+            let bytes: u64 = q.iter().map(|x| x.len as u64).sum();
+            if limit.admits(q.len(), bytes, p.len) {
+                q.push(p);
+                return;
+            }
+            let min = q.iter().map(|x| x.value).min().expect("full");
+            if min >= p.value {
+                drops.push(p.flow);
+                return;
+            }
+            let i = q.iter().rposition(|x| x.value == min).expect("present");
+            drops.push(q.remove(i).flow);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn evictions_and_service_order_match_the_rule_applied_to_a_list(
+            ops in proptest::collection::vec((0u8..3, 0u32..12, 500u32..1600), 1..600),
+            packets in proptest::option::of(2u64..20),
+        ) {
+            let bytes = if packets.is_none() { Some(12_000) } else { None };
+            let mut q = ppv(packets, bytes);
+            let limit = PhysicalLimit { packets, bytes };
+            let mut r = Recorder::default();
+            let (mut list, mut drops, mut served) = (Vec::new(), Vec::new(), Vec::new());
+            for (i, (op, value, len)) in ops.into_iter().enumerate() {
+                if op == 0 {
+                    served.push(list.first().map(|p: &TestPkt| p.flow));
+                    if !list.is_empty() {
+                        list.remove(0);
+                    }
+                    proptest::prop_assert_eq!(q.dequeue(0, &mut r).map(|p| p.flow), *served.last().unwrap());
+                } else {
+                    let p = vpkt(i as u64, len, value);
+                    reference_enqueue(&mut list, limit, p, &mut drops);
+                    q.enqueue(p, 0, &mut r);
+                }
+                proptest::prop_assert_eq!(r.drops.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(), drops.clone());
+                proptest::prop_assert_eq!((q.len(), q.backlog_bytes()), (list.len(), list.iter().map(|x| x.len as u64).sum()));
+            }
+            proptest::prop_assert_eq!(flows_in_order(&mut q, &mut r), list.iter().map(|p| p.flow).collect::<Vec<_>>());
+        }
     }
 
     #[test]
