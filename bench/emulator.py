@@ -108,7 +108,7 @@ def main() -> None:
             }
             rows[r].append(row)
             print(json.dumps(row), flush=True)
-    print(f"\n| rate | utilization | rate error | router reordered | TCP reord_seen | late p99 µs | router CPU µs/pkt |")
+    print("\n| rate | utilization | rate error | router reordered | TCP reord_seen | late p99 µs | router CPU µs/pkt |")
     print("|---|---|---|---|---|---|---|")
     for r in rates:
         xs = rows[r]

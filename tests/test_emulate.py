@@ -11,7 +11,6 @@ beside each assertion (docs/emulator.md §Tests gives the measured figures).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
