@@ -53,16 +53,13 @@ def windowed_jain(timeseries: pd.DataFrame, window_s: float, flows: pd.DataFrame
             if int(f) in stops:
                 ok &= t <= stops[int(f)] + _EPS
             active[f] &= ok
-    # A flow's windowed mean uses the samples it has in the window (min_periods=1).
-    mean = wide.where(active).rolling(n, min_periods=1).mean()
-    out = {}
-    for t in wide.index:
-        x = mean.loc[t][active.loc[t]].dropna()
-        if len(x) == 0:
-            continue
-        s, s2 = x.sum(), (x * x).sum()
-        out[t] = (s * s) / (len(x) * s2) if s2 > 0 else math.nan
-    return pd.Series(out, name="jain", dtype=float)
+    # A flow's windowed mean uses the samples it has in the window (min_periods=1); the index
+    # at t is over the flows active at t.
+    x = wide.where(active).rolling(n, min_periods=1).mean().where(active)
+    k = x.notna().sum(axis=1)
+    s, s2 = x.sum(axis=1), (x * x).sum(axis=1)
+    j = (s * s / (k * s2)).where(s2 > 0, math.nan)
+    return j[k > 0].rename("jain").astype(float)
 
 
 def events(flows: pd.DataFrame, end_s: float) -> pd.DataFrame:
