@@ -118,6 +118,16 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
         raise EmulatorError("the emulator needs `ethtool` to turn segmentation offloads off (apt-get install ethtool; `make deps` does it)")
     if not Path("/dev/net/tun").exists():
         raise EmulatorError("/dev/net/tun is missing: the kernel has no TUN support here")
+    for tool in ("taskset", *(PRIORITY_RT[:1] + PRIORITY_TRAFFIC[:1])):
+        if shutil.which(tool) is None:
+            raise EmulatorError(f"the emulator needs `{tool}` (util-linux / coreutils)")
+    if PRIORITY_RT:
+        r = subprocess.run([*PRIORITY_RT, "true"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise EmulatorError(
+                f"cannot give the router real-time priority (`{' '.join(PRIORITY_RT)}`: {r.stderr.strip()}); "
+                "set AQMLAB_EMU_PRIORITY=0 to run without it (expect late packets on a busy machine)"
+            )
     probe = f"aqP-{secrets.token_hex(4)}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
