@@ -463,16 +463,32 @@ impl Receiver {
     fn emit_ack(&mut self, ack: u32, now: Nanos, out: &mut Vec<AckPkt>) {
         let mut sack = [(0u32, 0u32); MAX_SACK_BLOCKS];
         let mut n = 0usize;
-        if !self.ofo.is_empty() {
-            // The most recently changed ranges first (RFC 2018 §4).
-            let mut idx: Vec<usize> = (0..self.ofo.len()).collect();
-            if idx.len() > MAX_SACK_BLOCKS {
-                idx.select_nth_unstable_by_key(MAX_SACK_BLOCKS - 1, |&i| std::cmp::Reverse(self.ofo[i].touched));
-                idx.truncate(MAX_SACK_BLOCKS);
+        // The most recently changed ranges first (RFC 2018 §4): one pass keeping the (at most)
+        // three latest `touched`, newest first. Every growth takes a fresh `touch_clock` tick
+        // for one range, so no two ranges share a `touched` and the choice is unique. (This
+        // ran on every ACK with holes; it used to sort a freshly allocated index vector.)
+        // `touched` starts at 1, so 0 marks an empty place.
+        const _: () = assert!(MAX_SACK_BLOCKS == 3);
+        let mut best = [(0u64, 0u32, 0u32); MAX_SACK_BLOCKS];
+        for r in &self.ofo {
+            let e = (r.touched, r.start, r.end);
+            if e.0 > best[2].0 {
+                if e.0 > best[1].0 {
+                    best[2] = best[1];
+                    if e.0 > best[0].0 {
+                        best[1] = best[0];
+                        best[0] = e;
+                    } else {
+                        best[1] = e;
+                    }
+                } else {
+                    best[2] = e;
+                }
             }
-            idx.sort_unstable_by_key(|&i| std::cmp::Reverse(self.ofo[i].touched));
-            for i in idx {
-                sack[n] = (self.ofo[i].start, self.ofo[i].end);
+        }
+        for &(t, start, end) in &best {
+            if t > 0 {
+                sack[n] = (start, end);
                 n += 1;
             }
         }

@@ -316,6 +316,23 @@ fn out_of_order_data_gets_immediate_dupacks_with_sack_then_compression() {
     assert_eq!(a.last().map(|a| (a.ack, a.n_sack)), Some((27, 0)));
 }
 
+#[test]
+fn with_more_than_three_holes_the_three_latest_changed_ranges_are_reported_newest_first() {
+    // RFC 2018 §4: SACK blocks in order of the most recent change; three fit with timestamps.
+    // After 0..10 in order: 12, 16, 14, 20 arrive (four ranges), then 13 grows 12's range and
+    // joins it with 14's ([12, 15), changed 5th), then 22 opens a fifth ([22, 23), 6th).
+    // Ranges by last change: [22,23) 6th, [12,15) 5th, [20,21) 4th, [16,17) 2nd. A copy of
+    // old data (seq 5) forces an immediate ACK: its blocks are the three latest, newest first.
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Off);
+    for seq in (0..10).chain([12, 16, 14, 20, 13, 22]) {
+        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
+    }
+    let a = feed(&mut r, &mut sched, 5, Ecn::NotEct, 0);
+    assert_eq!(a.len(), 1);
+    assert_eq!((a[0].ack, a[0].sack_blocks()), (10, &[(22, 23), (12, 15), (20, 21)][..]));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Receiver: ECN feedback
 // ---------------------------------------------------------------------------------------------
