@@ -65,3 +65,13 @@ def test_harm_refuses_a_single_class_scenario(tmp_path):
     r = subprocess.run([sys.executable, "-m", "aqmlab", "harm", str(f), "-o", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 2 and "at least two TCP flow classes" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_solo_baseline_keeps_every_class_schedule_of_starts_and_stops():
+    # "The class against its own kind in the same setting": the same joins and leaves.
+    text = MIX.replace("CC0", "bbr").replace("CC1", "cubic").replace('cc = "bbr"\nrtt = "20ms"', 'cc = "bbr"\nrtt = "20ms"\ncount = 2\nstart = "staggered(2s, 3s)"\nstop = "staggered(12s, 2s)"')
+    s = parse_scenario(text)
+    for i in (0, 1):
+        b = solo_baseline(s, i)
+        assert [(f.count, f.start, f.stop) for f in b.flows] == [(2, "staggered(2s, 3s)", "staggered(12s, 2s)"), (1, "0ns", None)]
+        assert {f.cc for f in b.flows} == {s.flows[i].cc}
