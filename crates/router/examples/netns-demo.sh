@@ -1,11 +1,14 @@
 #!/bin/bash
 # A standalone aqmlab-router: one sender namespace, the router namespace (TUN + policy rule)
 # and a receiver namespace, as the emulator builds them (crates/router/README.md). Runs one
-# TCP flow for 5 s through a 20 Mbit/s STEP bottleneck with a 20 ms base RTT, prints the
-# router's per-flow results, and removes everything it made.
+# TCP flow for 6 s through a 20 Mbit/s STEP bottleneck with a 20 ms base RTT (RATE=bit/s,
+# BUF=packets, AQM=json override them), prints the router's per-flow results, and removes
+# everything it made.
 #
 #   cargo build --release -p router && sudo crates/router/examples/netns-demo.sh
 set -euo pipefail
+RATE=${RATE:-20000000} BUF=${BUF:-200}
+AQM=${AQM:-'{"kind": "step", "threshold_bytes": 25000}'}
 BIN=${BIN:-$(dirname "$0")/../../../target/release/aqmlab-router}
 T=demo$$
 S=aqS0-$T R=aqR-$T D=aqD-$T
@@ -37,15 +40,15 @@ ip -n $R route add default dev aqtun table 100
 cat > $WORK/router.json <<J
 {"tun": "aqtun", "class_sources": ["10.77.1.0/24"], "output": "$WORK/out.json",
  "engine": {"name": "demo", "seed": 1, "duration_ns": 6000000000, "warmup_ns": 1000000000,
-   "bottleneck": {"rate_bps": 20000000, "buffer_packets": 200, "buffer_bytes": null,
-                  "aqm": {"kind": "step", "threshold_bytes": 25000}, "delay_target_ns": null},
+   "bottleneck": {"rate_bps": $RATE, "buffer_packets": $BUF, "buffer_bytes": null,
+                  "aqm": $AQM, "delay_target_ns": null},
    "classes": [{"name": "cubic", "cc": {"name": "cubic"}, "count": 1, "rtt_ns": 20000000, "ecn": true,
                 "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false}],
    "measure": {"interval_ns": 100000000, "hist_bin_ns": 1000000}}}
 J
 ip netns exec $R "$BIN" --config $WORK/router.json > $WORK/router.out &
 ROUTER=$!
-until grep -q ready $WORK/router.out 2>/dev/null; do sleep 0.05; done
+until grep -q ready $WORK/router.out 2>/dev/null; do kill -0 $ROUTER 2>/dev/null || exit 1; sleep 0.05; done
 ip netns exec $D python3 -c "
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -56,8 +59,10 @@ except OSError: pass" &
 sleep 0.2
 ip netns exec $S python3 -c "
 import socket, time
-s = socket.create_connection(('10.77.200.2', 5201)); s.settimeout(2); t = time.time()
-while time.time() - t < 5: s.sendall(b'x' * 65536)
+s = socket.create_connection(('10.77.200.2', 5201)); s.settimeout(1); t = time.time()
+try:  # until the router has stopped (6 s + 200 ms drain): the window [1 s, 6 s) stays busy
+    while time.time() - t < 6.5: s.sendall(b'x' * 65536)
+except OSError: pass
 s.close()"
 wait $ROUTER
 python3 - "$WORK/out.json" <<'P'
