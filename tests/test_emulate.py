@@ -468,10 +468,15 @@ def test_ppv_shares_cubic_and_bbr_more_equally_than_shallow_taildrop(tmp_path: P
     # Measured (bench/README.md §Emulator): TailDrop Jain 0.60 (CUBIC 9.5 % of the goodput),
     # PPV 0.97 (CUBIC 41.6 %).
     print(f"CUBIC+BBR: TailDrop Jain {j_td:.3f} (CUBIC share {cubic_td:.3f}), PPV Jain {j_ppv:.3f} (CUBIC share {cubic_ppv:.3f})")
-    assert j_ppv > j_td and cubic_ppv > cubic_td
+    seen = {
+        "jain": [j_td, j_ppv], "cubic_share": [cubic_td, cubic_ppv],
+        "utilization": [td.summary["metrics"]["utilization"], ppv.summary["metrics"]["utilization"]],
+        "late_p99_ns": [td.summary["counters"]["late_p99_ns"], ppv.summary["counters"]["late_p99_ns"]],
+    }
+    assert j_ppv > j_td and cubic_ppv > cubic_td, seen
     # Two flows' Jain ≥ 0.9 ⇔ the smaller share ≥ 1/3 (J = 1/(2(s² + (1−s)²))).
-    assert j_ppv >= 0.9
-    assert ppv.summary["metrics"]["utilization"] >= 0.90
+    assert j_ppv >= 0.9, seen
+    assert ppv.summary["metrics"]["utilization"] >= 0.90, seen
 
 
 #: Agreement scenarios (CUBIC and Reno, 2–10 flows, equal and mixed RTTs, TailDrop and RED).

@@ -87,6 +87,8 @@ def emulate_cmd(
     if not quiet:
         print_summary(res.summary)
         c = res.summary["counters"]
+        if c.get("sched_fifo") is False:
+            err.print("[yellow]the router could not run under SCHED_FIFO (see its stderr): expect late packets on a busy machine (counters.late_p99_ns)[/]", highlight=False)
         if c.get("flow_errors"):
             err.print(f"[yellow]flow errors: {escape('; '.join(c['flow_errors']))}[/]", highlight=False)
         out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False, soft_wrap=True)
