@@ -18,7 +18,7 @@ $(STAMP)/deps: Makefile
 	@# Headless Chromium (Debian's package) for the report-in-a-browser test.
 	@command -v chromium >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@# The emulator (docs/emulator.md): ethtool turns veth offloads off; iproute2 builds the
-	@# namespaces; taskset (util-linux) pins its processes.
+	@# namespaces; taskset/chrt (util-linux) pin and prioritise its processes.
 	@command -v ethtool >/dev/null && command -v ip >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool iproute2 >/dev/null; }
 	@touch $@
 

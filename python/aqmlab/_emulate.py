@@ -62,12 +62,15 @@ ROUTER_EXIT_GRACE_S = 5.0
 #: any BDP + buffer of a test scenario, so neither the receive window nor the send buffer caps
 #: a flow (the simulator has no such limits).
 SOCKET_BUF_MAX = 64 * 1024 * 1024
-#: Scheduling. The router is a real-time program (a packet due at t must leave at t): it puts
-#: itself under SCHED_FIFO (crates/router; `counters.sched_fifo` says whether it could). The
+#: Scheduling. The router is a real-time program (a packet due at t must leave at t), so it
+#: is started under SCHED_FIFO (sched(7)) with chrt; it sleeps in ppoll between packets, so it
+#: cannot starve its core, and the kernel's RT throttling (sched_rt_runtime_us, 95 %) bounds it
+#: anyway (the router keeps a policy given from outside; `counters.sched_fifo` reports it). The
 #: traffic runs at nice −10: a compiler or another job on the machine takes CPU from the
 #: senders only in proportion to CFS weights (9548 : 1024), so flows do not turn
-#: application-limited. AQMLAB_EMU_PRIORITY=0 runs the traffic at nice 0.
+#: application-limited. AQMLAB_EMU_PRIORITY=0 runs both plain.
 _PRIO = os.environ.get("AQMLAB_EMU_PRIORITY", "1") != "0"
+PRIORITY_RT = ["chrt", "-f", "20"] if _PRIO else []
 PRIORITY_TRAFFIC = ["nice", "-n", "-10"] if _PRIO else []
 #: Move the kernel's work on the router's output to the traffic core (see Testbed.build).
 RPS = os.environ.get("AQMLAB_EMU_RPS", "1") != "0"
@@ -116,9 +119,16 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
         raise EmulatorError("the emulator needs `ethtool` to turn segmentation offloads off (apt-get install ethtool; `make deps` does it)")
     if not Path("/dev/net/tun").exists():
         raise EmulatorError("/dev/net/tun is missing: the kernel has no TUN support here")
-    for tool in ("taskset", *PRIORITY_TRAFFIC[:1]):
+    for tool in ("taskset", *(PRIORITY_RT[:1] + PRIORITY_TRAFFIC[:1])):
         if shutil.which(tool) is None:
             raise EmulatorError(f"the emulator needs `{tool}` (util-linux / coreutils)")
+    if PRIORITY_RT:
+        r = subprocess.run([*PRIORITY_RT, "true"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise EmulatorError(
+                f"cannot give the router real-time priority (`{' '.join(PRIORITY_RT)}`: {r.stderr.strip()}); "
+                "set AQMLAB_EMU_PRIORITY=0 to run without it (expect late packets on a busy machine)"
+            )
     probe = f"aqP-{secrets.token_hex(4)}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
@@ -471,8 +481,7 @@ class Testbed:
         cmd = ["ip", "netns", "exec", ns]
         if cpu is not None:
             cmd += ["taskset", "-c", str(cpu)]
-        if traffic:
-            cmd += PRIORITY_TRAFFIC
+        cmd += PRIORITY_TRAFFIC if traffic else PRIORITY_RT
         cmd += args
         with open(log, "w") as err:
             # Own session: a Ctrl-C on the terminal reaches the orchestrator only, which then
