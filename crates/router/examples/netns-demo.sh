@@ -46,7 +46,7 @@ cat > $WORK/router.json <<J
                 "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false}],
    "measure": {"interval_ns": 100000000, "hist_bin_ns": 1000000}}}
 J
-ip netns exec $R "$BIN" --config $WORK/router.json > $WORK/router.out &
+ip netns exec $R "$BIN" --config $WORK/router.json --realtime > $WORK/router.out &
 ROUTER=$!
 until grep -q ready $WORK/router.out 2>/dev/null; do kill -0 $ROUTER 2>/dev/null || exit 1; sleep 0.05; done
 ip netns exec $D python3 -c "

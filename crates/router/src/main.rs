@@ -3,9 +3,9 @@
 //! One thread, one loop: read every pending packet from the TUN device (each timestamped with
 //! CLOCK_MONOTONIC as it is read), run the pipeline up to now, write the packets whose
 //! delivery time has come, then sleep in `ppoll` until the next due time or the next packet.
-//! Timer slack is set to 1 ns (PR_SET_TIMERSLACK) so the sleep ends when asked, and the thread
-//! runs under SCHED_FIFO (unless `--no-realtime`) so busy senders on the same cores do not
-//! delay it.
+//! Timer slack is set to 1 ns (PR_SET_TIMERSLACK) so the sleep ends when asked. With
+//! `--realtime` the thread runs under SCHED_FIFO, so busy senders on the same cores do not delay
+//! it (the emulator instead starts it under `chrt -f`, which the router leaves alone).
 //!
 //! Ends at scenario time `duration + 200 ms` (the drain: packets still in the delay lines get
 //! out) with `"complete": true`, or on SIGTERM/SIGINT with `"complete": false`; either way the
@@ -50,43 +50,53 @@ fn usage_error(msg: &str) -> ! {
     std::process::exit(2);
 }
 
-/// Real-time priority of the router's thread (SCHED_FIFO, 1..99): above every normal task,
-/// low among real-time ones. Measured on the 2-core machine under load (crates/router/README.md):
-/// the p99 lateness of writes fell from 6 ms to 0.18 ms. The value is ours.
+/// Real-time priority `--realtime` asks for (SCHED_FIFO, 1..99): above every normal task, low
+/// among real-time ones. Measured on the 2-core machine under load (crates/router/README.md):
+/// the p99 lateness of writes fell from 6 ms to 0.15–0.2 ms. The value is ours.
 const RT_PRIORITY: libc::c_int = 10;
 
-/// Put this thread under SCHED_FIFO. Returns whether it worked; a failure is reported on
-/// stderr (and in the results' counters), never hidden.
-fn go_realtime() -> bool {
-    let param = libc::sched_param { sched_priority: RT_PRIORITY };
-    // SAFETY: sched_setscheduler on ourselves (pid 0) with a valid param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
-        return true;
-    }
-    eprintln!(
-        "aqmlab-router: warning: cannot use SCHED_FIFO ({}); packets will be written late whenever the CPU is busy",
-        std::io::Error::last_os_error()
-    );
-    false
+/// Whether this thread runs under a real-time policy (SCHED_FIFO or SCHED_RR), e.g. because
+/// the orchestrator started it with `chrt -f`.
+fn is_realtime() -> bool {
+    // SAFETY: sched_getscheduler on ourselves.
+    let p = unsafe { libc::sched_getscheduler(0) };
+    p == libc::SCHED_FIFO || p == libc::SCHED_RR
 }
 
-/// `--config FILE` and `--no-realtime`.
+/// `--realtime`: put this thread under SCHED_FIFO unless it already runs real-time (a policy
+/// given from outside, such as `chrt -f 20`, is kept). A failure is reported on stderr and in
+/// the results' `counters.sched_fifo`, never hidden.
+fn go_realtime() {
+    if is_realtime() {
+        return;
+    }
+    let param = libc::sched_param { sched_priority: RT_PRIORITY };
+    // SAFETY: sched_setscheduler on ourselves (pid 0) with a valid param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!(
+            "aqmlab-router: warning: --realtime: cannot use SCHED_FIFO ({}); packets will be written late whenever the CPU is busy",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// `--config FILE` and `--realtime`.
 fn load_config() -> (RouterConfig, bool) {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let realtime = match args.iter().position(|a| a == "--no-realtime") {
+    let realtime = match args.iter().position(|a| a == "--realtime") {
         Some(i) => {
             args.remove(i);
-            false
+            true
         }
-        None => true,
+        None => false,
     };
     let path = match args.as_slice() {
         [flag, p] if flag == "--config" => p.clone(),
         [flag] if flag == "--help" || flag == "-h" => {
-            println!("usage: aqmlab-router --config router.json [--no-realtime]   (see crates/router/README.md)");
+            println!("usage: aqmlab-router --config router.json [--realtime]   (see crates/router/README.md)");
             std::process::exit(0);
         }
-        _ => usage_error("usage: aqmlab-router --config router.json [--no-realtime]"),
+        _ => usage_error("usage: aqmlab-router --config router.json [--realtime]"),
     };
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| usage_error(&format!("--config: cannot read {path}: {e}")));
     (RouterConfig::from_json(&text).unwrap_or_else(|e| usage_error(&e)), realtime)
@@ -110,7 +120,9 @@ fn main() {
     install_signals();
     // SAFETY: prctl with constant arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-    let sched_fifo = realtime && go_realtime();
+    if realtime {
+        go_realtime();
+    }
     let tun = match Tun::open(&cfg.tun) {
         Ok(t) => t,
         Err(e) => {
@@ -177,7 +189,7 @@ fn main() {
     }
     let mut report = pipe.report(complete);
     report["counters"]["write_errors"] = write_errors.into();
-    report["counters"]["sched_fifo"] = sched_fifo.into();
+    report["counters"]["sched_fifo"] = is_realtime().into();
     // CPU time of the process (user, system: the kernel work of reads and writes, including
     // the forwarding a TUN write triggers in this context), for the cost per packet.
     // SAFETY: getrusage writes one rusage.
