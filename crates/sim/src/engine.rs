@@ -105,17 +105,43 @@ pub struct Scheduler {
     now: Nanos,
     next_seq: u64,
     heap: BinaryHeap<Entry>,
-    /// The pending head event of each FIFO channel (see [`Scheduler::schedule_head`]).
-    heads: Vec<Option<Entry>>,
-    /// The channel whose head runs first, if any head is pending.
-    first_head: Option<usize>,
+    /// Dense slot of each FIFO channel (`u32::MAX` until the channel is first used), indexed
+    /// by [`Scheduler::channel`].
+    slot_of: Vec<u32>,
+    /// Per slot, the pending head's `(time, seq)` as one number (`key`), `EMPTY` if none,
+    /// and its event. Dense and keyed so that finding the earliest is a branch-free scan of
+    /// a few words (the slot count is the number of links and lines in use).
+    head_key: Vec<u128>,
+    head_event: Vec<Event>,
+    /// The slot holding the earliest head (meaningless while `first_key` is `EMPTY`).
+    first: usize,
+    first_key: u128,
     /// Events popped so far (a benchmark figure).
     pub events_run: u64,
 }
 
+/// `(time, seq)` as one number, ordered as the pair: time in the high 64 bits.
+#[inline]
+fn key(at: Nanos, seq: u64) -> u128 {
+    ((at as u128) << 64) | seq as u128
+}
+
+/// No pending head (no real key reaches it: seq never reaches u64::MAX).
+const EMPTY: u128 = u128::MAX;
+
 impl Scheduler {
     pub fn new() -> Self {
-        Scheduler { now: 0, next_seq: 0, heap: BinaryHeap::with_capacity(1024), heads: Vec::new(), first_head: None, events_run: 0 }
+        Scheduler {
+            now: 0,
+            next_seq: 0,
+            heap: BinaryHeap::with_capacity(1024),
+            slot_of: Vec::new(),
+            head_key: Vec::new(),
+            head_event: Vec::new(),
+            first: 0,
+            first_key: EMPTY,
+            events_run: 0,
+        }
     }
 
     /// The channel of a FIFO head event: links even, delay lines odd.
@@ -137,31 +163,45 @@ impl Scheduler {
     pub fn schedule_head(&mut self, at: Nanos, event: Event) {
         assert!(at >= self.now, "event {event:?} scheduled in the past ({at} < {})", self.now);
         let ch = Self::channel(event);
-        let entry = Entry { at, seq: self.next_seq, event };
+        let slot = match self.slot_of.get(ch) {
+            Some(&s) if s != u32::MAX => s as usize,
+            _ => self.new_slot(ch),
+        };
+        let k = key(at, self.next_seq);
         self.next_seq += 1;
-        if ch >= self.heads.len() {
-            self.heads.resize(ch + 1, None);
-        }
-        assert!(self.heads[ch].is_none(), "{event:?}: its channel already has a pending head");
-        self.heads[ch] = Some(entry);
-        // The new entry has the highest seq so far: it runs first only if strictly earlier.
-        match self.first_head {
-            Some(f) if self.heads[f].is_some_and(|h| h.at <= at) => {}
-            _ => self.first_head = Some(ch),
+        assert!(self.head_key[slot] == EMPTY, "{event:?}: its channel already has a pending head");
+        self.head_key[slot] = k;
+        self.head_event[slot] = event;
+        if k < self.first_key {
+            self.first = slot;
+            self.first_key = k;
         }
     }
 
-    /// The earliest pending head, found again after one was taken.
-    fn find_first_head(&self) -> Option<usize> {
-        let mut best: Option<(usize, Entry)> = None;
-        for (ch, h) in self.heads.iter().enumerate() {
-            if let Some(h) = *h {
-                if best.is_none_or(|(_, b)| h.before(&b)) {
-                    best = Some((ch, h));
-                }
-            }
+    /// Give channel `ch` a slot (its first use).
+    #[cold]
+    fn new_slot(&mut self, ch: usize) -> usize {
+        if ch >= self.slot_of.len() {
+            self.slot_of.resize(ch + 1, u32::MAX);
         }
-        best.map(|(ch, _)| ch)
+        let slot = self.head_key.len();
+        self.slot_of[ch] = slot as u32;
+        self.head_key.push(EMPTY);
+        self.head_event.push(Event::Sample);
+        slot
+    }
+
+    /// The earliest pending head, found again after one was taken.
+    #[inline]
+    fn find_first_head(&mut self) {
+        let (mut best, mut first) = (EMPTY, 0);
+        for (i, &k) in self.head_key.iter().enumerate() {
+            let earlier = k < best;
+            best = if earlier { k } else { best };
+            first = if earlier { i } else { first };
+        }
+        self.first_key = best;
+        self.first = first;
     }
 
     #[inline]
@@ -181,35 +221,44 @@ impl Scheduler {
     /// Pop the next event if it is due at or before `until`, advancing the clock to it.
     #[inline]
     pub fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, Event)> {
-        let head = self.first_head.map(|ch| (ch, self.heads[ch].expect("first_head is pending")));
-        let e = match (head, self.heap.peek()) {
-            (Some((ch, h)), top) if top.is_none_or(|t| h.before(t)) => {
-                if h.at > until {
-                    return None;
-                }
-                self.heads[ch] = None;
-                self.first_head = self.find_first_head();
-                h
-            }
-            (_, Some(t)) if t.at <= until => self.heap.pop().expect("peeked"),
-            _ => return None,
+        let head_first = match self.heap.peek() {
+            Some(t) => self.first_key < key(t.at, t.seq),
+            None => self.first_key != EMPTY,
         };
-        self.now = e.at;
+        let (at, event) = if head_first {
+            let at = (self.first_key >> 64) as Nanos;
+            if at > until {
+                return None;
+            }
+            let event = self.head_event[self.first];
+            self.head_key[self.first] = EMPTY;
+            self.find_first_head();
+            (at, event)
+        } else {
+            match self.heap.peek() {
+                Some(t) if t.at <= until => {
+                    let e = self.heap.pop().expect("peeked");
+                    (e.at, e.event)
+                }
+                _ => return None,
+            }
+        };
+        self.now = at;
         self.events_run += 1;
-        Some((e.at, e.event))
+        Some((at, event))
     }
 
     /// Move the clock forward to `t` (no event may be pending before it).
     pub fn advance_to(&mut self, t: Nanos) {
         debug_assert!(self.heap.peek().is_none_or(|e| e.at >= t));
-        debug_assert!(self.heads.iter().flatten().all(|e| e.at >= t));
+        debug_assert!(self.head_key.iter().all(|&k| k == EMPTY || (k >> 64) as Nanos >= t));
         if t > self.now {
             self.now = t;
         }
     }
 
     pub fn pending(&self) -> usize {
-        self.heap.len() + self.heads.iter().flatten().count()
+        self.heap.len() + self.head_key.iter().filter(|&&k| k != EMPTY).count()
     }
 }
 
