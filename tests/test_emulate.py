@@ -27,6 +27,7 @@ import aqmlab
 from aqmlab import _emulate as E
 from aqmlab import _traffic as T
 from aqmlab.cli.main import app
+from test_report import CHROMIUM, open_in_browser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -575,3 +576,13 @@ def test_compare_writes_both_runs_and_the_differences(tmp_path: Path) -> None:
     assert rows["reno-20ms: goodput share"]["emu"] == pytest.approx(1.0)
     assert (tmp_path / "cmp" / "emu" / "tcp_info.parquet").is_file()
     assert json.loads((tmp_path / "cmp" / "compare.json").read_text()) == json.loads(r.stdout)
+    # The report shows both backends: its metrics table carries both utilizations, and a real
+    # browser opens it from disk with every figure decoded (tests/test_report.py's check).
+    html = (tmp_path / "cmp" / "report.html").read_text()
+    for v in (u["sim"], u["emu"]):
+        assert f"{100 * v:.2f} %" in html
+    assert "simulator" in html and "emulator (Linux)" in html
+    figs = sorted((tmp_path / "cmp" / "report-figures").glob("*.png"))
+    assert [p.name.split("-", 1)[1] for p in figs] == ["class_goodput.png", "throughput_over_time.png", "delay_cdf.png", "sojourn_over_time.png"]
+    if CHROMIUM is not None:
+        open_in_browser(tmp_path / "cmp" / "report.html", tmp_path, min_images=4, shot=tmp_path / "compare.png")

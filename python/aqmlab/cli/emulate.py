@@ -131,7 +131,7 @@ def compare_rows(sim: dict[str, Any], emu: dict[str, Any]) -> list[dict[str, Any
 
 def compare(
     file: Annotated[Path, typer.Argument(help="Scenario TOML file")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory for both runs (sim/, emu/) and compare.json")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Directory for both runs (sim/, emu/), compare.json and report.html")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace existing results")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON")] = False,
@@ -161,8 +161,14 @@ def compare(
         sim.save(output / "sim", overwrite=overwrite)
     emu = _emulate(s, output / "emu" if output is not None else None, overwrite, show)
     rows = compare_rows(sim.summary, emu.summary)
+    report = None
     if output is not None:
-        (output / "compare.json").write_text(json.dumps(rows, indent=1) + "\n")
+        from .._compare_report import write_compare_report
+
+        tmp = output / ".compare.json.tmp"
+        tmp.write_text(json.dumps(rows, indent=1) + "\n")
+        tmp.replace(output / "compare.json")
+        report = write_compare_report(output, output / "report.html")
     if as_json:
         print(json.dumps(rows, indent=2))
         return
@@ -182,6 +188,7 @@ def compare(
     out.print(t)
     if output is not None:
         out.print(f"results: {output / 'sim'}, {output / 'emu'}, {output / 'compare.json'}", highlight=False, soft_wrap=True)
+        out.print(f"report: {report.resolve()}", highlight=False, soft_wrap=True)
 
 
 def router(

@@ -136,13 +136,18 @@ def reproduce(
 
 
 def report(
-    directories: Annotated[list[Path], typer.Argument(help="Sweep directory, or one or more `aqmlab harm` directories")],
+    directories: Annotated[list[Path], typer.Argument(help="Sweep directory, an `aqmlab compare` directory, or one or more `aqmlab harm` directories")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file (default DIR/report.html)")] = None,
 ) -> None:
     """Write a static HTML report (figures as PNG and SVG beside it) for a sweep directory or harm directories."""
+    from .._compare_report import is_compare_dir, write_compare_report
     from .._report import is_harm_dir, write_harm_report, write_report
 
     directory = directories[0]
+    if len(directories) == 1 and is_compare_dir(directory):
+        html = write_compare_report(directory, output or directory / "report.html")
+        out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
+        return
     if all(is_harm_dir(d) for d in directories):
         html = write_harm_report(directories, output or directory / "report.html")
         out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
@@ -150,7 +155,7 @@ def report(
     if len(directories) > 1:
         _fail(ValueError(f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"))
     if not (directory / "index.parquet").is_file():
-        _fail(ValueError(f"{directory}: not a sweep directory (no index.parquet) nor a harm directory (no harm.json)"))
+        _fail(ValueError(f"{directory}: not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"))
     html = write_report(directory, output or directory / "report.html")
     out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
 
