@@ -9,6 +9,8 @@ simulator, Parquet results.
     sweep = aqmlab.load_sweep("python/aqmlab/studies/ckcd.toml", quick=True)
     aqmlab.run_sweep(sweep, "out/ckcd")
     df = aqmlab.load("out/ckcd")   # one row per run and class
+
+    emu = aqmlab.emulate("examples/emu-cubic-30m.toml")   # real Linux TCP (root; docs/emulator.md)
 """
 
 from ._results import Result, load_result
@@ -19,8 +21,9 @@ from ._sweep import Sweep, SweepError, load_sweep
 from ._sweeprun import load, run_sweep
 from ._convergence import convergence, windowed_jain
 from ._harm import harm
+from ._emulate import emulate
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "__version__"]
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "emulate", "__version__"]
 
 
 def validate_file(path: str) -> Scenario:
