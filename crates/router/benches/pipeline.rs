@@ -39,7 +39,7 @@ fn engine(aqm: &str) -> EngineConfig {
 fn packet(flow: u16) -> Vec<u8> {
     let mut b = vec![0u8; 1500];
     b[0] = 0x45;
-    b[1] = if flow % 2 == 0 { 0x02 } else { 0x00 };
+    b[1] = if flow.is_multiple_of(2) { 0x02 } else { 0x00 };
     b[2..4].copy_from_slice(&1500u16.to_be_bytes());
     b[8] = 64;
     b[9] = 6;

@@ -37,6 +37,39 @@ fn pipeline(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u6
     Pipeline::new(&engine(aqm, rate_bps, buffer_packets, rtts_ns), sources).unwrap()
 }
 
+#[test]
+fn only_the_measurement_window_counts_and_a_straddling_transmission_counts_pro_rata() {
+    // Window [50 ms, 100 ms), 12 Mbit/s (1 ms per 1500 B). Packet A arrives at 49.5 ms and is
+    // serialized over [49.5, 50.5) ms: half its time, so 750 of its bytes, fall in the window;
+    // it arrived and was dequeued before the window, so the flow's window counters skip it
+    // except `link_*`, which count by the end of transmission (50.5 ms: inside). Packet B
+    // arrives at 99.5 ms: [99.5, 100.5) ⇒ 750 bytes in the window, arrived inside, but its
+    // transmission ends outside. Packet C at 120 ms counts nowhere.
+    let mut e = engine(r#"{"kind": "taildrop"}"#, 12_000_000, None, &[MS]);
+    e.warmup_ns = 50 * MS;
+    e.duration_ns = 100 * MS;
+    e.measure.interval_ns = 50 * MS;
+    let mut p = Pipeline::new(&e, vec![Prefix::parse("10.77.1.0/24").unwrap()]).unwrap();
+    for (k, t) in [49_500_000u64, 99_500_000, 120 * MS].into_iter().enumerate() {
+        p.receive(udp(0, 1, 1500, 0, k as u64), t);
+    }
+    assert_eq!(run_to(&mut p, 200 * MS).len(), 3);
+    let r = p.report(true);
+    let f = &r["flows"][0];
+    assert_eq!(f["first_seen_ns"], 49_500_000);
+    assert_eq!(f["arrived_pkts"], 1, "B only");
+    assert_eq!(f["link_pkts"], 1, "A only (ends at 50.5 ms)");
+    assert_eq!(f["sojourn_count"], 1, "B's dequeue at 99.5 ms");
+    assert_eq!(r["link_bytes"], 1500, "750 of A + 750 of B");
+    assert_eq!(r["window_ns"], serde_json::json!([50 * MS, 100 * MS]));
+    // Queue samples at 50 and 100 ms (whole run, up to the duration): the first interval got
+    // A's first 750 bytes, the second A's last 750 and B's first 750.
+    let q = r["queue"].as_array().unwrap();
+    assert_eq!(q.len(), 2);
+    assert_eq!((q[0]["t_ns"].as_u64(), q[0]["link_bytes"].as_f64()), (Some(50 * MS), Some(750.0)));
+    assert_eq!((q[1]["t_ns"].as_u64(), q[1]["link_bytes"].as_f64()), (Some(100 * MS), Some(1500.0)));
+}
+
 /// A valid IPv4/UDP packet of `len` bytes from 10.77.<class+1>.2:`sport` with TOS `tos`; the
 /// payload's first 8 bytes carry `tag` so emitted packets can be identified.
 fn udp(class: u8, sport: u16, len: usize, tos: u8, tag: u64) -> Vec<u8> {
