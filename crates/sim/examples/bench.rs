@@ -77,6 +77,15 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
     })
 }
 
+/// Time this thread has spent on a CPU, seconds (`/proc/thread-self/schedstat`, ns): unlike
+/// wall time it does not count waiting for a core, which a shared machine makes noisy.
+fn cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |ns| ns / 1e9)
+}
+
 fn peak_rss_mb() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -107,14 +116,15 @@ fn main() {
         println!("{cfg}");
         return;
     }
-    let t = std::time::Instant::now();
+    let (t, cpu0) = (std::time::Instant::now(), cpu_s());
     let r = sim::run_json(&cfg, &mut |_| true).expect("benchmark scenario runs");
-    let wall = t.elapsed().as_secs_f64();
+    let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_s() - cpu0);
     let pkts = r.counters["bottleneck_pkts"].as_u64().unwrap();
     let events = r.counters["events"].as_u64().unwrap();
     println!(
-        "scenario={label} wall_s={wall:.3} bottleneck_pkts={pkts} pkts_per_s={:.0} events_per_s={:.0} utilization={:.4} peak_rss_mb={:.1}",
+        "scenario={label} wall_s={wall:.3} cpu_s={cpu:.3} bottleneck_pkts={pkts} pkts_per_s={:.0} pkts_per_cpu_s={:.0} events_per_s={:.0} utilization={:.4} peak_rss_mb={:.1}",
         pkts as f64 / wall,
+        pkts as f64 / cpu,
         events as f64 / wall,
         r.summary["metrics"]["utilization"].as_f64().unwrap(),
         peak_rss_mb().unwrap_or(f64::NAN)

@@ -119,7 +119,7 @@ impl QueueMeasure {
         let a = start.max(lo);
         let b = end.min(hi);
         if b > a {
-            self.link_bytes += bytes as f64 * (b - a) as f64 / (end - start) as f64;
+            self.link_bytes += part(bytes, b - a, end - start);
         } else if end == start && start >= lo && start < hi {
             self.link_bytes += bytes as f64;
         }
@@ -151,7 +151,10 @@ impl QueueMeasure {
 
     /// Iterate non-empty bins as (lower edge ns, width ns, count).
     fn bins(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        let fine = self.fine.iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i as u64 * FINE_BIN_NS, FINE_BIN_NS, c as u64));
+        // Bins above the one holding the maximum are empty: skip them (the 10^6 fine bins
+        // cost ≈ 2 M instructions per pass, several passes per run).
+        let fine_end = if self.sojourn_count == 0 { 0 } else { ((self.sojourn_max_ns / FINE_BIN_NS) as usize + 1).min(FINE_BINS) };
+        let fine = self.fine[..fine_end].iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i as u64 * FINE_BIN_NS, FINE_BIN_NS, c as u64));
         let base = FINE_BINS as u64 * FINE_BIN_NS;
         let coarse =
             self.coarse.iter().enumerate().filter(|(_, &c)| c > 0).map(move |(j, &c)| (base + j as u64 * COARSE_BIN_NS, COARSE_BIN_NS, c));
@@ -201,7 +204,7 @@ impl QueueMeasure {
     pub fn record_tx_interval(&mut self, bytes: u32, start: Nanos, end: Nanos) {
         let from = start.max(self.iv_start);
         if end > from {
-            self.iv_link_bytes += bytes as f64 * (end - from) as f64 / (end - start) as f64;
+            self.iv_link_bytes += part(bytes, end - from, end - start);
         } else if end == start {
             self.iv_link_bytes += bytes as f64;
         }
@@ -231,6 +234,20 @@ impl QueueMeasure {
         self.iv_drops = 0;
         self.iv_marks = 0;
         r
+    }
+}
+
+/// `bytes · inside / whole` (the share of a transmission inside an interval), computed as
+/// `bytes as f64 * inside as f64 / whole as f64`. A transmission wholly inside (nearly every
+/// one) gives exactly `bytes` that way — `bytes · whole` is an integer below 2^53, so the
+/// product is exact and the division returns `bytes` — so that case skips the floating
+/// division (its latency was ≈ 10 % of the event loop's time) with a bit-identical result.
+#[inline]
+fn part(bytes: u32, inside: Nanos, whole: Nanos) -> f64 {
+    if inside == whole && whole < 1 << 21 {
+        bytes as f64
+    } else {
+        bytes as f64 * inside as f64 / whole as f64
     }
 }
 
@@ -315,6 +332,17 @@ mod tests {
         assert_eq!(h[2], (2_000_000, 1));
         assert_eq!(h[1500], (1_500_000_000, 1));
         assert_eq!(h.len(), 1501);
+    }
+
+    proptest::proptest! {
+        /// The shortcut for a transmission wholly inside gives the formula's exact bits.
+        #[test]
+        fn part_is_the_formula_bit_for_bit(bytes in 0u32..=u32::MAX, whole in 1u64..(1 << 22), cut in 0.0f64..=1.0) {
+            let inside = ((whole as f64 * cut) as u64).min(whole);
+            let formula = |i: u64| bytes as f64 * i as f64 / whole as f64;
+            proptest::prop_assert_eq!(part(bytes, whole, whole).to_bits(), formula(whole).to_bits());
+            proptest::prop_assert_eq!(part(bytes, inside, whole).to_bits(), formula(inside).to_bits());
+        }
     }
 
     #[test]
