@@ -1,6 +1,6 @@
 //! `aqmlab-router --config router.json`: the emulator's bottleneck router (crates/router/README.md).
 //!
-//! One thread, one loop: read every pending packet from the TUN device (each timestamped with
+//! One thread, one loop: read the pending packets from the TUN device (each timestamped with
 //! CLOCK_MONOTONIC as it is read), run the pipeline up to now, write the packets whose
 //! delivery time has come, then sleep in `ppoll` until the next due time or the next packet.
 //! Timer slack is set to 1 ns (PR_SET_TIMERSLACK) so the sleep ends when asked. With
@@ -25,6 +25,11 @@ const DRAIN_NS: u64 = 200_000_000;
 const MAX_SLEEP_NS: u64 = 10_000_000;
 /// Largest packet a TUN read can return (IPv4 total length is 16 bits).
 const SCRATCH_BYTES: usize = 65_536;
+
+/// Reads per round before the due packets are written: bounds how long a flood of arrivals
+/// can hold back departures (64 × ≈ 2 µs per read; the value is ours). The rest is read at once
+/// in the next round, `ppoll` returning immediately.
+const MAX_READS_PER_ROUND: usize = 64;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -140,13 +145,13 @@ fn main() {
     let mut scratch = vec![0u8; SCRATCH_BYTES];
     let mut write_errors: u64 = 0;
     let mut complete = true;
-    loop {
+    'run: loop {
         if STOP.load(Ordering::Relaxed) {
             complete = false;
             break;
         }
-        // 1. Everything pending, each packet stamped as it is read.
-        loop {
+        // 1. What is pending (at most MAX_READS_PER_ROUND), each packet stamped as it is read.
+        for _ in 0..MAX_READS_PER_ROUND {
             let mut buf = pipe.take_buf();
             match tun.read(&mut scratch, &mut buf) {
                 Ok(true) => pipe.receive(buf, scenario_now()),
@@ -155,9 +160,10 @@ fn main() {
                     break;
                 }
                 Err(e) => {
-                    eprintln!("aqmlab-router: tun read: {e}");
+                    // The device went away or broke: stop, and say the results are partial.
+                    eprintln!("aqmlab-router: tun read: {e}; stopping");
                     complete = false;
-                    break;
+                    break 'run;
                 }
             }
         }
