@@ -38,28 +38,34 @@ fn mark_index(r: MarkReason) -> usize {
 }
 
 /// Per-flow bottleneck counters.
+///
+/// Laid out by hand (`repr(C)`, one cache line aligned): the fields every packet updates —
+/// the sojourn sum and count at departure, the arrival counters — share the first line, so
+/// a packet touches one line of its flow's record, not two (a workload's thousands of flows
+/// keep these records out of cache).
 #[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 pub struct FlowMeasure {
+    /// Sum and count of this flow's bottleneck sojourns (window), ns — per-class delays show
+    /// what each class waits when disciplines keep separate queues (DualPI2's L and C, FQ).
+    pub sojourn_sum_ns: u128,
+    pub sojourn_count: u64,
     /// Wire bytes / packets arriving at the bottleneck (window).
     pub arrived_bytes: u64,
     pub arrived_pkts: u64,
     /// Dropped / marked wire bytes (window).
     pub dropped_bytes: u64,
     pub marked_bytes: u64,
-    /// Packets dropped / marked per reason (window).
-    pub drops: [u64; DROP_REASONS.len()],
-    pub marks: [u64; MARK_REASONS.len()],
     /// Whole-run totals, for conservation checks.
     pub total_dropped_pkts: u64,
     pub total_marked_pkts: u64,
+    /// Packets dropped / marked per reason (window).
+    pub drops: [u64; DROP_REASONS.len()],
+    pub marks: [u64; MARK_REASONS.len()],
     /// In-order payload bytes delivered to the receiver at the start of the window.
     pub delivered_at_warmup: Option<u64>,
     /// Delivered bytes at the previous time-series sample.
     pub delivered_at_last_sample: u64,
-    /// Sum and count of this flow's bottleneck sojourns (window), ns — per-class delays show
-    /// what each class waits when disciplines keep separate queues (DualPI2's L and C, FQ).
-    pub sojourn_sum_ns: u128,
-    pub sojourn_count: u64,
 }
 
 /// Bottleneck-wide counters.

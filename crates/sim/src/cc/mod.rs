@@ -446,15 +446,19 @@ pub enum CcConfig {
 }
 
 /// Static dispatch over every CC (smoltcp's `AnyController`).
+///
+/// The model-based CCs are boxed: their state is several hundred bytes (BBRv3's the most),
+/// and inline it would size every sender — thousands of a workload's CUBIC flows, each
+/// carrying BBRv3's footprint, with the page faults and cache misses that go with it.
 #[derive(Clone, Debug)]
 pub enum AnyCc {
     Reno(reno::Reno),
     Cubic(cubic::Cubic),
     Dctcp(dctcp::Dctcp),
-    Bbr(bbr::Bbr),
-    Bbr2(bbr2::Bbr2),
-    Bbr3(bbr3::Bbr3),
-    Prague(prague::Prague),
+    Bbr(Box<bbr::Bbr>),
+    Bbr2(Box<bbr2::Bbr2>),
+    Bbr3(Box<bbr3::Bbr3>),
+    Prague(Box<prague::Prague>),
 }
 
 impl CcConfig {
@@ -497,10 +501,10 @@ impl CcConfig {
             CcConfig::Reno(p) => AnyCc::Reno(reno::Reno::new(p.clone())),
             CcConfig::Cubic(p) => AnyCc::Cubic(cubic::Cubic::new(p.clone())),
             CcConfig::Dctcp(p) => AnyCc::Dctcp(dctcp::Dctcp::new(p.clone())),
-            CcConfig::Bbr(p) => AnyCc::Bbr(bbr::Bbr::new(p.clone(), seed)),
-            CcConfig::Bbr2(p) => AnyCc::Bbr2(bbr2::Bbr2::new(p.clone(), seed)),
-            CcConfig::Bbr3(p) => AnyCc::Bbr3(bbr3::Bbr3::new(p.clone(), seed)),
-            CcConfig::Prague(p) => AnyCc::Prague(prague::Prague::new(p.clone(), seed)),
+            CcConfig::Bbr(p) => AnyCc::Bbr(Box::new(bbr::Bbr::new(p.clone(), seed))),
+            CcConfig::Bbr2(p) => AnyCc::Bbr2(Box::new(bbr2::Bbr2::new(p.clone(), seed))),
+            CcConfig::Bbr3(p) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(p.clone(), seed))),
+            CcConfig::Prague(p) => AnyCc::Prague(Box::new(prague::Prague::new(p.clone(), seed))),
         }
     }
 }
