@@ -205,7 +205,8 @@ def test_a_real_browser_opens_the_harm_page(harm_report, tmp_path):
 
 def test_report_refuses_a_directory_that_is_neither_a_sweep_nor_harm(tmp_path, harm_report):
     r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(tmp_path)], capture_output=True, text=True)
-    assert r.returncode == 2 and "not a sweep directory (no index.parquet) nor a harm directory (no harm.json)" in r.stderr, r.stderr
+    expected = "not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"
+    assert r.returncode == 2 and expected in r.stderr, r.stderr
     r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(harm_report / "td"), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2 and "not a harm directory" in r.stderr, r.stderr
     assert not (harm_report / "td" / "report.html").exists()
