@@ -144,31 +144,31 @@ pub fn collect(mut w: World) -> RunResult {
     // Per-flow table.
     let mut flows = Table::default();
     let mut goodput = Vec::with_capacity(n_flows);
-    let mut col_flow = vec![];
-    let mut col_class = vec![];
-    let mut col_cc = vec![];
-    let mut col_rtt = vec![];
-    let mut col_start = vec![];
-    let mut col_delivered = vec![];
-    let mut col_arrived = vec![];
-    let mut col_dropped = vec![];
-    let mut col_marked = vec![];
-    let mut col_mark_ratio = vec![];
-    let mut col_drop_ratio = vec![];
-    let mut col_sent = vec![];
-    let mut col_wire = vec![];
-    let mut col_retrans = vec![];
-    let mut col_rto = vec![];
-    let mut col_tlp = vec![];
-    let mut col_rec = vec![];
-    let mut col_cwr = vec![];
-    let mut col_recv = vec![];
-    let mut col_total_drops = vec![];
-    let mut col_total_marks = vec![];
-    let mut col_innet = vec![];
-    let mut col_fct = vec![];
-    let mut drops_by: Vec<Vec<u64>> = vec![vec![]; DROP_REASONS.len()];
-    let mut marks_by: Vec<Vec<u64>> = vec![vec![]; MARK_REASONS.len()];
+    let mut col_flow = Vec::with_capacity(n_flows);
+    let mut col_class = Vec::with_capacity(n_flows);
+    let mut col_cc = Vec::with_capacity(n_flows);
+    let mut col_rtt = Vec::with_capacity(n_flows);
+    let mut col_start = Vec::with_capacity(n_flows);
+    let mut col_delivered = Vec::with_capacity(n_flows);
+    let mut col_arrived = Vec::with_capacity(n_flows);
+    let mut col_dropped = Vec::with_capacity(n_flows);
+    let mut col_marked = Vec::with_capacity(n_flows);
+    let mut col_mark_ratio = Vec::with_capacity(n_flows);
+    let mut col_drop_ratio = Vec::with_capacity(n_flows);
+    let mut col_sent = Vec::with_capacity(n_flows);
+    let mut col_wire = Vec::with_capacity(n_flows);
+    let mut col_retrans = Vec::with_capacity(n_flows);
+    let mut col_rto = Vec::with_capacity(n_flows);
+    let mut col_tlp = Vec::with_capacity(n_flows);
+    let mut col_rec = Vec::with_capacity(n_flows);
+    let mut col_cwr = Vec::with_capacity(n_flows);
+    let mut col_recv = Vec::with_capacity(n_flows);
+    let mut col_total_drops = Vec::with_capacity(n_flows);
+    let mut col_total_marks = Vec::with_capacity(n_flows);
+    let mut col_innet = Vec::with_capacity(n_flows);
+    let mut col_fct = Vec::with_capacity(n_flows);
+    let mut drops_by: Vec<Vec<u64>> = (0..DROP_REASONS.len()).map(|_| Vec::with_capacity(n_flows)).collect();
+    let mut marks_by: Vec<Vec<u64>> = (0..MARK_REASONS.len()).map(|_| Vec::with_capacity(n_flows)).collect();
     for (f, flow) in w.flows.iter().enumerate() {
         let m = &w.fm[f];
         let class = &cfg.classes[flow.class];
@@ -206,8 +206,8 @@ pub fn collect(mut w: World) -> RunResult {
             v.push(m.marks[k]);
         }
     }
-    flows.push("flow", Column::U64(col_flow.clone()));
-    flows.push("class", Column::Str(col_class.clone()));
+    flows.push("flow", Column::U64(col_flow));
+    flows.push("class", Column::Str(col_class));
     flows.push("cc", Column::Str(col_cc));
     flows.push("rtt_ms", Column::F64(col_rtt));
     flows.push("start_s", Column::F64(col_start));
@@ -215,28 +215,28 @@ pub fn collect(mut w: World) -> RunResult {
     flows.push("fair_share_bps", Column::F64(fair.clone()));
     flows.push("goodput_bps", Column::F64(goodput.clone()));
     flows.push("delivered_bytes", Column::U64(col_delivered));
-    flows.push("arrived_bytes", Column::U64(col_arrived.clone()));
-    flows.push("dropped_bytes", Column::U64(col_dropped.clone()));
-    flows.push("marked_bytes", Column::U64(col_marked.clone()));
+    flows.push("arrived_bytes", Column::U64(col_arrived));
+    flows.push("dropped_bytes", Column::U64(col_dropped));
+    flows.push("marked_bytes", Column::U64(col_marked));
     flows.push("mark_ratio", Column::OptF64(col_mark_ratio));
     flows.push("drop_ratio", Column::OptF64(col_drop_ratio));
-    for (k, (_, name)) in DROP_REASONS.iter().enumerate() {
-        flows.push(&format!("drops_{name}"), Column::U64(drops_by[k].clone()));
+    for ((_, name), v) in DROP_REASONS.iter().zip(drops_by) {
+        flows.push(&format!("drops_{name}"), Column::U64(v));
     }
-    for (k, (_, name)) in MARK_REASONS.iter().enumerate() {
-        flows.push(&format!("marks_{name}"), Column::U64(marks_by[k].clone()));
+    for ((_, name), v) in MARK_REASONS.iter().zip(marks_by) {
+        flows.push(&format!("marks_{name}"), Column::U64(v));
     }
-    flows.push("segs_sent", Column::U64(col_sent.clone()));
+    flows.push("segs_sent", Column::U64(col_sent));
     flows.push("wire_bytes_sent", Column::U64(col_wire));
     flows.push("retrans_segs", Column::U64(col_retrans));
     flows.push("rto_count", Column::U64(col_rto));
     flows.push("tlp_count", Column::U64(col_tlp));
     flows.push("recoveries", Column::U64(col_rec));
     flows.push("cwr_count", Column::U64(col_cwr));
-    flows.push("segs_received", Column::U64(col_recv.clone()));
-    flows.push("total_dropped_pkts", Column::U64(col_total_drops.clone()));
+    flows.push("segs_received", Column::U64(col_recv));
+    flows.push("total_dropped_pkts", Column::U64(col_total_drops));
     flows.push("total_marked_pkts", Column::U64(col_total_marks));
-    flows.push("end_in_network_pkts", Column::U64(col_innet.clone()));
+    flows.push("end_in_network_pkts", Column::U64(col_innet));
     flows.push("fct_s", Column::OptF64(col_fct));
 
     // Classes. Relative throughput and Jain's index compare each flow with its fair share

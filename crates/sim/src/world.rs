@@ -149,9 +149,13 @@ impl World {
         }
         let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
         let mut stop_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STOPS));
-        let mut flows = Vec::new();
+        // (start, size) of every flow of every class: scheduled, or drawn from the workload.
+        // Drawn before any flow is built so `flows` is allocated once at its final size (a
+        // growing vector of ~6,000 flows copies them and faults in pages each time it doubles:
+        // issue 7's dynamic case). Each class's workload has its own RNG stream, and the
+        // start/stop streams are drawn in the loop below in the same order as before.
+        let mut plans: Vec<Vec<(Nanos, Option<u64>)>> = Vec::with_capacity(cfg.classes.len());
         for (c, class) in cfg.classes.iter().enumerate() {
-            // (start, size) of every flow of the class: scheduled, or drawn from the workload.
             let mut plan: Vec<(Nanos, Option<u64>)> = Vec::new();
             if let Some(wl) = &class.workload {
                 let mut rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_WORKLOAD.wrapping_add(c as u64)));
@@ -168,6 +172,10 @@ impl World {
                 }
             }
             plan.extend((0..class.count).map(|_| (0, class.size_bytes)));
+            plans.push(plan);
+        }
+        let mut flows = Vec::with_capacity(plans.iter().map(Vec::len).sum());
+        for ((c, class), plan) in cfg.classes.iter().enumerate().zip(plans) {
             for (i, (wl_start, size_bytes)) in plan.into_iter().enumerate() {
                 let id = flows.len() as u32;
                 let start_ns = if class.workload.is_some() { wl_start } else { schedule_time(&class.start, i as u64, &mut start_rng) };
