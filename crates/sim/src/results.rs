@@ -6,6 +6,7 @@ use aqm::Qdisc;
 use serde_json::{json, Value};
 
 use crate::cc::CaState;
+use crate::config::EngineConfig;
 use crate::measure::{jain, DROP_REASONS, MARK_REASONS};
 use crate::world::World;
 
@@ -361,32 +362,36 @@ pub fn collect(mut w: World) -> RunResult {
     hist.push("fraction", Column::F64(bins.iter().map(|(_, c)| *c as f64 / total).collect()));
 
     // Flow completion times (finite flows only); unfinished flows stay in the table.
+    // One pass over the ~1 KB flow records picks out what the table and the size bins need,
+    // so the columns below read a compact copy instead of striding through every flow again
+    // (a workload has thousands of finite flows: issue 7's dynamic case).
+    let fin: Vec<Finite> = w
+        .flows
+        .iter()
+        .enumerate()
+        .filter_map(|(f, flow)| {
+            flow.size_bytes.map(|size| Finite {
+                flow: f,
+                class: flow.class,
+                size,
+                start_ns: flow.start_ns,
+                fct_s: flow.sender.finished_at.map(|t| (t - flow.start_ns) as f64 / 1e9),
+            })
+        })
+        .collect();
     let mut fct = Table::default();
-    let fin: Vec<usize> = (0..n_flows).filter(|&f| w.flows[f].size_bytes.is_some()).collect();
-    fct.push("flow", Column::U64(fin.iter().map(|&f| f as u64).collect()));
-    fct.push("class", Column::Str(fin.iter().map(|&f| cfg.classes[w.flows[f].class].name.clone()).collect()));
-    fct.push("size_bytes", Column::U64(fin.iter().map(|&f| w.flows[f].size_bytes.unwrap()).collect()));
-    fct.push("start_s", Column::F64(fin.iter().map(|&f| w.flows[f].start_ns as f64 / 1e9).collect()));
-    fct.push(
-        "fct_s",
-        Column::OptF64(fin.iter().map(|&f| w.flows[f].sender.finished_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9)).collect()),
-    );
+    fct.push("flow", Column::U64(fin.iter().map(|r| r.flow as u64).collect()));
+    fct.push("class", Column::Str(fin.iter().map(|r| cfg.classes[r.class].name.clone()).collect()));
+    fct.push("size_bytes", Column::U64(fin.iter().map(|r| r.size).collect()));
+    fct.push("start_s", Column::F64(fin.iter().map(|r| r.start_ns as f64 / 1e9).collect()));
+    fct.push("fct_s", Column::OptF64(fin.iter().map(|r| r.fct_s).collect()));
     fct.push(
         "slowdown",
-        Column::OptF64(
-            fin.iter()
-                .map(|&f| {
-                    let class = &cfg.classes[w.flows[f].class];
-                    // Ideal: size/C + base RTT (DESIGN.md §Metrics).
-                    let ideal = w.flows[f].size_bytes.unwrap() as f64 * 8.0 / c_bps + class.rtt_ns as f64 / 1e9;
-                    w.flows[f].sender.finished_at.map(|t| (t - w.flows[f].start_ns) as f64 / 1e9 / ideal)
-                })
-                .collect(),
-        ),
+        Column::OptF64(fin.iter().map(|r| r.fct_s.map(|fct| fct / r.ideal_s(&cfg, c_bps))).collect()),
     );
-    fct.push("completed", Column::Bool(fin.iter().map(|&f| w.flows[f].sender.finished_at.is_some()).collect()));
-    let unfinished = fin.iter().filter(|&&f| w.flows[f].sender.finished_at.is_none()).count();
-    let fct_summary = fct_by_size(&w, &fin, &cfg.measure.fct_bins_bytes, c_bps);
+    fct.push("completed", Column::Bool(fin.iter().map(|r| r.fct_s.is_some()).collect()));
+    let unfinished = fin.iter().filter(|r| r.fct_s.is_none()).count();
+    let fct_summary = fct_by_size(&cfg, &fin, &cfg.measure.fct_bins_bytes, c_bps);
 
     let counters = json!({
         "events": w.sched.events_run,
@@ -406,6 +411,23 @@ pub fn collect(mut w: World) -> RunResult {
             ("fct".into(), fct),
         ],
         counters,
+    }
+}
+
+/// What the completion-time outputs need of one finite flow.
+struct Finite {
+    flow: usize,
+    class: usize,
+    size: u64,
+    start_ns: u64,
+    /// Completion time, s; None while unfinished.
+    fct_s: Option<f64>,
+}
+
+impl Finite {
+    /// Ideal completion time: size/C + base RTT (DESIGN.md §Metrics).
+    fn ideal_s(&self, cfg: &EngineConfig, c_bps: f64) -> f64 {
+        self.size as f64 * 8.0 / c_bps + cfg.classes[self.class].rtt_ns as f64 / 1e9
     }
 }
 
@@ -453,7 +475,7 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
 /// flows" §3): per bin the flows, how many completed and how many did not (never averaged
 /// away), and mean / p50 / p99 of FCT and slowdown over the completed ones (nearest-rank
 /// quantiles).
-fn fct_by_size(w: &World, fin: &[usize], edges: &[u64], c_bps: f64) -> Value {
+fn fct_by_size(cfg: &EngineConfig, fin: &[Finite], edges: &[u64], c_bps: f64) -> Value {
     let label = |b: u64| if b >= 1_000_000 && b % 1_000_000 == 0 { format!("{}MB", b / 1_000_000) } else if b % 1000 == 0 { format!("{}KB", b / 1000) } else { format!("{b}B") };
     let mut out = Vec::new();
     for k in 0..=edges.len() {
@@ -464,19 +486,13 @@ fn fct_by_size(w: &World, fin: &[usize], edges: &[u64], c_bps: f64) -> Value {
             (_, Some(h)) => format!("{}–{}", label(lo), label(h)),
             (_, None) => format!("≥{}", label(lo)),
         };
-        let in_bin: Vec<usize> = fin.iter().copied().filter(|&f| {
-            let sz = w.flows[f].size_bytes.unwrap_or(0);
-            sz >= lo && hi.is_none_or(|h| sz < h)
-        }).collect();
+        let in_bin: Vec<&Finite> = fin.iter().filter(|r| r.size >= lo && hi.is_none_or(|h| r.size < h)).collect();
         let mut fcts = Vec::new();
         let mut slow = Vec::new();
-        for &f in &in_bin {
-            let flow = &w.flows[f];
-            if let Some(t) = flow.sender.finished_at {
-                let fct = (t - flow.start_ns) as f64 / 1e9;
-                let ideal = flow.size_bytes.unwrap() as f64 * 8.0 / c_bps + w.cfg.classes[flow.class].rtt_ns as f64 / 1e9;
+        for r in &in_bin {
+            if let Some(fct) = r.fct_s {
                 fcts.push(fct);
-                slow.push(fct / ideal);
+                slow.push(fct / r.ideal_s(cfg, c_bps));
             }
         }
         let stats = |v: &mut Vec<f64>| -> Value {
