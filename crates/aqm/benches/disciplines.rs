@@ -133,7 +133,7 @@ fn bench(c: &mut Criterion) {
         let mut out = Count::default();
         let mut now: Nanos = 0;
         let mut seq: u64 = 0;
-        let mut arrive = |q: &mut aqm::AnyQdisc<Pkt>, seq: &mut u64, now: Nanos, out: &mut Count| {
+        let arrive = |q: &mut aqm::AnyQdisc<Pkt>, seq: &mut u64, now: Nanos, out: &mut Count| {
             let flow = (*seq * 7) % FLOWS;
             q.enqueue(Pkt { flow, len: 1500, value: value_of(*seq), ecn: ecn_of(flow), enq: 0 }, now, out);
             *seq += 1;
