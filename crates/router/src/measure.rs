@@ -89,18 +89,9 @@ impl FlowStats {
     }
 }
 
-/// One row of the queue time series (the simulator's `QueueRow`).
-#[derive(Clone, Debug)]
-pub struct QueueSample {
-    pub t_ns: Nanos,
-    pub qlen_pkts: u64,
-    pub backlog_bytes: u64,
-    pub sojourn_mean_ns: Option<f64>,
-    pub sojourn_max_ns: Option<u64>,
-    pub link_bytes: f64,
-    pub drops: u64,
-    pub marks: u64,
-}
+/// One row of the queue time series: the simulator's own `QueueRow`, so both backends sample
+/// the same quantities.
+pub use sim::results::QueueRow as QueueSample;
 
 /// Whole-run counters of the router itself.
 #[derive(Clone, Debug, Default)]
