@@ -137,8 +137,5 @@ def write_compare_report(directory: str | Path, output: str | Path) -> Path:
     page.heading("Queueing delay")
     _delay_cdf(page, res)
     _sojourn_over_time(page, res)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page.render(), encoding="utf-8")
-    tmp.replace(out)
+    page.write(out)
     return out

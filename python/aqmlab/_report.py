@@ -147,6 +147,13 @@ class _Page:
         if table is not None and not table.empty:
             self.parts.append('<details><summary>numbers</summary>' + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>")
 
+    def write(self, out: Path) -> None:
+        """Write the page to `out` atomically (temp file + rename), creating its folder."""
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(self.render(), encoding="utf-8")
+        tmp.replace(out)
+
     def render(self) -> str:
         style = (
             "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
@@ -189,7 +196,7 @@ def write_report(directory: str | Path, output: str | Path) -> Path:
         page.para("Left out (model not implemented yet): " + ", ".join(f"{k} ({n} runs)" for k, n in doc["missing_models"].items()))
     if df.empty:
         page.para("No completed runs.")
-        out.write_text(page.render(), encoding="utf-8")
+        page.write(out)
         return out
     all_runs = df.drop_duplicates("run")
     # `[report] where = { axis = value }` restricts the facet grids (e.g. to the steady runs).
@@ -219,10 +226,7 @@ def write_report(directory: str | Path, output: str | Path) -> Path:
     _throughput_over_time(page, d, per_run, x, col, row)
     _completion_times(page, d, all_runs, doc["axes"])
     _convergence_figures(page, [(_run_label(r, all_runs, doc["axes"]), d / "runs" / r["run"]) for _, r in all_runs.iterrows()])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page.render(), encoding="utf-8")
-    tmp.replace(out)
+    page.write(out)
     return out
 
 
@@ -515,8 +519,5 @@ def write_harm_report(directories: list[str | Path], output: str | Path) -> Path
     page.parts.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums"))
     page.figure(fig, "harm_heatmap", "harm per class (rows) and metric (columns); red: harmed, blue: better off than against its own kind", table.set_index(["scenario", "class"]))
     _convergence_figures(page, mixed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page.render(), encoding="utf-8")
-    tmp.replace(out)
+    page.write(out)
     return out
