@@ -33,6 +33,17 @@ fn check(config_json: &str) -> PyResult<()> {
     Ok(())
 }
 
+/// Every flow of the run as the simulator plans it (`sim::world::flow_plan`, which
+/// `World::new` itself uses): a list, in flow-id order, of
+/// `(class index, start_ns, stop_ns or None, size_bytes or None)` — scheduled starts and stops
+/// and workload arrivals with their size draws. Raises ValueError("dotted.key: message").
+#[pyfunction]
+fn flow_plan(config_json: &str) -> PyResult<Vec<(usize, u64, Option<u64>, Option<u64>)>> {
+    let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
+    cfg.check().map_err(PyValueError::new_err)?;
+    Ok(sim::world::flow_plan(&cfg).into_iter().map(|p| (p.class, p.start_ns, p.stop_ns, p.size_bytes)).collect())
+}
+
 /// Validate one CC config `{"name": ..., tunables...}`. Returns the error message, or None.
 #[pyfunction]
 fn check_cc(cc_json: &str) -> Option<String> {
@@ -121,6 +132,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(check_cc, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(flow_plan, m)?)?;
     m.add_function(wrap_pyfunction!(ccs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;

@@ -118,6 +118,53 @@ const SEED_WORKLOAD: u64 = 3 << 32;
 /// Per-flow packet-value marker streams: SEED_MARKER + flow id.
 const SEED_MARKER: u64 = 2 << 32;
 
+/// One flow as the run plans it before anything is simulated: its class, when it starts and
+/// (bulk and CBR classes with a `stop`) stops, and its size (finite flows; None = bulk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedFlow {
+    pub class: usize,
+    pub start_ns: Nanos,
+    pub stop_ns: Option<Nanos>,
+    pub size_bytes: Option<u64>,
+}
+
+/// Every flow of the run in flow-id order, exactly as [`World::new`] creates them (it calls
+/// this): per class, a workload's Poisson arrivals with their size draws (the class's own
+/// stream, SEED_WORKLOAD + class), else `count` flows whose starts come from the run's start
+/// stream and stops from its stop stream, class by class and flow by flow. The emulator
+/// (`aqmlab._native.flow_plan`) starts the same flows at the same times with the same sizes.
+/// `cfg` must have passed [`EngineConfig::check`].
+pub fn flow_plan(cfg: &EngineConfig) -> Vec<PlannedFlow> {
+    let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
+    let mut stop_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STOPS));
+    let mut out = Vec::new();
+    for (c, class) in cfg.classes.iter().enumerate() {
+        if let Some(wl) = &class.workload {
+            // Each class's workload has its own RNG stream: exponential inter-arrival times (a
+            // Poisson process of rate λ), then two uniforms for the size.
+            let mut rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_WORKLOAD.wrapping_add(c as u64)));
+            let stop = wl.stop_ns.unwrap_or(cfg.duration_ns).min(cfg.duration_ns);
+            let mut t = wl.start_ns as f64;
+            loop {
+                t += -(1.0 - aqm::uniform01(&mut rng)).ln() / wl.rate_per_s * 1e9;
+                if t >= stop as f64 {
+                    break;
+                }
+                let (u, v) = (aqm::uniform01(&mut rng), aqm::uniform01(&mut rng));
+                // A workload class has no stop schedule (EngineConfig::check).
+                out.push(PlannedFlow { class: c, start_ns: t as Nanos, stop_ns: None, size_bytes: Some(wl.size.sample(u, v)) });
+            }
+            continue;
+        }
+        for i in 0..class.count as u64 {
+            let start_ns = schedule_time(&class.start, i, &mut start_rng);
+            let stop_ns = class.stop.as_ref().map(|s| schedule_time(s, i, &mut stop_rng));
+            out.push(PlannedFlow { class: c, start_ns, stop_ns, size_bytes: class.size_bytes });
+        }
+    }
+    out
+}
+
 impl World {
     pub fn new(cfg: EngineConfig) -> Result<World, RunError> {
         cfg.check().map_err(RunError::Config)?;
@@ -147,67 +194,42 @@ impl World {
             fwd_routes.push(route);
             rev_routes.push(vec![Hop::Line((n + c) as u32), Hop::Host]);
         }
-        let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
-        let mut stop_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STOPS));
-        // (start, size) of every flow of every class: scheduled, or drawn from the workload.
-        // Drawn before any flow is built so `flows` is allocated once at its final size (a
-        // growing vector of ~6,000 flows copies them and faults in pages each time it doubles:
-        // issue 7's dynamic case). Each class's workload has its own RNG stream, and the
-        // start/stop streams are drawn in the loop below in the same order as before.
-        let mut plans: Vec<Vec<(Nanos, Option<u64>)>> = Vec::with_capacity(cfg.classes.len());
-        for (c, class) in cfg.classes.iter().enumerate() {
-            let mut plan: Vec<(Nanos, Option<u64>)> = Vec::new();
-            if let Some(wl) = &class.workload {
-                let mut rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_WORKLOAD.wrapping_add(c as u64)));
-                let stop = wl.stop_ns.unwrap_or(cfg.duration_ns).min(cfg.duration_ns);
-                let mut t = wl.start_ns as f64;
-                loop {
-                    // Exponential inter-arrival times: a Poisson process of rate λ.
-                    t += -(1.0 - aqm::uniform01(&mut rng)).ln() / wl.rate_per_s * 1e9;
-                    if t >= stop as f64 {
-                        break;
-                    }
-                    let (u, v) = (aqm::uniform01(&mut rng), aqm::uniform01(&mut rng));
-                    plan.push((t as Nanos, Some(wl.size.sample(u, v))));
+        // Every flow's plan (class, start, stop, size) — the one definition of the draws,
+        // shared with the emulator (`flow_plan`). Drawn before any flow is built so `flows` is
+        // allocated once at its final size (a growing vector of ~6,000 flows copies them and
+        // faults in pages each time it doubles: issue 7's dynamic case).
+        let plan = flow_plan(&cfg);
+        let mut flows = Vec::with_capacity(plan.len());
+        for PlannedFlow { class: c, start_ns, stop_ns, size_bytes } in plan {
+            let class = &cfg.classes[c];
+            let id = flows.len() as u32;
+            let scfg = SenderConfig {
+                flow: id,
+                size_bytes,
+                ecn: class.ecn,
+                fq_pacing: class.fq_pacing,
+                handshake_rtt_ns: class.rtt_ns,
+            };
+            let sender = match (&class.cc, class.cbr_rate_bps) {
+                (Some(cc), _) => Sender::new(&scfg, cc.build(derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64)))),
+                (None, Some(rate)) => Sender::new_cbr(&scfg, rate),
+                (None, None) => unreachable!("checked by EngineConfig::check"),
+            };
+            let feedback = if !sender.ecn_ok() {
+                EcnFeedback::Off
+            } else {
+                match sender.ecn_use() {
+                    crate::cc::EcnUse::Classic => EcnFeedback::Classic,
+                    crate::cc::EcnUse::Dctcp | crate::cc::EcnUse::WantsCeEvents => EcnFeedback::Dctcp,
+                    crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
                 }
-            }
-            plan.extend((0..class.count).map(|_| (0, class.size_bytes)));
-            plans.push(plan);
-        }
-        let mut flows = Vec::with_capacity(plans.iter().map(Vec::len).sum());
-        for ((c, class), plan) in cfg.classes.iter().enumerate().zip(plans) {
-            for (i, (wl_start, size_bytes)) in plan.into_iter().enumerate() {
-                let id = flows.len() as u32;
-                let start_ns = if class.workload.is_some() { wl_start } else { schedule_time(&class.start, i as u64, &mut start_rng) };
-                let stop_ns = class.stop.as_ref().map(|s| schedule_time(s, i as u64, &mut stop_rng));
-                let scfg = SenderConfig {
-                    flow: id,
-                    size_bytes,
-                    ecn: class.ecn,
-                    fq_pacing: class.fq_pacing,
-                    handshake_rtt_ns: class.rtt_ns,
-                };
-                let sender = match (&class.cc, class.cbr_rate_bps) {
-                    (Some(cc), _) => Sender::new(&scfg, cc.build(derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64)))),
-                    (None, Some(rate)) => Sender::new_cbr(&scfg, rate),
-                    (None, None) => unreachable!("checked by EngineConfig::check"),
-                };
-                let feedback = if !sender.ecn_ok() {
-                    EcnFeedback::Off
-                } else {
-                    match sender.ecn_use() {
-                        crate::cc::EcnUse::Classic => EcnFeedback::Classic,
-                        crate::cc::EcnUse::Dctcp | crate::cc::EcnUse::WantsCeEvents => EcnFeedback::Dctcp,
-                        crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
-                    }
-                };
-                let receiver = if sender.is_cbr() {
-                    Receiver::new_cbr(id, size_bytes, class.rtt_ns)
-                } else {
-                    Receiver::new(id, feedback, size_bytes, class.rtt_ns)
-                };
-                flows.push(Flow { class: c, start_ns, stop_ns, size_bytes, sender, receiver });
-            }
+            };
+            let receiver = if sender.is_cbr() {
+                Receiver::new_cbr(id, size_bytes, class.rtt_ns)
+            } else {
+                Receiver::new(id, feedback, size_bytes, class.rtt_ns)
+            };
+            flows.push(Flow { class: c, start_ns, stop_ns, size_bytes, sender, receiver });
         }
         let markers = match &marker_cfg {
             None => Vec::new(),

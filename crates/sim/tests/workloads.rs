@@ -111,3 +111,47 @@ fn workloads_are_reproducible_from_the_seed() {
     assert_eq!(a.table("fct"), b.table("fct"));
     assert_ne!(a.table("fct"), c.table("fct"));
 }
+
+#[test]
+fn flow_plan_is_what_the_world_runs() {
+    // A bulk class with uniform starts and stops, a finite CBR class, and two workloads (one
+    // with a fixed size, one from a distribution, one bounded by its own start and stop):
+    // `flow_plan` (the emulator's source of flows) must list exactly the flows World::new
+    // builds, in id order, and the run's own tables must show the same starts and sizes.
+    let mut wl_fixed = workload_class("reno", 20.0, 40.0, json!({"dist": "fixed", "bytes": 20_000}));
+    wl_fixed.workload.as_mut().unwrap()["start_ns"] = json!(500_000_000u64);
+    wl_fixed.workload.as_mut().unwrap()["stop_ns"] = json!(2_000_000_000u64);
+    let wl_pareto = workload_class("cubic", 10.0, 30.0, json!({"dist": "pareto", "alpha": 1.2, "lo": 1000, "hi": 1_000_000}));
+    let mut bulk = class("cubic", 3, 10.0);
+    bulk.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
+    let mut c = cbr(2, 10.0, 2 * MBPS);
+    c.size_bytes = Some(100_000);
+    c.start = json!({"kind": "staggered", "first_ns": 1_000_000, "spacing_ns": 7_000_000});
+    let mut v: Value = serde_json::from_str(&config(30 * MBPS, Some(100_000), None, json!({"kind": "taildrop"}), &[bulk, wl_fixed, c, wl_pareto], 3.0, 1.0, 5)).unwrap();
+    v["classes"][0]["stop"] = json!({"kind": "uniform", "lo_ns": 2_000_000_000u64, "hi_ns": 2_500_000_000u64});
+    let cfg = sim::EngineConfig::from_json(&v.to_string()).unwrap();
+    let plan = sim::world::flow_plan(&cfg);
+    let world = sim::World::new(cfg).unwrap();
+    let built: Vec<sim::world::PlannedFlow> = world
+        .flows
+        .iter()
+        .map(|f| sim::world::PlannedFlow { class: f.class, start_ns: f.start_ns, stop_ns: f.stop_ns, size_bytes: f.size_bytes })
+        .collect();
+    assert_eq!(plan, built);
+    // By hand: the classes in order; the bulk flows' draws within their bounds; the fixed
+    // workload's arrivals increasing inside [0.5 s, 2 s) with 20 kB each (≈ 1.5 s · 40/s = 60
+    // of them, Poisson: ±4σ ≈ ±31); the CBR flows staggered 1 ms + i·7 ms.
+    let of = |k: usize| plan.iter().filter(|p| p.class == k).copied().collect::<Vec<_>>();
+    assert_eq!(of(0).len(), 3);
+    assert!(of(0).iter().all(|p| p.start_ns <= 1_000_000_000 && (2_000_000_000..=2_500_000_000).contains(&p.stop_ns.unwrap()) && p.size_bytes.is_none()));
+    let fixed = of(1);
+    assert!((fixed.len() as f64 - 60.0).abs() <= 31.0, "{} arrivals", fixed.len());
+    assert!(fixed.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
+    assert!(fixed.iter().all(|p| (500_000_000..2_000_000_000).contains(&p.start_ns) && p.size_bytes == Some(20_000) && p.stop_ns.is_none()));
+    assert_eq!(of(2).iter().map(|p| (p.start_ns, p.size_bytes)).collect::<Vec<_>>(), vec![(1_000_000, Some(100_000)), (8_000_000, Some(100_000))]);
+    assert!(of(3).iter().all(|p| (1000..=1_000_000).contains(&p.size_bytes.unwrap())));
+    let r = world.run(&mut |_| true).unwrap();
+    let finite: Vec<&sim::world::PlannedFlow> = plan.iter().filter(|p| p.size_bytes.is_some()).collect();
+    assert_eq!(col_u64(&r, "fct", "size_bytes"), finite.iter().map(|p| p.size_bytes.unwrap()).collect::<Vec<_>>());
+    assert_eq!(col_f64(&r, "fct", "start_s"), finite.iter().map(|p| p.start_ns as f64 / 1e9).collect::<Vec<_>>());
+}
