@@ -183,23 +183,38 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
     window_s = (duration_ns - warmup_ns) / 1e9
     iv_ns = config["measure"]["interval_ns"]
     names = [c["name"] for c in config["classes"]]
-    by_port = {(c["src"], c["sport"]): c for c in raw["receiver"]["conns"]}
-    router_flows = {(f["src"], f["sport"], f["dst"], f["dport"]): f for f in rt.get("flows", []) if f.get("proto") == 6}
+    is_workload = [c.get("workload") is not None for c in config["classes"]]
+    # Flows are joined by protocol (TCP 6, a CBR flow's UDP 17), source address and port: the
+    # kernel's TCP and UDP port spaces are separate, so one port may name a flow of each.
+    by_port: dict[tuple[int, str, int], dict[str, Any]] = {}
+    port_reuse = 0
+    for c in raw["receiver"]["conns"]:
+        key = (c.get("proto", 6), c["src"], c["sport"])
+        port_reuse += key in by_port
+        by_port[key] = c
+    router_flows = {(f["proto"], f["src"], f["sport"], f["dst"], f["dport"]): f for f in rt.get("flows", []) if f.get("proto") in (6, 17)}
 
     flows: list[dict[str, Any]] = []
     for i, snd in enumerate(raw["senders"]):
         src = f"10.77.{i + 1}.2"
         for f in snd["flows"]:
-            conn = by_port.get((src, f["sport"])) if f["sport"] is not None else None
-            rf = router_flows.pop((src, f["sport"], "10.77.200.2", PORT), None) if f["sport"] is not None else None
-            flows.append({"class": i, "snd": f, "conn": conn, "router": rf})
+            proto = 17 if f.get("cc") == "cbr" else 6
+            conn = by_port.get((proto, src, f["sport"])) if f["sport"] is not None else None
+            rf = router_flows.pop((proto, src, f["sport"], "10.77.200.2", PORT), None) if f["sport"] is not None else None
+            flows.append({"class": i, "snd": f, "conn": conn, "router": rf, "proto": proto})
     flows.sort(key=lambda x: x["snd"]["flow"])
     unmatched_router_flows = len(router_flows)
 
     n = len(flows)
     # Relative throughput and Jain's index compare each flow with its fair share (the
     # simulator's definition: x_i = goodput_i / share_i; C/N when all run the whole window).
-    fair = fair_shares([(f["snd"]["start_ns"], f["snd"].get("stop_ns")) for f in flows], (warmup_ns, duration_ns), c_bps)
+    # As crates/sim/src/results.rs: only scheduled flows have a share — a workload's short
+    # flows come and go, their yardstick is the completion time (share 0, left out).
+    sched_idx = [k for k, f in enumerate(flows) if not is_workload[f["class"]]]
+    sched_fair = fair_shares([(flows[k]["snd"]["start_ns"], flows[k]["snd"].get("stop_ns")) for k in sched_idx], (warmup_ns, duration_ns), c_bps)
+    fair = [0.0] * n
+    for k, share in zip(sched_idx, sched_fair):
+        fair[k] = share
     col: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["flows"]}
     goodput = []
     fct_rows = []
@@ -212,18 +227,30 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         arrived, dropped, marked = rf.get("arrived_bytes", 0), rf.get("dropped_bytes", 0), rf.get("marked_bytes", 0)
         info = snd.get("final_info") or {}
         rinfo = (conn or {}).get("final_info") or {}
-        # FCT: the last payload byte's arrival at the receiver, from the flow's scheduled
-        # start; with the whole base RTT on the forward path the ACK of that byte reaches the
+        cbr = fl["proto"] == 17
+        # FCT: the last payload byte's arrival at the receiver, from the connection's
+        # establishment (the sender's connect completing, `connected_ns`): the simulator's
+        # connection starts established at the flow's start (docs/model.md), so neither
+        # backend counts the handshake — here the SYN's base RTT and its wait in the queue.
+        # With the whole base RTT on the forward path the ACK of the last byte reaches the
         # sender at once, which is when the simulator's finite flow finishes (its last ACK).
         fct = None
-        if snd["size_bytes"] is not None and conn is not None and conn["bytes"] >= snd["size_bytes"] and conn["last_byte_ns"] is not None:
-            fct = (conn["last_byte_ns"] - snd["start_ns"]) / 1e9
-        elif snd.get("finished_writing_ns") is not None and conn is not None and conn["bytes"] >= snd["written_bytes"] and conn["last_byte_ns"] is not None:
+        est = snd.get("connected_ns")
+        last = (conn or {}).get("last_byte_ns")
+        if cbr:
+            # The simulator's CBR flow finishes when its sender does (sender.rs transmit_cbr /
+            # stop_writing): at its last datagram's send, or at its stop; delivery is not waited
+            # for. UDP has no handshake: from the planned start.
+            if snd.get("finished_ns") is not None:
+                fct = (snd["finished_ns"] - snd["start_ns"]) / 1e9
+        elif est is not None and last is not None and snd["size_bytes"] is not None and conn["bytes"] >= snd["size_bytes"]:
+            fct = (last - est) / 1e9
+        elif est is not None and last is not None and snd.get("finished_writing_ns") is not None and conn["bytes"] >= snd["written_bytes"]:
             # A stopped flow is done when all it wrote is delivered (the simulator: its last
             # data acknowledged after the stop).
-            fct = (conn["last_byte_ns"] - snd["start_ns"]) / 1e9
+            fct = (last - est) / 1e9
         vals = {
-            "flow": snd["flow"], "class": names[fl["class"]], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6,
+            "flow": snd["flow"], "class": names[fl["class"]], "cc": "cbr" if cbr else cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6,
             "start_s": snd["start_ns"] / 1e9, "stop_s": None if snd.get("stop_ns") is None else snd["stop_ns"] / 1e9,
             "fair_share_bps": fair[len(goodput) - 1], "goodput_bps": g, "delivered_bytes": delivered,
             "arrived_bytes": arrived, "dropped_bytes": dropped, "marked_bytes": marked,
@@ -233,6 +260,14 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
             "segs_sent": info.get("data_segs_out"), "retrans_segs": info.get("total_retrans"),
             "rto_count": info.get("total_rto"), "segs_received": rinfo.get("data_segs_in"), "fct_s": fct,
         }
+        if cbr:
+            # Datagrams are counted exactly at both ends: sent, and their wire size (payload +
+            # 28 B of UDP/IP headers, as the simulator's); UDP retransmits nothing.
+            dg = snd.get("datagrams_sent", 0)
+            vals.update({
+                "segs_sent": dg, "wire_bytes_sent": snd.get("payload_sent", 0) + 28 * dg, "retrans_segs": 0, "rto_count": 0,
+                "tlp_count": 0, "recoveries": 0, "cwr_count": 0, "segs_received": (conn or {}).get("datagrams", 0),
+            })
         for k in col:
             col[k].append(vals.get(k))
         if snd["size_bytes"] is not None:
@@ -251,15 +286,17 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         total = sum(g)
         mean = total / len(g) if g else 0.0
         shared = [k for k in idx if fair[k] > 0]
-        rel = sum(goodput[k] for k in shared) / sum(fair[k] for k in shared) if shared else None
+        # No share, no relative throughput or Jain's index for a workload class (results.rs).
+        rel = sum(goodput[k] for k in shared) / sum(fair[k] for k in shared) if shared and not is_workload[c] else None
         arrived = sum((flows[k]["router"] or {}).get("arrived_bytes", 0) for k in idx)
         marked = sum((flows[k]["router"] or {}).get("marked_bytes", 0) for k in idx)
         dropped = sum((flows[k]["router"] or {}).get("dropped_bytes", 0) for k in idx)
         cs = class_soj[c] if c < len(class_soj) else {"sum_ns": 0, "count": 0}
         soj = cs["sum_ns"] / cs["count"] / 1e6 if cs.get("count") else None
         row = {
-            "name": names[c], "cc": cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6, "count": len(idx),
-            "goodput_bps": total, "mean_goodput_bps": mean, "rel_throughput": rel, "jain": jain([normalized[k] for k in shared]),
+            "name": names[c], "cc": "cbr" if cls.get("cc") is None else cls["cc"]["name"], "rtt_ms": cls["rtt_ns"] / 1e6, "count": len(idx),
+            "goodput_bps": total, "mean_goodput_bps": mean, "rel_throughput": rel,
+            "jain": None if is_workload[c] else jain([normalized[k] for k in shared]),
             "mark_ratio": _ratio(marked, arrived), "drop_ratio": _ratio(dropped, arrived), "sojourn_mean_ms": soj,
         }
         classes_json.append(row)
@@ -296,18 +333,18 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
     }
 
     # Time series: receiver byte counts per tick (throughput), sender TCP_INFO (the rest).
-    tick_bytes: dict[tuple[int, str, int], int] = {}
+    tick_bytes: dict[tuple[int, int, str, int], int] = {}
     for t in raw["receiver"]["ticks"]:
-        for src, sport, b in t["bytes"]:
-            tick_bytes[(t["k"], src, sport)] = b
-    sport_of = {f["snd"]["flow"]: (f"10.77.{f['class'] + 1}.2", f["snd"]["sport"]) for f in flows}
+        for proto, src, sport, b in t["bytes"]:
+            tick_bytes[(t["k"], proto, src, sport)] = b
+    sport_of = {f["snd"]["flow"]: (f["proto"], f"10.77.{f['class'] + 1}.2", f["snd"]["sport"]) for f in flows}
     cls_of = {f["snd"]["flow"]: f["class"] for f in flows}
     ts: dict[str, list[Any]] = {c: [] for c, _ in SCHEMAS["timeseries"]}
     samples = sorted((x for snd in raw["senders"] for x in snd["samples"]), key=lambda x: (x["k"], x["flow"]))
     for x in samples:
-        src, sport = sport_of[x["flow"]]
-        now_b = tick_bytes.get((x["k"], src, sport))
-        prev_b = tick_bytes.get((x["k"] - 1, src, sport), 0)
+        proto, src, sport = sport_of[x["flow"]]
+        now_b = tick_bytes.get((x["k"], proto, src, sport))
+        prev_b = tick_bytes.get((x["k"] - 1, proto, src, sport), 0)
         inflight = None
         if x.get("unacked") is not None:
             # tcp_packets_in_flight() (include/net/tcp.h): unacked − (sacked + lost) + retrans.
@@ -355,6 +392,14 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
             "flow_errors": [f"flow {f['snd']['flow']}: {f['snd']['error']}" for f in flows if f["snd"].get("error")],
             "tcp_reord_seen": sum(((f["snd"].get("final_info") or {}).get("reord_seen") or 0) for f in flows),
             "rcv_ooopack": sum((((f["conn"] or {}).get("final_info") or {}).get("rcv_ooopack") or 0) for f in flows),
+            # Datagrams of CBR flows received after one with a higher sequence number (must be
+            # 0: the router never reorders a flow), refused by the sender's kernel, or found a
+            # full socket buffer (sent 100 µs later).
+            "cbr_out_of_order": sum(((f["conn"] or {}).get("out_of_order") or 0) for f in flows if f["proto"] == 17),
+            "cbr_send_errors": sum((f["snd"].get("send_errors") or 0) for f in flows if f["proto"] == 17),
+            "cbr_blocked": sum((f["snd"].get("blocked") or 0) for f in flows if f["proto"] == 17),
+            "port_reuse": port_reuse,
+            **start_lateness([f["snd"] for f in flows]),
         }
     )
     edges = config["measure"]["fct_bins_bytes"]
@@ -376,10 +421,22 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
     return res
 
 
+def start_lateness(snd_flows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How late the senders opened the flows: each flow's connect call (TCP; a CBR flow's
+    first datagram goes at the same instant) behind its planned start, ns — median, p99
+    (nearest rank) and maximum over the flows that started."""
+    late = sorted(f["connect_ns"] - f["start_ns"] for f in snd_flows if f.get("connect_ns") is not None)
+    if not late:
+        return {"start_late_p50_ns": None, "start_late_p99_ns": None, "start_late_max_ns": None}
+    q = lambda p: late[min(max(math.ceil(p * len(late)), 1), len(late)) - 1]  # noqa: E731
+    return {"start_late_p50_ns": q(0.5), "start_late_p99_ns": q(0.99), "start_late_max_ns": late[-1]}
+
+
 def _tcpinfo_table(raw: dict[str, Any], names: list[str]) -> pa.Table:
     """Every raw TCP_INFO sample (the fields the simulator's schema has no column for:
-    delivery rate, retransmits, bytes acked, min RTT, CE deliveries, reordering)."""
-    rows = [dict(x, **{"class": names[i]}) for i, snd in enumerate(raw["senders"]) for x in snd["samples"]]
+    delivery rate, retransmits, bytes acked, min RTT, CE deliveries, reordering); CBR flows
+    have none."""
+    rows = [dict(x, **{"class": names[i]}) for i, snd in enumerate(raw["senders"]) for x in snd["samples"] if not x.get("cbr")]
     if not rows:
         return pa.table({"t_s": pa.array([], pa.float64())})
     keys = [k for k in rows[0] if k not in ("k",)]

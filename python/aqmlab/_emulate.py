@@ -38,7 +38,7 @@ from ._emu_results import NULL_COLUMNS, PORT, SCHEMAS, SojournHist, assemble, fa
 from ._results import Result
 from ._scenario import Scenario, ScenarioError, load_scenario
 
-__all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "schedules", "start_times", "list_testbeds",
+__all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
            # re-exported from _emu_results (the assembly of the results)
            "assemble", "SCHEMAS", "NULL_COLUMNS", "SojournHist", "fair_shares"]
 
@@ -134,27 +134,25 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     if r.returncode != 0:
         raise EmulatorError(f"network namespaces are unavailable: `ip netns add` failed: {r.stderr.strip()}")
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    if s.workload:
-        raise ScenarioError("the emulator does not support [[workload]] (Poisson arrivals) yet; run it on the simulator", key="workload")
-    if len(s.flows) > MAX_CLASSES:
-        raise ScenarioError(f"the emulator addresses at most {MAX_CLASSES} flow classes (10.77.<i+1>.0/24)", key="flows")
-    offered = kernel_ccs()
-    for i, f in enumerate(s.flows):
+    # Classes are the [[flows]], then the [[workload]]s (the engine config's order).
+    if len(s.flows) + len(s.workload) > MAX_CLASSES:
+        raise ScenarioError(f"the emulator addresses at most {MAX_CLASSES} flow classes (10.77.<i+1>.0/24), [[flows]] and [[workload]] together", key="flows")
+    for key, f in [*((f"flows[{i}]", f) for i, f in enumerate(s.flows)), *((f"workload[{i}]", w) for i, w in enumerate(s.workload))]:
         if f.cc == "cbr":
-            raise ScenarioError("the emulator does not support cbr flows yet (real TCP only)", key=f"flows[{i}].cc")
+            continue  # UDP from the built-in sender: no kernel CC involved
         if f.cc_params:
             raise ScenarioError(
                 f"the emulator cannot set {f.cc} tunables per flow (the kernel's are module parameters, global to the host); remove cc_params",
-                key=f"flows[{i}].cc_params",
+                key=f"{key}.cc_params",
             )
         if f.fq_pacing:
-            raise ScenarioError("the emulator does not support fq_pacing yet (no fq qdisc on the senders)", key=f"flows[{i}].fq_pacing")
+            raise ScenarioError("the emulator does not support fq_pacing yet (no fq qdisc on the senders)", key=f"{key}.fq_pacing")
         if not _have_cc(KERNEL_CC.get(f.cc, f.cc)):
             offered = kernel_ccs()
             raise ScenarioError(
                 f"the kernel has no {f.cc!r} congestion control (modprobe tcp_{f.cc} failed); "
                 f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)",
-                key=f"flows[{i}].cc",
+                key=f"{key}.cc",
             )
     if router:
         router_binary()
@@ -175,88 +173,23 @@ def router_binary() -> Path:
 
 
 # ------------------------------------------------------------------------------------------
-# Start times: the simulator's draws, reproduced
+# The flows: the simulator's own plan
 # ------------------------------------------------------------------------------------------
 
-_M64 = (1 << 64) - 1
-_M128 = (1 << 128) - 1
 
+def flow_plan(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every flow of the run, in flow-id order, exactly as the simulator creates them
+    (``_native.flow_plan`` → crates/sim/src/world.rs ``flow_plan``, which ``World::new`` itself
+    uses): ``{"flow", "class", "start_ns", "stop_ns", "size_bytes"}`` — scheduled starts and
+    stops and a workload's Poisson arrivals with their size draws. So both backends run the same
+    flows at the same times with the same sizes."""
+    from . import _native
 
-def _derive_seed(run_seed: int, component: int) -> int:
-    """crates/sim/src/world.rs derive_seed (SplitMix64's finaliser over seed ^ component·φ)."""
-    z = (run_seed ^ (component * 0x9E3779B97F4A7C15)) & _M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
-
-
-class _Pcg64Mcg:
-    """rand_pcg 0.10.3 Mcg128Xsl64 seeded by rand_core 0.10.1 `seed_from_u64` (what
-    crates/aqm `rng_from_seed` returns): the 16 seed bytes are four PCG32 outputs
-    (seedable_rng.rs `pcg32`), the state is them as a little-endian u128 | 1; each
-    `next_u64` multiplies the state by the MCG multiplier and applies XSL-RR
-    (pcg128.rs `output_xsl_rr`)."""
-
-    MUL = 0x2360ED051FC65DA44385DF649FCCF645
-
-    def __init__(self, seed: int):
-        state = seed & _M64
-        words = []
-        for _ in range(4):
-            state = (state * 0x5851F42D4C957F2D + 0xA17654E46FBE17F3) & _M64
-            xorshifted = (((state >> 18) ^ state) >> 27) & 0xFFFFFFFF
-            rot = state >> 59
-            words.append(((xorshifted >> rot) | (xorshifted << ((32 - rot) & 31))) & 0xFFFFFFFF)
-        s = words[0] | words[1] << 32 | words[2] << 64 | words[3] << 96
-        self.state = s | 1
-
-    def next_u64(self) -> int:
-        self.state = (self.state * self.MUL) & _M128
-        rot = self.state >> 122
-        xsl = ((self.state >> 64) ^ self.state) & _M64
-        return ((xsl >> rot) | (xsl << ((64 - rot) & 63))) & _M64
-
-
-#: crates/sim/src/world.rs SEED_STARTS, SEED_STOPS.
-_SEED_STARTS = 2
-_SEED_STOPS = 4
-
-
-def _schedule_time(sched: dict[str, Any], i: int, rng: _Pcg64Mcg) -> int:
-    """crates/sim/src/world.rs `schedule_time`: flow i's time from a start or stop schedule."""
-    if sched["kind"] == "fixed":
-        return int(sched["at_ns"])
-    if sched["kind"] == "uniform":
-        span = sched["hi_ns"] - sched["lo_ns"]
-        # An integer draw in [lo, hi]: exact and platform-independent.
-        return int(sched["lo_ns"]) if span == 0 else int(sched["lo_ns"] + rng.next_u64() % (span + 1))
-    return int(sched["first_ns"] + i * sched["spacing_ns"])
-
-
-def start_times(config: dict[str, Any]) -> list[list[int]]:
-    """Each flow's start (ns, scenario time), per class: the simulator's own draws
-    (crates/sim/src/world.rs World::new: one start stream for the run, drawn class by class),
-    so both backends start the same flows at the same times."""
-    return schedules(config)[0]
-
-
-def schedules(config: dict[str, Any]) -> tuple[list[list[int]], list[list[int | None]]]:
-    """(starts, stops) per class and flow, ns: the simulator's draws — starts from the run's
-    start stream, stops from a stream of their own (world.rs SEED_STOPS), each class by class
-    and flow by flow in the order World::new draws them."""
-    start_rng = _Pcg64Mcg(_derive_seed(config["seed"], _SEED_STARTS))
-    stop_rng = _Pcg64Mcg(_derive_seed(config["seed"], _SEED_STOPS))
-    starts: list[list[int]] = []
-    stops: list[list[int | None]] = []
-    for c in config["classes"]:
-        row: list[int] = []
-        srow: list[int | None] = []
-        for i in range(c["count"]):
-            row.append(_schedule_time(c["start"], i, start_rng))
-            srow.append(_schedule_time(c["stop"], i, stop_rng) if c.get("stop") else None)
-        starts.append(row)
-        stops.append(srow)
-    return starts, stops
+    try:
+        plan = _native.flow_plan(json.dumps(config))
+    except ValueError as e:
+        raise ScenarioError(str(e)) from None
+    return [{"flow": k, "class": c, "start_ns": a, "stop_ns": b, "size_bytes": z} for k, (c, a, b, z) in enumerate(plan)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -570,15 +503,15 @@ def emulate(
     work = Path(tempfile.gettempdir()) / f"{WORK_PREFIX}{tag}"
     work.mkdir(mode=0o700)
     (work / "owner.pid").write_text(f"{os.getpid()}\n")
-    tb = Testbed(tag, len(s.flows), work)
+    tb = Testbed(tag, len(config["classes"]), work)
     restore = _signals_raise()
     wall0 = time.perf_counter()
     try:
         try:
             cpus = _cpus()
             tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None)
-            for i, f in enumerate(s.flows):
-                tb.set_sender_sysctls(i, f.ecn)
+            for i, c in enumerate(config["classes"]):
+                tb.set_sender_sysctls(i, c["ecn"])
             tb.set_receiver_sysctls()
             raw = _run_traffic(s, config, tb, router, progress)
         except _Interrupted as e:
@@ -606,7 +539,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     router_cpu, traffic_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
     duration_ns, warmup_ns = config["duration_ns"], config["warmup_ns"]
     interval_ns = config["measure"]["interval_ns"]
-    starts, stops = schedules(config)
+    plan = flow_plan(config)
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(STARTUP_MARGIN_S * 1e9)
     deadline_ready = time.monotonic() + STARTUP_MARGIN_S - 0.1
     router_out = work / "router-out.json"
@@ -615,7 +548,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
             {
                 "tun": "aqtun",
                 "engine": config,
-                "class_sources": [f"10.77.{i + 1}.0/24" for i in range(len(s.flows))],
+                "class_sources": [f"10.77.{i + 1}.0/24" for i in range(len(config["classes"]))],
                 "t0_monotonic_ns": t0,
                 "output": str(router_out),
             },
@@ -632,12 +565,10 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     recv = tb.spawn(tb.receiver_ns, [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")], traffic_cpu, work / "recv.log")
     _wait_ready(recv, "the traffic receiver", deadline_ready, work / "recv.log")
     senders = []
-    flow_id = 0
     for i, c in enumerate(config["classes"]):
-        flows = []
-        for k in range(c["count"]):
-            flows.append({"flow": flow_id, "cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"]), "start_ns": starts[i][k], "stop_ns": stops[i][k], "size_bytes": c["size_bytes"]})
-            flow_id += 1
+        # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
+        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"])}
+        flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
         spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT, "flows": flows}
         (work / f"send{i}.json").write_text(json.dumps(spec))
         senders.append(
@@ -674,7 +605,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         raw = {
             "router": json.loads(router_out.read_text()),
             "receiver": json.loads((work / "recv-out.json").read_text()),
-            "senders": [json.loads((work / f"send{i}-out.json").read_text()) for i in range(len(s.flows))],
+            "senders": [json.loads((work / f"send{i}-out.json").read_text()) for i in range(len(config["classes"]))],
         }
     except (OSError, ValueError) as e:
         raise EmulatorError(f"a testbed program left no usable output: {e}") from None

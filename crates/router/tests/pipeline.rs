@@ -398,3 +398,32 @@ proptest! {
         prop_assert_eq!(a, e);
     }
 }
+
+#[test]
+fn a_udp_and_a_tcp_flow_on_the_same_port_are_two_flows() {
+    // The emulator's CBR flows are UDP, its other flows TCP, and the kernel's UDP and TCP port
+    // spaces are separate: one source port can name a flow of each. The router keys flows by
+    // the whole 5-tuple, protocol included, so 3 UDP datagrams of 1500 B and 2 TCP segments of
+    // 1000 B from 10.77.1.2:40000 are reported as two flows with their own counts.
+    let mut p = pipeline(r#"{"kind": "taildrop"}"#, 12_000_000, None, &[MS]);
+    for k in 0..3 {
+        p.receive(udp(0, 40000, 1500, 0, k), k * MS);
+    }
+    for k in 0..2 {
+        let mut b = udp(0, 40000, 1000, 0, 10 + k);
+        b[9] = 6; // TCP: the ports are the first four bytes of either header
+        let c = header_checksum(&b[..20]);
+        b[10..12].copy_from_slice(&c.to_be_bytes());
+        p.receive(b, 5 * MS + k * MS);
+    }
+    assert_eq!(run_to(&mut p, 50 * MS).len(), 5);
+    let r = p.report(true);
+    let flows = r["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    let by = |proto: u64| flows.iter().find(|f| f["proto"] == proto).unwrap();
+    let (u, t) = (by(17), by(6));
+    assert_eq!((u["sport"].as_u64(), u["dport"].as_u64(), u["arrived_pkts"].as_u64(), u["arrived_bytes"].as_u64()), (Some(40000), Some(5201), Some(3), Some(4500)));
+    assert_eq!((t["sport"].as_u64(), t["dport"].as_u64(), t["arrived_pkts"].as_u64(), t["arrived_bytes"].as_u64()), (Some(40000), Some(5201), Some(2), Some(2000)));
+    assert_eq!((u["class"].as_u64(), t["class"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(r["counters"]["unclassified"], 0);
+}
