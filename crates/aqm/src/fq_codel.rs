@@ -20,7 +20,7 @@
 
 use crate::codel_law::{self, CodelQueue, Vars};
 use crate::drr::Drr;
-use crate::fifo::Fifo;
+use crate::pool::{List, Pool};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -93,8 +93,8 @@ impl Params {
 }
 
 #[derive(Clone, Debug)]
-struct Flow<P> {
-    queue: Fifo<P>,
+struct Flow {
+    queue: List,
     /// `flow->cvars`.
     vars: Vars,
 }
@@ -117,7 +117,9 @@ pub struct FqCodel<P> {
     pub params: Params,
     codel_params: codel_law::Params,
     pub stats: Stats,
-    flows: Vec<Flow<P>>,
+    flows: Vec<Flow>,
+    /// Every flow queue's packets ([`crate::pool`]).
+    pool: Pool<P>,
     drr: Drr,
     qlen: usize,
     backlog: u64,
@@ -127,14 +129,15 @@ pub struct FqCodel<P> {
 /// The queue CoDel drains inside FQ-CoDel: one flow's packets, with the *qdisc's* backlog
 /// for the MTU guard (`codel_dequeue(..., &sch->qstats.backlog, ...)`).
 struct FlowView<'a, P> {
-    queue: &'a mut Fifo<P>,
+    pool: &'a mut Pool<P>,
+    queue: &'a mut List,
     total_backlog: &'a mut u64,
     qlen: &'a mut usize,
 }
 
 impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
     fn pop_head(&mut self) -> Option<P> {
-        let p = self.queue.pop()?;
+        let p = self.pool.pop(self.queue)?;
         *self.total_backlog -= p.wire_len() as u64;
         *self.qlen -= 1;
         Some(p)
@@ -146,27 +149,23 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: Params, hash_seed: u64) -> Self {
-        let flows = (0..params.flows).map(|_| Flow { queue: Fifo::default(), vars: Vars::default() }).collect();
+        let flows = (0..params.flows).map(|_| Flow { queue: List::default(), vars: Vars::default() }).collect();
         FqCodel {
             codel_params: params.codel(),
             drr: Drr::new(params.flows as usize, params.quantum),
             params,
             stats: Stats::default(),
             flows,
+            pool: Pool::default(),
             qlen: 0,
             backlog: 0,
             hash_seed,
         }
     }
 
-    /// The flow queue of a packet: a seeded SplitMix64 mix of its flow key, modulo `flows`.
+    /// The flow queue of a packet ([`crate::drr::flow_bucket`]).
     pub fn classify(&self, flow_key: u64) -> usize {
-        let mut z = flow_key ^ self.hash_seed;
-        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z % self.params.flows as u64) as usize
+        crate::drr::flow_bucket(flow_key, self.hash_seed, self.params.flows)
     }
 
     /// `fq_codel_drop`: drop half of the fattest queue (at most `drop_batch` packets) from its
@@ -178,7 +177,7 @@ impl<P: Packet> FqCodel<P> {
         let mut i = 0u32;
         let flow = &mut self.flows[idx];
         loop {
-            let Some(p) = flow.queue.pop() else { break };
+            let Some(p) = self.pool.pop(&mut flow.queue) else { break };
             len += p.wire_len() as u64;
             self.backlog -= p.wire_len() as u64;
             self.qlen -= 1;
@@ -200,7 +199,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         pkt.set_enqueue_ns(now);
         self.backlog += pkt.wire_len() as u64;
         self.qlen += 1;
-        self.flows[idx].queue.push(pkt);
+        self.pool.push(&mut self.flows[idx].queue, pkt);
         if self.drr.activate(idx) {
             self.stats.new_flow_count += 1;
         }
@@ -222,7 +221,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
             let turn = self.drr.next()?;
             let params = &self.codel_params;
             let flow = &mut self.flows[turn.queue];
-            let mut view = FlowView { queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
+            let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
             match codel_law::dequeue(&mut view, now, params, &mut flow.vars, &mut self.stats.codel, out) {
                 None => self.drr.empty(turn),
                 Some(p) => {
@@ -242,13 +241,13 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
     }
 
     fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.flows.iter().filter_map(|f| f.queue.head_enqueue_ns()).min()
+        self.flows.iter().filter_map(|f| self.pool.head(&f.queue).map(|p| p.enqueue_ns())).min()
     }
 
     fn reset(&mut self) -> Vec<P> {
         let mut all = Vec::with_capacity(self.qlen);
         for f in &mut self.flows {
-            all.extend(f.queue.drain());
+            all.extend(self.pool.drain(&mut f.queue));
             f.vars = Vars::default();
         }
         self.drr.clear();

@@ -11,8 +11,8 @@
 //! of sch_fq_pie aqm.md read. The hash is the same seeded mix as FQ-CoDel's.
 
 use crate::drr::Drr;
-use crate::fifo::Fifo;
 use crate::pie::{self, PieLaw};
+use crate::pool::{List, Pool};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -65,8 +65,8 @@ pub struct Stats {
 }
 
 #[derive(Clone, Debug)]
-struct Bucket<P> {
-    queue: Fifo<P>,
+struct Bucket {
+    queue: List,
     law: PieLaw,
 }
 
@@ -74,7 +74,9 @@ struct Bucket<P> {
 pub struct FqPie<P> {
     pub params: Params,
     pub stats: Stats,
-    buckets: Vec<Bucket<P>>,
+    buckets: Vec<Bucket>,
+    /// Every bucket's packets ([`crate::pool`]).
+    pool: Pool<P>,
     drr: Drr,
     qlen: usize,
     backlog: u64,
@@ -84,18 +86,13 @@ pub struct FqPie<P> {
 
 impl<P: Packet> FqPie<P> {
     pub fn new(params: Params, hash_seed: u64, rng: Rng) -> Self {
-        let buckets = (0..params.flows).map(|_| Bucket { queue: Fifo::default(), law: PieLaw::new(&params.pie) }).collect();
-        FqPie { drr: Drr::new(params.flows as usize, params.quantum), params, stats: Stats::default(), buckets, qlen: 0, backlog: 0, hash_seed, rng }
+        let buckets = (0..params.flows).map(|_| Bucket { queue: List::default(), law: PieLaw::new(&params.pie) }).collect();
+        FqPie { drr: Drr::new(params.flows as usize, params.quantum), params, stats: Stats::default(), buckets, pool: Pool::default(), qlen: 0, backlog: 0, hash_seed, rng }
     }
 
-    /// The same seeded mix of the flow key as FQ-CoDel's classifier.
+    /// The flow queue of a packet ([`crate::drr::flow_bucket`], as FQ-CoDel's).
     pub fn classify(&self, flow_key: u64) -> usize {
-        let mut z = flow_key ^ self.hash_seed;
-        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z % self.params.flows as u64) as usize
+        crate::drr::flow_bucket(flow_key, self.hash_seed, self.params.flows)
     }
 
     /// The drop probability of the queue `flow_key` maps to (for tests and time series).
@@ -132,7 +129,7 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
         pkt.set_enqueue_ns(now);
         self.qlen += 1;
         self.backlog += pkt.wire_len() as u64;
-        b.queue.push(pkt);
+        self.pool.push(&mut b.queue, pkt);
         if self.drr.activate(idx) {
             self.stats.new_flow_count += 1;
         }
@@ -144,7 +141,7 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
             let pp = &self.params.pie;
             let b = &mut self.buckets[turn.queue];
             b.law.catch_up(pp, now, b.queue.bytes());
-            match b.queue.pop() {
+            match self.pool.pop(&mut b.queue) {
                 None => self.drr.empty(turn),
                 Some(p) => {
                     self.qlen -= 1;
@@ -166,13 +163,13 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
     }
 
     fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.buckets.iter().filter_map(|b| b.queue.head_enqueue_ns()).min()
+        self.buckets.iter().filter_map(|b| self.pool.head(&b.queue).map(|p| p.enqueue_ns())).min()
     }
 
     fn reset(&mut self) -> Vec<P> {
         let mut all = Vec::with_capacity(self.qlen);
         for b in &mut self.buckets {
-            all.extend(b.queue.drain());
+            all.extend(self.pool.drain(&mut b.queue));
             b.law = PieLaw::new(&self.params.pie);
         }
         self.drr.clear();

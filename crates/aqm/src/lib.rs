@@ -35,6 +35,7 @@ pub mod gsp;
 pub mod limit;
 pub mod pi2;
 pub mod pie;
+pub mod pool;
 pub mod ppv;
 pub mod red;
 pub mod ring;

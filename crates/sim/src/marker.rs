@@ -51,23 +51,40 @@ pub const DEFAULT_RATE_WINDOW_NS: Nanos = 100_000_000;
 /// points (x_i, v_i), x increasing and v decreasing, interpolated linearly in ln x (the form of
 /// V itself, so the two-point curve [(w·X_MIN, PV_MAX), (w·X_MAX, 1)] *is* V(x / w)), constant
 /// beyond the ends; the points are the user's policy (ppv.elte.hu draws TVFs as such curves).
+///
+/// Every packet is valued, so the form is evaluated as V_c(x) = B·(ln(w·X_MAX) − ln x) with
+/// B = PV_MAX / ln(X_MAX / X_MIN) and ln(w·X_MAX) computed once, the clamps as comparisons on
+/// x, and [`ln`] below instead of the platform's libm.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tvf {
     /// The class's weight w_c, for the log-linear form.
     pub weight: f64,
+    /// w·X_MIN and w·X_MAX (bit/s): at and below the first V is PV_MAX, at and above the second 1.
+    lo_bps: f64,
+    hi_bps: f64,
+    /// ln(w·X_MAX).
+    ln_hi: f64,
     /// The custom curve, (ln x_i, v_i); empty = the log-linear form.
     ln_points: Vec<(f64, f64)>,
 }
 
+/// B = PV_MAX / ln(X_MAX / X_MIN): codes per unit of ln x (≈ 4070, i.e. one code per 0.025 %).
+const CODES_PER_LN: f64 = PV_MAX as f64 / (LN_10 * 7.0);
+/// ln 10, correctly rounded (X_MAX / X_MIN = 10⁷).
+const LN_10: f64 = std::f64::consts::LN_10;
+
 impl Tvf {
     /// The default log-linear TVF scaled by the class weight `weight`.
     pub fn log_linear(weight: f64) -> Tvf {
-        Tvf { weight, ln_points: Vec::new() }
+        let hi_bps = weight * X_MAX_BPS;
+        Tvf { weight, lo_bps: weight * X_MIN_BPS, hi_bps, ln_hi: ln(hi_bps), ln_points: Vec::new() }
     }
 
     /// A custom TVF through `points` (throughput bit/s, value); see [`Tvf::check_curve`].
     pub fn curve(points: &[(f64, f64)]) -> Tvf {
-        Tvf { weight: 1.0, ln_points: points.iter().map(|&(x, v)| (x.ln(), v)).collect() }
+        let ln_points: Vec<(f64, f64)> = points.iter().map(|&(x, v)| (ln(x), v)).collect();
+        let (lo_bps, hi_bps) = (points[0].0, points[points.len() - 1].0);
+        Tvf { weight: 1.0, lo_bps, hi_bps, ln_hi: ln(hi_bps), ln_points }
     }
 
     /// Why `points` is not a valid curve, if it is not: at least two points, throughputs
@@ -95,53 +112,160 @@ impl Tvf {
 
     /// The value of the packets sent at throughput `x_bps` (bit/s).
     pub fn value(&self, x_bps: f64) -> u32 {
-        if !self.ln_points.is_empty() {
-            return self.curve_value(x_bps);
-        }
-        let x = (x_bps / self.weight).clamp(X_MIN_BPS, X_MAX_BPS);
-        let v = PV_MAX as f64 * (X_MAX_BPS.ln() - x.ln()) / (X_MAX_BPS.ln() - X_MIN_BPS.ln());
-        (v.round() as u32).clamp(1, PV_MAX)
-    }
-
-    fn curve_value(&self, x_bps: f64) -> u32 {
         let p = &self.ln_points;
-        let (first, last) = (p[0], p[p.len() - 1]);
-        let lx = if x_bps > 0.0 { x_bps.ln() } else { f64::NEG_INFINITY };
-        let v = if lx <= first.0 {
-            first.1
-        } else if lx >= last.0 {
-            last.1
-        } else {
-            let i = p.partition_point(|q| q.0 <= lx);
-            let (a, b) = (p[i - 1], p[i]);
-            a.1 + (b.1 - a.1) * (lx - a.0) / (b.0 - a.0)
-        };
-        (v.round() as u32).clamp(1, PV_MAX)
+        // Beyond the ends (x = 0 included) no logarithm is needed.
+        if x_bps <= self.lo_bps || x_bps.is_nan() {
+            return if p.is_empty() { PV_MAX } else { round_code(p[0].1) };
+        }
+        if x_bps >= self.hi_bps {
+            return if p.is_empty() { 1 } else { round_code(p[p.len() - 1].1) };
+        }
+        let lx = ln(x_bps);
+        if p.is_empty() {
+            return round_code(CODES_PER_LN * (self.ln_hi - lx));
+        }
+        let i = p.partition_point(|q| q.0 <= lx).clamp(1, p.len() - 1);
+        let (a, b) = (p[i - 1], p[i]);
+        round_code(a.1 + (b.1 - a.1) * (lx - a.0) / (b.0 - a.0))
     }
+}
+
+/// round(v) clamped to [1, PV_MAX], for v ≥ 0 (ties up, as `f64::round` for v ≥ 0; the cast
+/// saturates).
+fn round_code(v: f64) -> u32 {
+    ((v + 0.5) as u32).clamp(1, PV_MAX)
+}
+
+// ---------------------------------------------------------------------------------------
+// ln and e^−y without libm. Every packet of a valued run takes one of each, in a chain (rate
+// decay → rate → value) that nothing else in the packet's handling can overlap, so their
+// latency is the marker's cost; libm's results may also differ in the last bit between
+// platforms, while these use only IEEE +, −, × and tables computed at compile time, so values
+// are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
+// tests) is ten orders of magnitude below a value code's width. Polynomials are in Estrin's
+// form (depth, not length, is what costs) on small arguments, with finer tables instead of
+// higher degrees.
+// ---------------------------------------------------------------------------------------
+
+/// Table bits of [`ln`]: the mantissa's top 8 bits pick one of 256 intervals of [1, 2) (4 KB
+/// of table: a larger one, with a shorter polynomial, was slower — its random lookups miss
+/// the L1 cache the rest of the simulation shares).
+const LN_BITS: u32 = 8;
+const LN_N: usize = 1 << LN_BITS;
+
+/// ln y for y in (1/2, 2), for the tables: 2·atanh(s), s = (y − 1)/(y + 1), |s| < 1/3, summed
+/// until the terms vanish (|s|^(2k+1)/(2k+1) < 2⁻⁶⁰ by k = 19).
+const fn ln_series(y: f64) -> f64 {
+    let s = (y - 1.0) / (y + 1.0);
+    let s2 = s * s;
+    let mut term = s;
+    let mut sum = 0.0;
+    let mut k = 0;
+    while k < 30 {
+        sum += term / (2 * k + 1) as f64;
+        term *= s2;
+        k += 1;
+    }
+    2.0 * sum
+}
+
+/// (1/c_j, ln c_j) with c_j the centre of interval j, ln c_j taken as −ln of the reciprocal
+/// actually stored, so that ln m = ln(m·(1/c_j)) − ln(1/c_j) holds for the rounded table entry.
+const LN_TABLE: [(f64, f64); LN_N] = {
+    let mut t = [(0.0, 0.0); LN_N];
+    let mut j = 0;
+    while j < LN_N {
+        let inv_c = 1.0 / (1.0 + (j as f64 + 0.5) / LN_N as f64);
+        t[j] = (inv_c, -ln_series(inv_c));
+        j += 1;
+    }
+    t
+};
+
+/// ln x for finite x > 0 (normal numbers; the callers pass throughputs far from the limits):
+/// x = 2^e·m, m in [1, 2); m·(1/c_j) = 1 + r with |r| ≤ 2⁻⁹; ln(1 + r) to r⁵ (the next term
+/// is < 2⁻⁵⁶).
+pub fn ln(x: f64) -> f64 {
+    debug_assert!(x.is_finite() && x >= f64::MIN_POSITIVE, "ln of {x}");
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let j = ((bits >> (52 - LN_BITS)) & (LN_N as u64 - 1)) as usize;
+    let m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    let (inv_c, ln_c) = LN_TABLE[j];
+    let r = m * inv_c - 1.0;
+    let r2 = r * r;
+    let p = r + r2 * ((-0.5 + r * (1.0 / 3.0)) + r2 * (-0.25 + r * 0.2));
+    (e as f64 * std::f64::consts::LN_2 + ln_c) + p
+}
+
+/// e^−y = e^−q · e^−a/64 · e^−b/4096 · e^−f for y = q + a/64 + b/4096 + f, f in [0, 2⁻¹²).
+const EXP_INT: [f64; 64] = exp_table(1.0);
+const EXP_64: [f64; 64] = exp_table(1.0 / 64.0);
+const EXP_4096: [f64; 64] = exp_table(1.0 / 4096.0);
+
+/// e^−k·step for k = 0 … 63.
+const fn exp_table(step: f64) -> [f64; 64] {
+    let mut t = [0.0; 64];
+    let mut k = 0;
+    while k < 64 {
+        t[k] = exp_neg_series(k as f64 * step);
+        k += 1;
+    }
+    t
+}
+
+/// e^−y for y in [0, 64), for the tables: 1/Σ yᵏ/k! (all terms positive, so no cancellation;
+/// 250 terms leave less than 2⁻⁶⁰ of the sum at y = 63).
+const fn exp_neg_series(y: f64) -> f64 {
+    let mut term = 1.0;
+    let mut sum = 0.0;
+    let mut k = 1;
+    while k < 250 {
+        sum += term;
+        term *= y / k as f64;
+        k += 1;
+    }
+    1.0 / sum
+}
+
+/// e^−y for y ≥ 0: 0 from y = 64 on (e^−64 ≈ 1.6e−28, below what a rate sum can hold beside
+/// a packet's own term); e^−f to f³ (the next term is < 2⁻⁵²).
+pub fn exp_neg(y: f64) -> f64 {
+    debug_assert!(y >= 0.0, "exp_neg of {y}");
+    if y >= 64.0 || y.is_nan() {
+        return 0.0;
+    }
+    let n = (y * 4096.0) as u32;
+    let f = y - n as f64 * (1.0 / 4096.0);
+    let p = (1.0 - f) + (f * f) * (0.5 - f * (1.0 / 6.0));
+    (EXP_INT[(n >> 12) as usize] * EXP_64[((n >> 6) & 63) as usize]) * (EXP_4096[(n & 63) as usize] * p)
 }
 
 /// The flow's sending rate, bytes/s, as an exponentially decaying sum over `window_ns`.
 #[derive(Clone, Debug)]
 pub struct RateEstimator {
-    window_ns: Nanos,
+    /// 1 / T_m in 1/ns, and len / T_m's factor 1e9 / T_m in 1/s.
+    inv_window_per_ns: f64,
+    per_s: f64,
     rate_bytes_per_s: f64,
     last_ns: Option<Nanos>,
 }
 
 impl RateEstimator {
     pub fn new(window_ns: Nanos) -> Self {
-        RateEstimator { window_ns, rate_bytes_per_s: 0.0, last_ns: None }
+        RateEstimator { inv_window_per_ns: 1.0 / window_ns as f64, per_s: 1e9 / window_ns as f64, rate_bytes_per_s: 0.0, last_ns: None }
     }
 
     /// Count a packet of `len` bytes sent at `now`; the updated rate, bytes/s.
     pub fn on_packet(&mut self, len: u32, now: Nanos) -> f64 {
-        let tm = self.window_ns as f64 / 1e9;
         let decay = match self.last_ns {
-            Some(t) => (-((now - t) as f64 / 1e9) / tm).exp(),
+            // A burst (segments sent at one instant, as an ACK releasing two) needs no decay.
+            Some(t) if t == now => 1.0,
+            Some(t) => exp_neg((now - t) as f64 * self.inv_window_per_ns),
             None => 0.0,
         };
         self.last_ns = Some(now);
-        self.rate_bytes_per_s = self.rate_bytes_per_s * decay + len as f64 / tm;
+        self.rate_bytes_per_s = self.rate_bytes_per_s * decay + len as f64 * self.per_s;
         self.rate_bytes_per_s
     }
 }
@@ -219,6 +343,30 @@ mod tests {
         assert!(Tvf::check_curve(&[(1e6, 100.0), (1e5, 50.0)]).is_err());
         assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)]).unwrap_err().contains("positive"));
         assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)]).unwrap_err().contains("[1, 65535]"));
+    }
+
+    #[test]
+    fn ln_and_exp_neg_agree_with_libm_far_below_a_code() {
+        // Reference: the platform's libm (correct to an ulp or so). 10⁵ arguments spread over
+        // the TVF's range and beyond (1 bit/s … 1 Tbit/s) and over the estimator's decays
+        // (Δt/T_m from 0 to 80). A value code is 1/B ≈ 2.5e-4 of ln x; the bound is 1e-14.
+        let mut worst_ln = 0f64;
+        let mut worst_exp = 0f64;
+        for k in 0..100_000u32 {
+            let x = 10f64.powf(12.0 * k as f64 / 100_000.0) * (1.0 + (k % 7) as f64 * 1e-3);
+            worst_ln = worst_ln.max((ln(x) - x.ln()).abs() / x.ln().abs().max(1.0));
+            let y = 80.0 * (k as f64 / 100_000.0).powi(3);
+            let e = y.exp().recip();
+            let err = if y < 64.0 { (exp_neg(y) - e).abs() / e } else { (exp_neg(y) - e).abs() };
+            worst_exp = worst_exp.max(err);
+        }
+        eprintln!("worst relative error: ln {worst_ln:e}, exp_neg {worst_exp:e}");
+        assert!(worst_ln < 1e-14, "ln: worst error {worst_ln:e}");
+        assert!(worst_exp < 1e-14, "exp_neg: worst error {worst_exp:e}");
+        // e^0 = 1 exactly (the tables' first entries); ln 1 = 0 and ln 2ᵏ = k·ln 2 to an ulp.
+        assert_eq!(exp_neg(0.0), 1.0);
+        assert!(ln(1.0).abs() < 1e-17);
+        assert!((ln(1024.0) - 10.0 * std::f64::consts::LN_2).abs() < 1e-14);
     }
 
     #[test]

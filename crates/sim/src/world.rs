@@ -424,15 +424,15 @@ impl World {
     }
 
     /// Hand a data packet to the hop its route names next.
-    fn route_data(&mut self, pkt: DataPkt) {
+    fn route_data(&mut self, mut pkt: DataPkt) {
         let class = self.flows[pkt.flow as usize].class;
+        // The marker is the route's first hop (see `World::new`): mark and go on in place.
+        if let Hop::Marker = self.fwd_routes[class][pkt.hop as usize] {
+            self.markers[pkt.flow as usize].mark(&mut pkt, self.sched.now());
+            pkt.hop += 1;
+        }
         match self.fwd_routes[class][pkt.hop as usize] {
-            Hop::Marker => {
-                let mut pkt = pkt;
-                self.markers[pkt.flow as usize].mark(&mut pkt, self.sched.now());
-                pkt.hop += 1;
-                self.route_data(pkt);
-            }
+            Hop::Marker => unreachable!("one marker per route, its first hop"),
             Hop::Bottleneck(_) => {
                 let in_window = self.in_window();
                 if in_window {
