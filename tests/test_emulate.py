@@ -522,9 +522,10 @@ def test_ppv_shares_cubic_and_bbr_more_equally_than_shallow_taildrop(tmp_path: P
 #: σ ≈ 2.5 pp run to run (4 runs each of two mixed-RTT scenarios: 2.3 and 2.6 pp), the
 #: simulator's by σ = 0.8–3.6 pp over seeds, so its 5-seed mean by ≤ 1.6 pp;
 #: 3·√(2.5² + 1.6²) ≈ 8.9 pp is what chance alone reaches about one time in 400, and 8 pp is a
-#: little stricter. Where the two disagree systematically (CUBIC against Reno at small
-#: windows; mixed RTTs through TailDrop, where the simulator favours the short RTT by 3–6 pp),
-#: bench/README.md reports it; those scenarios are not asserted here.
+#: little stricter. Where the two disagree (CUBIC against Reno at small windows; mixed RTTs
+#: through TailDrop, where both backends' shares depend on the drop-tail phase, RTT modulo the
+#: packet time, the simulator's twice as strongly), bench/README.md reports it; those scenarios
+#: are not asserted here.
 AGREEMENT = [
     (
         "agree-2cubic-taildrop",
