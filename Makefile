@@ -35,9 +35,11 @@ build: deps
 run: build
 	$(PYTHON) -m aqmlab reproduce ckcd --quick -o out/ckcd-quick
 
-# The PyO3 crate links against libpython only when loaded by Python: test the others.
+# The PyO3 crate links against libpython only when loaded by Python: test the others. The
+# test profile (Cargo.toml: opt-level 2) keeps debug assertions on, so the engine's invariants
+# (e.g. Scheduler::advance_to never skips a pending event) are checked by every test run.
 rust-test:
-	cargo test --workspace --exclude aqmlab-py --release --quiet
+	cargo test --workspace --exclude aqmlab-py --quiet
 
 py-test: build
 	$(PYTHON) -m pytest -q tests
