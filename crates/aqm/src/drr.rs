@@ -27,7 +27,7 @@ enum List {
 /// No queue (end of a list).
 const NONE: u32 = u32::MAX;
 
-/// A list of queues threaded through `Drr::next_in_list`, as the kernel threads
+/// A list of queues threaded through `QueueState::next`, as the kernel threads
 /// `fq_codel_flow.flowchain` (a queue is on at most one list at a time).
 #[derive(Clone, Copy, Debug)]
 struct Chain {
@@ -39,12 +39,21 @@ impl Chain {
     const EMPTY: Chain = Chain { head: NONE, tail: NONE };
 }
 
+#[derive(Clone, Copy, Debug)]
+struct QueueState {
+    deficit: i64,
+    /// The next queue on the same list.
+    next: u32,
+    list: List,
+}
+
 #[derive(Clone, Debug)]
 pub struct Drr {
     quantum: i64,
-    deficit: Vec<i64>,
-    list: Vec<List>,
-    next_in_list: Vec<u32>,
+    /// Per queue, in one 16-byte record: the scheduler reads all three fields of a queue at
+    /// its turn, and the queues in use are scattered over `flows` slots, so one cache line
+    /// per queue instead of three.
+    queues: Vec<QueueState>,
     new_flows: Chain,
     old_flows: Chain,
 }
@@ -61,19 +70,17 @@ impl Drr {
         assert!(queues < NONE as usize, "at most 2³² − 1 queues");
         Drr {
             quantum: quantum as i64,
-            deficit: vec![0; queues],
-            list: vec![List::None; queues],
-            next_in_list: vec![NONE; queues],
+            queues: vec![QueueState { deficit: 0, next: NONE, list: List::None }; queues],
             new_flows: Chain::EMPTY,
             old_flows: Chain::EMPTY,
         }
     }
 
-    fn push_back(next_in_list: &mut [u32], chain: &mut Chain, q: usize) {
-        next_in_list[q] = NONE;
+    fn push_back(queues: &mut [QueueState], chain: &mut Chain, q: usize) {
+        queues[q].next = NONE;
         match chain.tail {
             NONE => chain.head = q as u32,
-            t => next_in_list[t as usize] = q as u32,
+            t => queues[t as usize].next = q as u32,
         }
         chain.tail = q as u32;
     }
@@ -81,7 +88,7 @@ impl Drr {
     fn pop_front(&mut self, t: Turn) {
         let chain = if t.from_new { &mut self.new_flows } else { &mut self.old_flows };
         debug_assert_eq!(chain.head as usize, t.queue);
-        chain.head = self.next_in_list[t.queue];
+        chain.head = self.queues[t.queue].next;
         if chain.head == NONE {
             chain.tail = NONE;
         }
@@ -90,12 +97,12 @@ impl Drr {
     /// A packet was added to `q`: an idle queue joins the new list with a full quantum.
     /// Returns whether it became active.
     pub fn activate(&mut self, q: usize) -> bool {
-        if self.list[q] != List::None {
+        if self.queues[q].list != List::None {
             return false;
         }
-        self.list[q] = List::New;
-        self.deficit[q] = self.quantum;
-        Self::push_back(&mut self.next_in_list, &mut self.new_flows, q);
+        self.queues[q].list = List::New;
+        self.queues[q].deficit = self.quantum;
+        Self::push_back(&mut self.queues, &mut self.new_flows, q);
         true
     }
 
@@ -108,13 +115,13 @@ impl Drr {
                 (NONE, q) => Turn { queue: q as usize, from_new: false },
                 (q, _) => Turn { queue: q as usize, from_new: true },
             };
-            if self.deficit[t.queue] > 0 {
+            if self.queues[t.queue].deficit > 0 {
                 return Some(t);
             }
-            self.deficit[t.queue] += self.quantum;
+            self.queues[t.queue].deficit += self.quantum;
             self.pop_front(t);
-            self.list[t.queue] = List::Old;
-            Self::push_back(&mut self.next_in_list, &mut self.old_flows, t.queue);
+            self.queues[t.queue].list = List::Old;
+            Self::push_back(&mut self.queues, &mut self.old_flows, t.queue);
         }
     }
 
@@ -122,23 +129,22 @@ impl Drr {
     pub fn empty(&mut self, t: Turn) {
         self.pop_front(t);
         if t.from_new && self.old_flows.head != NONE {
-            self.list[t.queue] = List::Old;
-            Self::push_back(&mut self.next_in_list, &mut self.old_flows, t.queue);
+            self.queues[t.queue].list = List::Old;
+            Self::push_back(&mut self.queues, &mut self.old_flows, t.queue);
         } else {
-            self.list[t.queue] = List::None;
+            self.queues[t.queue].list = List::None;
         }
     }
 
     /// The queue of `t` sent `bytes`.
     pub fn charge(&mut self, t: Turn, bytes: u32) {
-        self.deficit[t.queue] -= bytes as i64;
+        self.queues[t.queue].deficit -= bytes as i64;
     }
 
     pub fn clear(&mut self) {
         self.new_flows = Chain::EMPTY;
         self.old_flows = Chain::EMPTY;
-        self.list.iter_mut().for_each(|l| *l = List::None);
-        self.deficit.iter_mut().for_each(|d| *d = 0);
+        self.queues.iter_mut().for_each(|q| *q = QueueState { deficit: 0, next: NONE, list: List::None });
     }
 }
 

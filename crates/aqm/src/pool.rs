@@ -93,6 +93,8 @@ impl<P: crate::Packet> Pool<P> {
         list.head = self.next[i as usize];
         if list.head == NONE {
             list.tail = NONE;
+        } else {
+            prefetch(&self.slots[list.head as usize]);
         }
         list.len -= 1;
         list.bytes -= pkt.wire_len() as u64;
@@ -111,6 +113,20 @@ impl<P: crate::Packet> Pool<P> {
     pub fn drain(&mut self, list: &mut List) -> Vec<P> {
         std::iter::from_fn(|| self.pop(list)).collect()
     }
+}
+
+/// Ask the CPU to bring `slot` into cache: the list's new head is read at the queue's next
+/// turn, a round of the scheduler later, and slots reused out of order are not prefetched by the
+/// hardware as a ring's sequential reads are (its miss was half of FQ-CoDel's dequeue cost).
+#[inline]
+fn prefetch<T>(slot: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it reads nothing architecturally and cannot fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((slot as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = slot;
 }
 
 #[cfg(test)]
