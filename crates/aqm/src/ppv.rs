@@ -22,18 +22,17 @@
 //!   an arrival larger than the whole buffer (it could never fit, so nothing is evicted for
 //!   it) is `Overflow`.
 //! - Exact eviction, not the histogram/CTV approximation of line-rate implementations
-//!   (aqm.md §9.4): a FIFO of slots with tombstones plus binary heaps of (value, slot) with
+//!   (aqm.md §9.4): a FIFO of slots with tombstones plus a binary heap of (value, slot) with
 //!   the minimum value (newest first among equals) on top, so an eviction costs O(log n).
 //!   Dequeues leave their heap entry behind (recognised as stale by its slot number being
-//!   below the FIFO's head, and skipped when it surfaces). So that stale entries never need
-//!   sweeping, the heaps are *generations*: each holds the entries of up to `GENERATION`
-//!   consecutive arrivals, and a generation is dropped whole once the head has passed its last
-//!   slot; the minimum is the best of the generations' tops. The per-packet cost is a push
-//!   into a small heap, where an ordered set (`BTreeSet`) cost an insert *and* a remove (8 %
-//!   of all instructions of a 100-flow PPV run at 1 Gbit/s) and a single heap rebuilt when
-//!   stale entries outnumbered live ones cost ≈ 50 instructions per packet in the rebuilds.
-//!   Which packet is evicted is the same in every variant (the proptest below checks the rule
-//!   against a list).
+//!   below the FIFO's head, and skipped when it surfaces) and the heap is rebuilt from the
+//!   slots when stale entries outnumber live ones: the per-packet cost is a heap push, where
+//!   an ordered set (`BTreeSet`) cost an insert *and* a remove (8 % of all instructions of a
+//!   100-flow PPV run at 1 Gbit/s). Which packet is evicted is the same either way. (Heaps
+//!   per generation of arrivals, dropped whole once dequeued, saved the rebuilds — 0.4 % of
+//!   scenario (a)'s instructions — but made an arrival that evicts from a full 1000-packet
+//!   buffer 43 % dearer, scanning the generations' tops and popping their stale entries one
+//!   by one: seed 004's small-buffer regime is where PPV works hardest, so one heap it is.)
 //!
 //! PPV owns its limit ([`Qdisc::owns_limit`]): the physical buffer is handed to it as
 //! `limit_packets`/`limit_bytes`, since it must see the overflowing arrival to choose a victim.
@@ -80,19 +79,6 @@ pub struct Stats {
     pub overlimit: u64,
 }
 
-/// Arrivals per generation: small enough that a push is cheap and a dropped generation frees
-/// little at once, large enough that the minimum's scan over generations stays short (a 1-BDP
-/// buffer at 1 Gbit/s / 10 ms, 833 packets, has 14).
-const GENERATION: u64 = 64;
-
-#[derive(Clone, Debug)]
-struct Generation {
-    /// Sequence number of its first arrival, and one past its last (`u64::MAX` while open).
-    start: u64,
-    end: u64,
-    heap: BinaryHeap<(Reverse<u32>, u64)>,
-}
-
 #[derive(Clone, Debug)]
 pub struct Ppv<P> {
     pub params: Params,
@@ -102,73 +88,42 @@ pub struct Ppv<P> {
     slots: VecDeque<Option<P>>,
     /// Sequence number of `slots[0]`; slot i holds sequence number `head_seq + i`.
     head_seq: u64,
-    /// (value, sequence number) of every queued packet, in generations of consecutive
-    /// arrivals, oldest first; each a max-heap of (−value, seq): the minimum value, and among
-    /// equal values the newest, on top. Also holds stale entries of dequeued packets
-    /// (seq < `head_seq`); evicted packets' entries are popped at eviction, so every entry
-    /// with seq ≥ `head_seq` is a queued packet.
-    generations: VecDeque<Generation>,
-    /// Emptied heaps, kept for their allocations.
-    spare: Vec<BinaryHeap<(Reverse<u32>, u64)>>,
+    /// (value, sequence number) of every queued packet, as a max-heap of (−value, seq): the
+    /// minimum value, and among equal values the newest, on top. Also holds stale entries of
+    /// dequeued packets (seq < `head_seq`); evicted packets' entries are popped at eviction,
+    /// so every entry with seq ≥ `head_seq` is a queued packet.
+    by_value: BinaryHeap<(Reverse<u32>, u64)>,
     len: usize,
     bytes: u64,
 }
 
 impl<P: Packet> Ppv<P> {
     pub fn new(params: Params) -> Self {
-        Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, generations: VecDeque::new(), spare: Vec::new(), len: 0, bytes: 0 }
+        Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, by_value: BinaryHeap::new(), len: 0, bytes: 0 }
     }
 
-    /// The lowest value queued, the newest packet holding it, and its generation's index
-    /// (stale entries on top are discarded on the way).
-    fn min_victim(&mut self) -> Option<(u32, u64, usize)> {
-        let mut best: Option<(Reverse<u32>, u64, usize)> = None;
-        for (g, generation) in self.generations.iter_mut().enumerate() {
-            while let Some(&(v, seq)) = generation.heap.peek() {
-                if seq >= self.head_seq {
-                    if best.is_none_or(|b| (v, seq) > (b.0, b.1)) {
-                        best = Some((v, seq, g));
-                    }
-                    break;
-                }
-                generation.heap.pop();
+    /// The lowest value queued, and the newest packet holding it (stale entries on top are
+    /// discarded on the way).
+    fn min_victim(&mut self) -> Option<(u32, u64)> {
+        while let Some(&(Reverse(v), seq)) = self.by_value.peek() {
+            if seq >= self.head_seq {
+                return Some((v, seq));
             }
+            self.by_value.pop();
         }
-        best.map(|(Reverse(v), seq, g)| (v, seq, g))
+        None
     }
 
     /// Remove the packet with sequence number `seq`, which [`Ppv::min_victim`] just returned
-    /// (so its entry is on top of generation `g`'s heap).
-    fn take(&mut self, value: u32, seq: u64, g: usize) -> P {
-        let top = self.generations[g].heap.pop();
+    /// (so its entry is on top of the heap).
+    fn take(&mut self, value: u32, seq: u64) -> P {
+        let top = self.by_value.pop();
         debug_assert_eq!(top, Some((Reverse(value), seq)));
         let pkt = self.slots[(seq - self.head_seq) as usize].take().expect("queued slot");
         self.len -= 1;
         self.bytes -= pkt.wire_len() as u64;
         self.trim();
         pkt
-    }
-
-    /// Record a new arrival's entry in the open generation, opening one if needed.
-    fn index(&mut self, value: u32, seq: u64) {
-        let open = self.generations.back().is_some_and(|g| g.end == u64::MAX && seq - g.start.min(seq) < GENERATION);
-        if !open {
-            if let Some(last) = self.generations.back_mut() {
-                last.end = last.end.min(seq);
-            }
-            let heap = self.spare.pop().unwrap_or_default();
-            self.generations.push_back(Generation { start: seq, end: u64::MAX, heap });
-        }
-        self.generations.back_mut().expect("an open generation").heap.push((Reverse(value), seq));
-    }
-
-    /// Drop the generations the head has passed.
-    fn retire(&mut self) {
-        while self.generations.front().is_some_and(|g| g.end <= self.head_seq) {
-            let mut heap = self.generations.pop_front().expect("a generation").heap;
-            heap.clear();
-            self.spare.push(heap);
-        }
     }
 
     /// Drop tombstones at both ends, keeping the invariant.
@@ -182,6 +137,15 @@ impl<P: Packet> Ppv<P> {
         }
     }
 
+    /// Drop the stale entries: the heap again holds exactly the queued packets (O(n), once
+    /// every ≥ n + 64 dequeues).
+    fn rebuild(&mut self) {
+        let mut v = std::mem::take(&mut self.by_value).into_vec();
+        v.clear();
+        let head = self.head_seq;
+        v.extend(self.slots.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (Reverse(p.value()), head + i as u64))));
+        self.by_value = BinaryHeap::from(v);
+    }
 }
 
 impl<P: Packet> Qdisc<P> for Ppv<P> {
@@ -196,18 +160,19 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
         // Seed 004: evict minimum-value packets while the arrival does not fit, unless every
         // queued packet is worth at least as much as the arrival.
         while !limit.admits(self.len, self.bytes, len) {
-            let (v_min, seq, g) = self.min_victim().expect("a full buffer holds packets");
+            let (v_min, seq) = self.min_victim().expect("a full buffer holds packets");
             if v_min >= pkt.value() {
                 self.stats.dropped += 1;
                 out.dropped(pkt, DropReason::Value, now);
                 return;
             }
-            let victim = self.take(v_min, seq, g);
+            let victim = self.take(v_min, seq);
             self.stats.evicted += 1;
             out.dropped(victim, DropReason::Value, now);
         }
         pkt.set_enqueue_ns(now);
-        self.index(pkt.value(), self.head_seq + self.slots.len() as u64);
+        let seq = self.head_seq + self.slots.len() as u64;
+        self.by_value.push((Reverse(pkt.value()), seq));
         self.len += 1;
         self.bytes += len as u64;
         self.slots.push_back(Some(pkt));
@@ -220,7 +185,9 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
         self.len -= 1;
         self.bytes -= pkt.wire_len() as u64;
         self.trim();
-        self.retire();
+        if self.by_value.len() > 2 * self.len + 64 {
+            self.rebuild();
+        }
         Some(pkt)
     }
 
@@ -241,10 +208,7 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        for mut g in self.generations.drain(..) {
-            g.heap.clear();
-            self.spare.push(g.heap);
-        }
+        self.by_value.clear();
         self.head_seq += self.slots.len() as u64;
         self.len = 0;
         self.bytes = 0;
@@ -365,8 +329,8 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn evictions_and_service_order_match_the_rule_applied_to_a_list(
-            // Buffers up to 300 packets and runs of 2500 operations: evictions reach across
-            // several of PPV's generations of 64 arrivals.
+            // Buffers up to 300 packets and runs of 2500 operations: evictions across many
+            // heap rebuilds.
             ops in proptest::collection::vec((0u8..3, 0u32..12, 500u32..1600), 1..2500),
             packets in proptest::option::of(2u64..300),
         ) {
