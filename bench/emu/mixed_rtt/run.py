@@ -162,10 +162,14 @@ start = "9.5s"
 
 def ping() -> None:
     import re
+    import shutil
     import subprocess
     import sys
     import tempfile
     import time
+
+    if shutil.which("ping") is None:
+        sys.exit("run.py ping: needs ping (apt-get install iputils-ping; `make deps` does not install it)")
 
     with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
         f.write(IDLE)
