@@ -483,7 +483,7 @@ def test_cubic_with_ecn_through_step_is_marked_not_dropped(tmp_path: Path) -> No
     # No drop inside the measured window. Over the whole run (handshake, warm-up, teardown)
     # a control segment can meet the queue above STEP's threshold: SYN, FIN and pure ACKs are
     # sent Not-ECT (RFC 3168 §6.1.1, §6.1.4), and STEP drops Not-ECT packets above it — one such
-    # drop outside the window was seen in a clean-clone CI run; data segments are never dropped.
+    # drop outside the window was seen in a clean-clone CI run (which packet, the counters do not say).
     assert int(f["dropped_bytes"].sum()) == 0
     assert res.summary["counters"]["qdisc_drops"] <= 2
     # The sender saw the CE marks echoed (tcpi_delivered_ce) and reacted: the queue stays
