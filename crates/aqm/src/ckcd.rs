@@ -192,14 +192,10 @@ impl Hasher for FlowKeyHasher {
 
 type FlowMap = HashMap<u64, FlowState, BuildHasherDefault<FlowKeyHasher>>;
 
-/// μ decayed from `fs.mu_at` to `now` with time constant `t_mu_ns`. Per-packet gaps are
-/// usually a tiny fraction of T_μ, where e^−x is its Taylor polynomial to x³ (relative error
-/// < x⁴/24 < 3·10⁻⁷ for x < 0.05) — a libm `exp` per packet cost CKCD a third of scenario
-/// (a)'s speed.
+/// μ decayed from `fs.mu_at` to `now` with time constant `t_mu_ns` ([`crate::math::exp_neg`]:
+/// a libm `exp` per packet cost CKCD a third of scenario (a)'s speed).
 fn decayed_mu(fs: &FlowState, now: Nanos, inv_t_mu_ns: f64) -> f64 {
-    let x = (now - fs.mu_at) as f64 * inv_t_mu_ns;
-    let e = if x < 0.05 { 1.0 - x * (1.0 - x * (0.5 - x / 6.0)) } else { (-x).exp() };
-    fs.mu * e
+    fs.mu * crate::math::exp_neg((now - fs.mu_at) as f64 * inv_t_mu_ns)
 }
 
 /// What the per-packet delay test needs, computed once per flow count: Eq. 9's K and Q, 1/μ_f,

@@ -33,6 +33,7 @@ pub mod fq_codel;
 pub mod fq_pie;
 pub mod gsp;
 pub mod limit;
+pub mod math;
 pub mod pi2;
 pub mod pie;
 pub mod pool;

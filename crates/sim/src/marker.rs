@@ -31,6 +31,7 @@
 //! Determinism: each flow's draws come from its own PCG stream, seeded from the run seed and
 //! the flow id (`world::derive_seed`).
 
+use aqm::math::{exp_neg, ln};
 use aqm::{uniform01, Nanos, Rng};
 
 use crate::packet::DataPkt;
@@ -136,111 +137,6 @@ fn round_code(v: f64) -> u32 {
     ((v + 0.5) as u32).clamp(1, PV_MAX)
 }
 
-// ---------------------------------------------------------------------------------------
-// ln and e^−y without libm. Every packet of a valued run takes one of each, in a chain (rate
-// decay → rate → value) that nothing else in the packet's handling can overlap, so their
-// latency is the marker's cost; libm's results may also differ in the last bit between
-// platforms, while these use only IEEE +, −, × and tables computed at compile time, so values
-// are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
-// tests) is ten orders of magnitude below a value code's width. Polynomials are in Estrin's
-// form (depth, not length, is what costs) on small arguments, with finer tables instead of
-// higher degrees.
-// ---------------------------------------------------------------------------------------
-
-/// Table bits of [`ln`]: the mantissa's top 8 bits pick one of 256 intervals of [1, 2) (4 KB
-/// of table: a larger one, with a shorter polynomial, was slower — its random lookups miss
-/// the L1 cache the rest of the simulation shares).
-const LN_BITS: u32 = 8;
-const LN_N: usize = 1 << LN_BITS;
-
-/// ln y for y in (1/2, 2), for the tables: 2·atanh(s), s = (y − 1)/(y + 1), |s| < 1/3, summed
-/// until the terms vanish (|s|^(2k+1)/(2k+1) < 2⁻⁶⁰ by k = 19).
-const fn ln_series(y: f64) -> f64 {
-    let s = (y - 1.0) / (y + 1.0);
-    let s2 = s * s;
-    let mut term = s;
-    let mut sum = 0.0;
-    let mut k = 0;
-    while k < 30 {
-        sum += term / (2 * k + 1) as f64;
-        term *= s2;
-        k += 1;
-    }
-    2.0 * sum
-}
-
-/// (1/c_j, ln c_j) with c_j the centre of interval j, ln c_j taken as −ln of the reciprocal
-/// actually stored, so that ln m = ln(m·(1/c_j)) − ln(1/c_j) holds for the rounded table entry.
-const LN_TABLE: [(f64, f64); LN_N] = {
-    let mut t = [(0.0, 0.0); LN_N];
-    let mut j = 0;
-    while j < LN_N {
-        let inv_c = 1.0 / (1.0 + (j as f64 + 0.5) / LN_N as f64);
-        t[j] = (inv_c, -ln_series(inv_c));
-        j += 1;
-    }
-    t
-};
-
-/// ln x for finite x > 0 (normal numbers; the callers pass throughputs far from the limits):
-/// x = 2^e·m, m in [1, 2); m·(1/c_j) = 1 + r with |r| ≤ 2⁻⁹; ln(1 + r) to r⁵ (the next term
-/// is < 2⁻⁵⁶).
-pub fn ln(x: f64) -> f64 {
-    debug_assert!(x.is_finite() && x >= f64::MIN_POSITIVE, "ln of {x}");
-    let bits = x.to_bits();
-    let e = ((bits >> 52) & 0x7ff) as i64 - 1023;
-    let j = ((bits >> (52 - LN_BITS)) & (LN_N as u64 - 1)) as usize;
-    let m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
-    let (inv_c, ln_c) = LN_TABLE[j];
-    let r = m * inv_c - 1.0;
-    let r2 = r * r;
-    let p = r + r2 * ((-0.5 + r * (1.0 / 3.0)) + r2 * (-0.25 + r * 0.2));
-    (e as f64 * std::f64::consts::LN_2 + ln_c) + p
-}
-
-/// e^−y = e^−q · e^−a/64 · e^−b/4096 · e^−f for y = q + a/64 + b/4096 + f, f in [0, 2⁻¹²).
-const EXP_INT: [f64; 64] = exp_table(1.0);
-const EXP_64: [f64; 64] = exp_table(1.0 / 64.0);
-const EXP_4096: [f64; 64] = exp_table(1.0 / 4096.0);
-
-/// e^−k·step for k = 0 … 63.
-const fn exp_table(step: f64) -> [f64; 64] {
-    let mut t = [0.0; 64];
-    let mut k = 0;
-    while k < 64 {
-        t[k] = exp_neg_series(k as f64 * step);
-        k += 1;
-    }
-    t
-}
-
-/// e^−y for y in [0, 64), for the tables: 1/Σ yᵏ/k! (all terms positive, so no cancellation;
-/// 250 terms leave less than 2⁻⁶⁰ of the sum at y = 63).
-const fn exp_neg_series(y: f64) -> f64 {
-    let mut term = 1.0;
-    let mut sum = 0.0;
-    let mut k = 1;
-    while k < 250 {
-        sum += term;
-        term *= y / k as f64;
-        k += 1;
-    }
-    1.0 / sum
-}
-
-/// e^−y for y ≥ 0: 0 from y = 64 on (e^−64 ≈ 1.6e−28, below what a rate sum can hold beside
-/// a packet's own term); e^−f to f³ (the next term is < 2⁻⁵²).
-pub fn exp_neg(y: f64) -> f64 {
-    debug_assert!(y >= 0.0, "exp_neg of {y}");
-    if y >= 64.0 || y.is_nan() {
-        return 0.0;
-    }
-    let n = (y * 4096.0) as u32;
-    let f = y - n as f64 * (1.0 / 4096.0);
-    let p = (1.0 - f) + (f * f) * (0.5 - f * (1.0 / 6.0));
-    (EXP_INT[(n >> 12) as usize] * EXP_64[((n >> 6) & 63) as usize]) * (EXP_4096[(n & 63) as usize] * p)
-}
-
 /// The flow's sending rate, bytes/s, as an exponentially decaying sum over `window_ns`.
 #[derive(Clone, Debug)]
 pub struct RateEstimator {
@@ -343,30 +239,6 @@ mod tests {
         assert!(Tvf::check_curve(&[(1e6, 100.0), (1e5, 50.0)]).is_err());
         assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)]).unwrap_err().contains("positive"));
         assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)]).unwrap_err().contains("[1, 65535]"));
-    }
-
-    #[test]
-    fn ln_and_exp_neg_agree_with_libm_far_below_a_code() {
-        // Reference: the platform's libm (correct to an ulp or so). 10⁵ arguments spread over
-        // the TVF's range and beyond (1 bit/s … 1 Tbit/s) and over the estimator's decays
-        // (Δt/T_m from 0 to 80). A value code is 1/B ≈ 2.5e-4 of ln x; the bound is 1e-14.
-        let mut worst_ln = 0f64;
-        let mut worst_exp = 0f64;
-        for k in 0..100_000u32 {
-            let x = 10f64.powf(12.0 * k as f64 / 100_000.0) * (1.0 + (k % 7) as f64 * 1e-3);
-            worst_ln = worst_ln.max((ln(x) - x.ln()).abs() / x.ln().abs().max(1.0));
-            let y = 80.0 * (k as f64 / 100_000.0).powi(3);
-            let e = y.exp().recip();
-            let err = if y < 64.0 { (exp_neg(y) - e).abs() / e } else { (exp_neg(y) - e).abs() };
-            worst_exp = worst_exp.max(err);
-        }
-        eprintln!("worst relative error: ln {worst_ln:e}, exp_neg {worst_exp:e}");
-        assert!(worst_ln < 1e-14, "ln: worst error {worst_ln:e}");
-        assert!(worst_exp < 1e-14, "exp_neg: worst error {worst_exp:e}");
-        // e^0 = 1 exactly (the tables' first entries); ln 1 = 0 and ln 2ᵏ = k·ln 2 to an ulp.
-        assert_eq!(exp_neg(0.0), 1.0);
-        assert!(ln(1.0).abs() < 1e-17);
-        assert!((ln(1024.0) - 10.0 * std::f64::consts::LN_2).abs() < 1e-14);
     }
 
     #[test]
