@@ -230,50 +230,52 @@ class Loop:
 # ------------------------------------------------------------------------------------------
 
 
-class TcpFlow:
-    """One TCP connection's sender state."""
-
-    cbr = False
+class _Flow:
+    """What every sender flow has: its plan (scenario ns) and its socket."""
 
     def __init__(self, spec: dict[str, Any]):
         self.flow: int = spec["flow"]
-        self.cc: str = spec["cc"]
         self.start_ns: int = spec["start_ns"]
         #: When the application stops writing (scenario ns); None = at the run's end.
         self.stop_ns: int | None = spec.get("stop_ns")
         self.size_bytes: int | None = spec.get("size_bytes")
         self.sock: socket.socket | None = None
         self.sport: int | None = None
+        #: Absolute CLOCK_MONOTONIC time of the connect call.
+        self.connect_ns: int | None = None
+        self.error: str | None = None
+
+
+class TcpFlow(_Flow):
+    """One TCP connection's sender state."""
+
+    cbr = False
+
+    def __init__(self, spec: dict[str, Any]):
+        super().__init__(spec)
+        self.cc: str = spec["cc"]
         #: "planned", "connecting", "writing", "draining" (half-closed, waiting for the
         #: receiver's FIN), "closed".
         self.state = "planned"
         self.stop_pending = False
         #: Absolute CLOCK_MONOTONIC times (made relative to t0 in the output).
-        self.connect_ns: int | None = None
         self.connected_ns: int | None = None
         self.finished_writing_ns: int | None = None
         #: The receiver's FIN arrived: every byte written was received.
         self.done_ns: int | None = None
         self.written_bytes = 0
         self.left: int | None = self.size_bytes
-        self.error: str | None = None
         self.final_info: dict[str, int] | None = None
 
 
-class CbrFlow:
+class CbrFlow(_Flow):
     """One unresponsive constant-bit-rate flow's sender state (a connected UDP socket)."""
 
     cbr = True
 
     def __init__(self, spec: dict[str, Any]):
-        self.flow: int = spec["flow"]
+        super().__init__(spec)
         self.rate_bps: int = spec["rate_bps"]
-        self.start_ns: int = spec["start_ns"]
-        self.stop_ns: int | None = spec.get("stop_ns")
-        self.size_bytes: int | None = spec.get("size_bytes")
-        self.sock: socket.socket | None = None
-        self.sport: int | None = None
-        self.connect_ns: int | None = None
         #: Datagrams of a finite flow, and its last one's payload (the simulator's new_cbr).
         self.total: int | None = None
         self.last_payload = CBR_PAYLOAD_BYTES
@@ -291,7 +293,6 @@ class CbrFlow:
         self.blocked = 0
         #: Largest lateness of a datagram's send behind its due time, ns.
         self.late_max_ns = 0
-        self.error: str | None = None
 
 
 class Sender:
