@@ -201,6 +201,9 @@ pub struct RedLaw {
 }
 
 impl RedLaw {
+    // The arguments of tc's red options as `red_set_parms` takes them (qth_min, qth_max,
+    // Wlog, max_P, ...), one to one.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(min: f64, max: f64, wlog: u32, max_p: f64, avpkt_bytes: u64, bandwidth_bps: u64, gentle: bool, adaptive: bool, rng: Rng) -> Self {
         RedLaw {
             min,

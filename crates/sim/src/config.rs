@@ -152,7 +152,7 @@ pub enum SizeDist {
 impl SizeDist {
     pub fn check(&self) -> Result<(), String> {
         match *self {
-            SizeDist::Fixed { bytes } if bytes == 0 => Err("bytes: must be positive".into()),
+            SizeDist::Fixed { bytes: 0 } => Err("bytes: must be positive".into()),
             SizeDist::Uniform { lo, hi } if lo == 0 || lo > hi => Err(format!("uniform: needs 0 < lo <= hi (got {lo}, {hi})")),
             SizeDist::Exponential { mean } if !(mean >= 1.0 && mean.is_finite()) => Err(format!("mean: {mean} must be at least 1 byte")),
             SizeDist::Pareto { alpha, lo, hi } if !(alpha > 0.0 && alpha.is_finite()) || lo == 0 || lo >= hi => Err(format!("pareto: needs alpha > 0 and 0 < lo < hi (got alpha {alpha}, {lo}, {hi})")),

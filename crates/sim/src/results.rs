@@ -476,7 +476,7 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
 /// away), and mean / p50 / p99 of FCT and slowdown over the completed ones (nearest-rank
 /// quantiles).
 fn fct_by_size(cfg: &EngineConfig, fin: &[Finite], edges: &[u64], c_bps: f64) -> Value {
-    let label = |b: u64| if b >= 1_000_000 && b % 1_000_000 == 0 { format!("{}MB", b / 1_000_000) } else if b % 1000 == 0 { format!("{}KB", b / 1000) } else { format!("{b}B") };
+    let label = |b: u64| if b >= 1_000_000 && b.is_multiple_of(1_000_000) { format!("{}MB", b / 1_000_000) } else if b.is_multiple_of(1000) { format!("{}KB", b / 1000) } else { format!("{b}B") };
     let mut out = Vec::new();
     for k in 0..=edges.len() {
         let lo = if k == 0 { 0 } else { edges[k - 1] };

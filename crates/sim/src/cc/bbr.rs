@@ -187,7 +187,7 @@ pub enum Mode {
 /// (`bbr_bdp`, v1 and v2 alike).
 pub(crate) fn bdp_packets(bw: u32, min_rtt_us: u32, gain: u32) -> u32 {
     let w = bw as u64 * min_rtt_us as u64;
-    ((((w * gain as u64) >> BBR_SCALE) + BW_UNIT - 1) / BW_UNIT) as u32
+    ((w * gain as u64) >> BBR_SCALE).div_ceil(BW_UNIT) as u32
 }
 
 /// `bbr_rate_bytes_per_sec`: a rate in packets/µs ≪ 24 with a gain and a pacing margin, in
@@ -677,7 +677,7 @@ impl Bbr {
         if self.full_bw_reached || !self.round_start || rs.is_app_limited {
             return;
         }
-        let bw_thresh = (self.full_bw as u64 * self.params.full_bw_thresh as u64 >> BBR_SCALE) as u32;
+        let bw_thresh = ((self.full_bw as u64 * self.params.full_bw_thresh as u64) >> BBR_SCALE) as u32;
         if self.max_bw() >= bw_thresh {
             self.full_bw = self.max_bw();
             self.full_bw_cnt = 0;
