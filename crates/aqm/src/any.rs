@@ -1,7 +1,7 @@
 //! Every discipline behind one type: `QdiscConfig` (what a scenario names, deserialized with
 //! unknown keys refused) and `AnyQdisc` (static dispatch — a match per call, no `Box<dyn>`).
 
-use crate::{bernoulli, choke, ckcd, codel, csaqm, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, ppv, red, step, taildrop, Nanos, Packet, Qdisc, Verdicts};
+use crate::{bernoulli, choke, ckcd, codel, csaqm, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, ppv, red, step, taildrop, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(tag = "kind", rename_all = "snake_case"))]
@@ -128,6 +128,17 @@ macro_rules! dispatch {
             AnyQdisc::Csaqm($q) => $e,
         }
     };
+}
+
+impl<P: Packet> AnyQdisc<P> {
+    /// An arrival through the physical buffer beneath ([`PhysicalLimit::offer`]), dispatched
+    /// once: inside, the discipline's `owns_limit`, `len` and `backlog_bytes` are its own,
+    /// known statically, where offering to the `AnyQdisc` itself matches on the kind four times
+    /// per packet.
+    #[inline]
+    pub fn offer(&mut self, limit: &PhysicalLimit, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+        dispatch!(self, q => limit.offer(q, pkt, now, out))
+    }
 }
 
 impl<P: Packet> Qdisc<P> for AnyQdisc<P> {

@@ -45,6 +45,10 @@ impl<P: Packet> Fifo<P> {
     pub fn head_enqueue_ns(&self) -> Option<Nanos> {
         self.q.front().map(|p| p.enqueue_ns())
     }
+    /// The queued packets, head first.
+    pub fn iter(&self) -> impl Iterator<Item = &P> {
+        self.q.iter()
+    }
     pub fn drain(&mut self) -> Vec<P> {
         self.bytes = 0;
         self.q.drain(..).collect()

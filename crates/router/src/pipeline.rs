@@ -287,7 +287,7 @@ impl Pipeline {
             pool: &mut self.pool,
             window: (self.warmup_ns, self.duration_ns),
         };
-        self.limit.offer(&mut self.qdisc, pkt, now, &mut sink);
+        self.qdisc.offer(&self.limit, pkt, now, &mut sink);
         self.start_tx(now);
     }
 

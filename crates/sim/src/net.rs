@@ -116,7 +116,7 @@ impl<P: aqm::Packet + Copy> Bottleneck<P> {
     /// Offer an arriving packet to the buffer and discipline.
     #[inline]
     pub fn arrive(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
-        self.limit.offer(&mut self.qdisc, pkt, now, out);
+        self.qdisc.offer(&self.limit, pkt, now, out);
     }
 
     #[inline]
