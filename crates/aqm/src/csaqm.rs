@@ -24,9 +24,9 @@
 //!   fell in. An update walks the coarse sums from the top to the bin where the target is
 //!   crossed and resolves it per value; if that is not the tracked bin, one pass over the
 //!   queued packets tracks it first (the CTV moves slowly, so passes are rare). A full table
-//!   of 65 536 byte counts (512 KB) answers the same but its random updates, two per packet,
-//!   evicted the simulator's own state from L2 (≈ 10 % of scenario (a)'s CPU time in
-//!   `perf`; callgrind, which has no L2, does not see it).
+//!   of 65 536 byte counts (512 KB) answers the same, but its random updates, two per
+//!   packet, stalled on their loads (≈ 9 % of scenario (a)'s CPU time in `perf annotate`) and
+//!   evict the simulator's own state from L2 (callgrind, which models no L2, misses both).
 //! - The controller runs lazily (aqm.md §0.2), first at t = interval, CTV 0 before. The queue
 //!   is constant between calls, so every tick missed since the last call computes the same
 //!   CTV: one update stands for them all.
