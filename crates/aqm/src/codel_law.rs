@@ -63,19 +63,24 @@ impl Default for Params {
 }
 
 /// `struct codel_vars`: the control state of one queue (zero = `codel_vars_init`).
+///
+/// In C layout, the fields every dequeue touches first, those used only around drops after
+/// them: FQ-CoDel embeds one `Vars` per flow in a cache-line record and keeps the first ones in
+/// the line it reads anyway.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct Vars {
+    /// When the sojourn will have been above target for an interval, ns; 0 = not above.
+    pub first_above_time: Nanos,
+    /// Sojourn of the last packet `should_drop` looked at, ns.
+    pub ldelay: Nanos,
+    pub dropping: bool,
     /// Drops (or marks) in the current dropping episode, plus the reused part.
     pub count: u32,
     /// `count` when the last dropping episode started.
     pub lastcount: u32,
-    pub dropping: bool,
-    /// When the sojourn will have been above target for an interval, ns; 0 = not above.
-    pub first_above_time: Nanos,
     /// Time of the next drop while dropping, ns.
     pub drop_next: Nanos,
-    /// Sojourn of the last packet `should_drop` looked at, ns.
-    pub ldelay: Nanos,
 }
 
 /// `struct codel_stats` (tc -s names).

@@ -19,7 +19,7 @@
 //! [`crate::codel_law`] (u64 ns time, exact f64 √count).
 
 use crate::codel_law::{self, CodelQueue, Vars};
-use crate::drr::Drr;
+use crate::drr::{self, Drr, Scheduled};
 use crate::pool::{List, Pool};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -92,11 +92,26 @@ impl Params {
     }
 }
 
-#[derive(Clone, Debug)]
+/// One flow queue, all its state in one record as Linux's `struct fq_codel_flow` (packets,
+/// `deficit` and `flowchain`, `cvars`), aligned to a cache line: at a queue's turn the scheduler,
+/// the pool and CoDel read the same line (CoDel's `count`, `lastcount` and `drop_next`, used only
+/// around drops, may fall in the next one).
+#[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 struct Flow {
+    /// `deficit`, `flowchain`.
+    drr: drr::QueueState,
+    /// `head`, `tail`, and the flow's byte backlog (for `fq_codel_drop`).
     queue: List,
-    /// `flow->cvars`.
+    /// `cvars`.
     vars: Vars,
+}
+
+impl Scheduled for Flow {
+    #[inline]
+    fn drr(&mut self) -> &mut drr::QueueState {
+        &mut self.drr
+    }
 }
 
 /// tc -s names.
@@ -149,7 +164,7 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: Params, hash_seed: u64) -> Self {
-        let flows = (0..params.flows).map(|_| Flow { queue: List::default(), vars: Vars::default() }).collect();
+        let flows = (0..params.flows).map(|_| Flow::default()).collect();
         FqCodel {
             codel_params: params.codel(),
             drr: Drr::new(params.flows as usize, params.quantum),
@@ -200,7 +215,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         self.backlog += pkt.wire_len() as u64;
         self.qlen += 1;
         self.pool.push(&mut self.flows[idx].queue, pkt);
-        if self.drr.activate(idx) {
+        if self.drr.activate(&mut self.flows, idx) {
             self.stats.new_flow_count += 1;
         }
         let memory_limited = self.backlog > self.params.memory_limit;
@@ -218,14 +233,13 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
         loop {
-            let turn = self.drr.next()?;
-            let params = &self.codel_params;
-            let flow = &mut self.flows[turn.queue];
+            let q = self.drr.next(&mut self.flows)?;
+            let flow = &mut self.flows[q];
             let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
-            match codel_law::dequeue(&mut view, now, params, &mut flow.vars, &mut self.stats.codel, out) {
-                None => self.drr.empty(turn),
+            match codel_law::dequeue(&mut view, now, &self.codel_params, &mut flow.vars, &mut self.stats.codel, out) {
+                None => self.drr.empty(&mut self.flows, q),
                 Some(p) => {
-                    self.drr.charge(turn, p.wire_len());
+                    flow.drr.charge(p.wire_len());
                     return Some(p);
                 }
             }
@@ -248,7 +262,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         let mut all = Vec::with_capacity(self.qlen);
         for f in &mut self.flows {
             all.extend(self.pool.drain(&mut f.queue));
-            f.vars = Vars::default();
+            *f = Flow::default();
         }
         self.drr.clear();
         self.qlen = 0;
