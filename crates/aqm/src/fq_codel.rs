@@ -151,12 +151,16 @@ struct FlowView<'a, P> {
 }
 
 impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
+    /// Always inlined: once per packet, and an out-of-line call returns the packet through the
+    /// stack.
+    #[inline(always)]
     fn pop_head(&mut self) -> Option<P> {
         let p = self.pool.pop(self.queue)?;
         *self.total_backlog -= p.wire_len() as u64;
         *self.qlen -= 1;
         Some(p)
     }
+    #[inline(always)]
     fn backlog(&self) -> u64 {
         *self.total_backlog
     }
