@@ -182,7 +182,7 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(q: &mut Q, now: Nanos, p: &Params, v
 /// come here, and [`dequeue`] stays small where it is inlined.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(q: &mut Q, pkt: P, drop: bool, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
+pub fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(q: &mut Q, pkt: P, drop: bool, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
     let mut pkt = Some(pkt);
     if vars.dropping {
         if !drop {
@@ -247,7 +247,7 @@ fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(q: &mut Q, pkt: P, drop: bool, 
 
 /// The `end:` label of `codel_dequeue`: CE above `ce_threshold` (no selector: every packet).
 #[inline]
-fn ce_threshold<P: Packet>(cur: &mut P, now: Nanos, p: &Params, vars: &Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) {
+pub fn ce_threshold<P: Packet>(cur: &mut P, now: Nanos, p: &Params, vars: &Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) {
     if let Some(th) = p.ce_threshold_ns {
         if vars.ldelay > th && set_ce(cur) {
             stats.ce_mark += 1;

@@ -236,16 +236,36 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
     }
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
+        let params = &self.codel_params;
         loop {
             let q = self.drr.next(&mut self.flows)?;
             let flow = &mut self.flows[q];
+            // `codel_dequeue` ([`codel_law::dequeue`]) on the flow's queue, with its head looked
+            // at where it lies instead of popped first: `should_drop` only reads the packet and
+            // the backlog that will remain, so in the common case (neither dropping nor
+            // starting to) the packet moves once, from its slot to the caller.
+            let Some(head) = self.pool.head_mut(&flow.queue) else {
+                flow.vars.dropping = false;
+                self.drr.empty(&mut self.flows, q);
+                continue;
+            };
+            let len = head.wire_len();
+            let drop = codel_law::should_drop(Some(&*head), self.backlog - len as u64, now, params, &mut flow.vars, &mut self.stats.codel);
+            if !flow.vars.dropping && !drop {
+                codel_law::ce_threshold(head, now, params, &flow.vars, &mut self.stats.codel, out);
+                flow.drr.charge(len);
+                let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
+                // The head seen above, straight to the caller.
+                return view.pop_head();
+            }
             let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
-            match codel_law::dequeue(&mut view, now, &self.codel_params, &mut flow.vars, &mut self.stats.codel, out) {
-                None => self.drr.empty(&mut self.flows, q),
+            let pkt = view.pop_head().expect("the head seen above");
+            match codel_law::dequeue_dropping(&mut view, pkt, drop, now, params, &mut flow.vars, &mut self.stats.codel, out) {
                 Some(p) => {
                     flow.drr.charge(p.wire_len());
                     return Some(p);
                 }
+                None => self.drr.empty(&mut self.flows, q),
             }
         }
     }

@@ -158,16 +158,18 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
             let pp = &self.params.pie;
             let b = &mut self.buckets[q];
             b.law.catch_up(pp, now, b.queue.bytes());
-            match self.pool.pop(&mut b.queue) {
-                None => self.drr.empty(&mut self.buckets, q),
-                Some(p) => {
-                    self.qlen -= 1;
-                    self.backlog -= p.wire_len() as u64;
-                    b.drr.charge(p.wire_len());
-                    b.law.process_dequeue(pp, p.enqueue_ns(), p.wire_len(), b.queue.bytes(), now);
-                    return Some(p);
-                }
-            }
+            let Some(head) = self.pool.head(&b.queue) else {
+                self.drr.empty(&mut self.buckets, q);
+                continue;
+            };
+            // The head's accounting first, with the backlog it leaves behind, then the packet
+            // itself, straight from its slot to the caller.
+            let (len, enqueued_ns) = (head.wire_len(), head.enqueue_ns());
+            self.qlen -= 1;
+            self.backlog -= len as u64;
+            b.drr.charge(len);
+            b.law.process_dequeue(pp, enqueued_ns, len, b.queue.bytes() - len as u64, now);
+            return self.pool.pop(&mut b.queue);
         }
     }
 

@@ -112,6 +112,12 @@ impl<P: crate::Packet> Pool<P> {
         (list.head != NONE).then(|| self.slots[list.head as usize].pkt.as_ref().expect("a listed slot holds a packet"))
     }
 
+    /// The packet at the head of `list`, to change in place.
+    #[inline(always)]
+    pub fn head_mut(&mut self, list: &List) -> Option<&mut P> {
+        (list.head != NONE).then(|| self.slots[list.head as usize].pkt.as_mut().expect("a listed slot holds a packet"))
+    }
+
     /// Remove every packet of `list`, in order.
     pub fn drain(&mut self, list: &mut List) -> Vec<P> {
         std::iter::from_fn(|| self.pop(list)).collect()
@@ -165,6 +171,7 @@ mod tests {
                     proptest::prop_assert_eq!(got, want);
                 }
                 proptest::prop_assert_eq!(pool.head(&lists[q]).map(|p| p.flow), reference[q].front().map(|p| p.flow));
+                proptest::prop_assert_eq!(pool.head_mut(&lists[q]).map(|p| p.flow), reference[q].front().map(|p| p.flow));
                 proptest::prop_assert_eq!(lists[q].is_empty(), reference[q].is_empty());
                 proptest::prop_assert_eq!(lists[q].bytes(), reference[q].iter().map(|p| p.len as u64).sum::<u64>());
                 proptest::prop_assert!(pool.slots.len() <= peak);
