@@ -305,6 +305,117 @@ mod tests {
     use crate::testing::{pkt, Recorder, TestPkt};
     use crate::Ecn;
 
+    /// FQ-CoDel written the plain way, as `fq_codel_dequeue` reads: per-flow double-ended
+    /// queues, the shared DRR, and `codel_law::dequeue` popping the head first. (No overflow:
+    /// the tests below stay under the limits.)
+    struct Reference {
+        drr: Drr,
+        flows: Vec<RefFlow>,
+        backlog: u64,
+        params: codel_law::Params,
+        stats: codel_law::Stats,
+    }
+
+    #[derive(Default)]
+    struct RefFlow {
+        drr: drr::QueueState,
+        queue: std::collections::VecDeque<TestPkt>,
+        vars: Vars,
+    }
+
+    impl Scheduled for RefFlow {
+        fn drr(&mut self) -> &mut drr::QueueState {
+            &mut self.drr
+        }
+    }
+
+    /// One flow's queue with the qdisc's backlog, as CoDel sees it inside FQ-CoDel.
+    struct RefView<'a> {
+        queue: &'a mut std::collections::VecDeque<TestPkt>,
+        backlog: &'a mut u64,
+    }
+
+    impl CodelQueue<TestPkt> for RefView<'_> {
+        fn pop_head(&mut self) -> Option<TestPkt> {
+            let p = self.queue.pop_front()?;
+            *self.backlog -= p.len as u64;
+            Some(p)
+        }
+        fn backlog(&self) -> u64 {
+            *self.backlog
+        }
+    }
+
+    impl Reference {
+        fn enqueue(&mut self, mut p: TestPkt, idx: usize, now: Nanos) {
+            p.enqueued = now;
+            self.backlog += p.len as u64;
+            self.flows[idx].queue.push_back(p);
+            self.drr.activate(&mut self.flows, idx);
+        }
+
+        fn dequeue(&mut self, now: Nanos, out: &mut Recorder) -> Option<TestPkt> {
+            loop {
+                let q = self.drr.next(&mut self.flows)?;
+                let f = &mut self.flows[q];
+                let mut view = RefView { queue: &mut f.queue, backlog: &mut self.backlog };
+                match codel_law::dequeue(&mut view, now, &self.params, &mut f.vars, &mut self.stats, out) {
+                    None => self.drr.empty(&mut self.flows, q),
+                    Some(p) => {
+                        f.drr.charge(p.len);
+                        return Some(p);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// FQ-CoDel's dequeue, which looks at a flow's head in its slot and pops it last,
+        /// sends, drops and marks exactly what the plain composition of the DRR and
+        /// `codel_dequeue` does, with the same CoDel state and counters, over random arrivals
+        /// (few queues, so flows collide), ECN codepoints, sizes and times; with ECN on or off
+        /// and with or without `ce_threshold`.
+        #[test]
+        fn dequeue_matches_the_plain_composition_of_drr_and_codel_dequeue(
+            ops in proptest::collection::vec((0u64..6, 0u8..4, 60u32..1600, 0u8..3, 0u64..3_000_000), 1..500),
+            ecn in proptest::bool::ANY,
+            ce_threshold in proptest::bool::ANY,
+        ) {
+            let params = Params {
+                flows: 4,
+                quantum: 1514,
+                target_ns: 1_000_000,
+                interval_ns: 5_000_000,
+                ecn,
+                ce_threshold_ns: ce_threshold.then_some(1_500_000),
+                ..Params::default()
+            };
+            let mut q: FqCodel<TestPkt> = FqCodel::new(params.clone(), 7);
+            let mut r = Reference { drr: Drr::new(4, 1514), flows: (0..4).map(|_| RefFlow::default()).collect(), backlog: 0, params: params.codel(), stats: codel_law::Stats::default() };
+            let (mut out_q, mut out_r) = (Recorder::default(), Recorder::default());
+            let ecns = [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce];
+            let mut now = 0;
+            for (flow, e, len, op, dt) in ops {
+                now += dt;
+                if op < 2 {
+                    let p = pkt(flow, len, ecns[e as usize]);
+                    q.enqueue(p, now, &mut out_q);
+                    r.enqueue(p, q.classify(flow), now);
+                } else {
+                    proptest::prop_assert_eq!(q.dequeue(now, &mut out_q), r.dequeue(now, &mut out_r));
+                }
+                proptest::prop_assert_eq!(&out_q.drops, &out_r.drops);
+                proptest::prop_assert_eq!(&out_q.marks, &out_r.marks);
+                proptest::prop_assert_eq!(q.backlog_bytes(), r.backlog);
+                proptest::prop_assert_eq!(q.stats.codel, r.stats);
+                for i in 0..4 {
+                    proptest::prop_assert_eq!(&q.flows[i].vars, &r.flows[i].vars);
+                }
+            }
+        }
+    }
+
     fn fq(flows: u32) -> FqCodel<TestPkt> {
         FqCodel::new(Params { flows, ..Params::default() }, 7)
     }
