@@ -155,10 +155,10 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
     /// stack.
     #[inline(always)]
     fn pop_head(&mut self) -> Option<P> {
-        let p = self.pool.pop(self.queue)?;
-        *self.total_backlog -= p.wire_len() as u64;
+        let len = self.pool.head(self.queue)?.wire_len();
+        *self.total_backlog -= len as u64;
         *self.qlen -= 1;
-        Some(p)
+        self.pool.pop(self.queue)
     }
     #[inline(always)]
     fn backlog(&self) -> u64 {

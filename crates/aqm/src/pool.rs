@@ -93,17 +93,19 @@ impl<P: crate::Packet> Pool<P> {
             return None;
         }
         let slot = &mut self.slots[i as usize];
-        let pkt = slot.pkt.take().expect("a listed slot holds a packet");
+        list.bytes -= slot.pkt.as_ref().expect("a listed slot holds a packet").wire_len() as u64;
         list.head = slot.next;
         slot.next = self.free;
         self.free = i;
+        // Taken whole, as the `Option` it is stored in, and handed on as such: no unwrapping
+        // and rewrapping of the packet on its way out.
+        let pkt = slot.pkt.take();
         if list.head == NONE {
             list.tail = NONE;
         } else {
             prefetch(&self.slots[list.head as usize]);
         }
-        list.bytes -= pkt.wire_len() as u64;
-        Some(pkt)
+        pkt
     }
 
     /// The packet at the head of `list`.
