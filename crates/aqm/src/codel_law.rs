@@ -6,7 +6,9 @@
 //! `codel_stats`, `codel_control_law`), include/net/codel_impl.h (`codel_params_init`,
 //! `codel_should_drop`, `codel_dequeue`).
 //!
-//! [`dequeue`] is `codel_dequeue` line for line: it pops the head of the queue it drains
+//! [`dequeue`] is `codel_dequeue` line for line (the path of a packet that leaves with the
+//! queue neither dropping nor starting to, nearly every packet, is [`dequeue`] itself, the
+//! rest is out of line in `dequeue_dropping`): it pops the head of the queue it drains
 //! ([`CodelQueue`]), and [`should_drop`] says whether the packet's sojourn has stayed at or
 //! above `target` for more than `interval` while more than one MTU stays queued behind it. On
 //! entering the dropping state the head is dropped (or CE-marked with `ecn`) and the count
@@ -63,19 +65,24 @@ impl Default for Params {
 }
 
 /// `struct codel_vars`: the control state of one queue (zero = `codel_vars_init`).
+///
+/// In C layout, the fields every dequeue touches first, those used only around drops after
+/// them: FQ-CoDel embeds one `Vars` per flow in a cache-line record and keeps the first ones in
+/// the line it reads anyway.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct Vars {
+    /// When the sojourn will have been above target for an interval, ns; 0 = not above.
+    pub first_above_time: Nanos,
+    /// Sojourn of the last packet `should_drop` looked at, ns.
+    pub ldelay: Nanos,
+    pub dropping: bool,
     /// Drops (or marks) in the current dropping episode, plus the reused part.
     pub count: u32,
     /// `count` when the last dropping episode started.
     pub lastcount: u32,
-    pub dropping: bool,
-    /// When the sojourn will have been above target for an interval, ns; 0 = not above.
-    pub first_above_time: Nanos,
     /// Time of the next drop while dropping, ns.
     pub drop_next: Nanos,
-    /// Sojourn of the last packet `should_drop` looked at, ns.
-    pub ldelay: Nanos,
 }
 
 /// `struct codel_stats` (tc -s names).
@@ -154,13 +161,29 @@ fn set_ce<P: Packet>(pkt: &mut P) -> bool {
 
 /// `codel_dequeue`: the next packet to send from `q`, after the drops and marks the law
 /// decides.
+#[inline]
 pub fn dequeue<P: Packet, Q: CodelQueue<P>>(q: &mut Q, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
-    let mut pkt = q.pop_head();
-    if pkt.is_none() {
+    let Some(mut pkt) = q.pop_head() else {
         vars.dropping = false;
         return None;
+    };
+    let drop = should_drop(Some(&pkt), q.backlog(), now, p, vars, stats);
+    if vars.dropping || drop {
+        return dequeue_dropping(q, pkt, drop, now, p, vars, stats, out);
     }
-    let drop = should_drop(pkt.as_ref(), q.backlog(), now, p, vars, stats);
+    // Neither dropping nor a reason to start: the packet leaves (the path of nearly every
+    // packet, kept apart so that it holds the packet itself, not an `Option` of it).
+    ce_threshold(&mut pkt, now, p, vars, stats, out);
+    Some(pkt)
+}
+
+/// The rest of `codel_dequeue` for `pkt`, just popped, whose `should_drop` verdict was `drop`,
+/// while the queue is in the dropping state or `drop` is true. Out of line: most packets never
+/// come here, and [`dequeue`] stays small where it is inlined.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(q: &mut Q, pkt: P, drop: bool, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
+    let mut pkt = Some(pkt);
     if vars.dropping {
         if !drop {
             // Sojourn below target: leave the dropping state.
@@ -175,7 +198,8 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(q: &mut Q, now: Nanos, p: &Params, v
                     stats.ecn_mark += 1;
                     out.marked(cur, MarkReason::Delay, now);
                     vars.drop_next = control_law(vars.drop_next, p.interval_ns, vars.count);
-                    return ce_threshold(pkt, now, p, vars, stats, out);
+                    ce_threshold(cur, now, p, vars, stats, out);
+                    return pkt;
                 }
                 let victim = pkt.take().expect("present");
                 stats.drop_len += victim.wire_len() as u64;
@@ -215,19 +239,22 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(q: &mut Q, now: Nanos, p: &Params, v
         vars.lastcount = vars.count;
         vars.drop_next = control_law(now, p.interval_ns, vars.count);
     }
-    ce_threshold(pkt, now, p, vars, stats, out)
+    if let Some(cur) = pkt.as_mut() {
+        ce_threshold(cur, now, p, vars, stats, out);
+    }
+    pkt
 }
 
 /// The `end:` label of `codel_dequeue`: CE above `ce_threshold` (no selector: every packet).
-fn ce_threshold<P: Packet>(mut pkt: Option<P>, now: Nanos, p: &Params, vars: &Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
-    if let (Some(cur), Some(th)) = (pkt.as_mut(), p.ce_threshold_ns) {
+#[inline]
+pub fn ce_threshold<P: Packet>(cur: &mut P, now: Nanos, p: &Params, vars: &Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) {
+    if let Some(th) = p.ce_threshold_ns {
         if vars.ldelay > th && set_ce(cur) {
             stats.ce_mark += 1;
             debug_assert_eq!(cur.ecn(), Ecn::Ce);
             out.marked(cur, MarkReason::Step, now);
         }
     }
-    pkt
 }
 
 #[cfg(test)]

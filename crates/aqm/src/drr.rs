@@ -17,18 +17,52 @@ pub fn flow_bucket(flow_key: u64, hash_seed: u64, buckets: u32) -> usize {
     (((z >> 32) * buckets as u64) >> 32) as usize
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum List {
-    None,
-    New,
-    Old,
-}
-
-/// No queue (end of a list).
+/// No queue (end of a list; or, as a queue's `next`, not on any list).
 const NONE: u32 = u32::MAX;
 
+/// The scheduler's state of one queue. It lives in the discipline's own per-queue record
+/// ([`Scheduled`]), as `deficit` and `flowchain` live in Linux's `struct fq_codel_flow` beside
+/// the flow's packets and CoDel state: a queue's turn then reads one record, not one here and
+/// one there.
+#[derive(Clone, Copy, Debug)]
+pub struct QueueState {
+    /// Bytes the queue may still send in this round (Linux `flow->deficit`).
+    deficit: i64,
+    /// The next queue on the same list, or `NONE` while the queue is on no list (idle): a
+    /// listed queue always has a successor, itself if it is alone (the lists are circular).
+    next: u32,
+}
+
+impl Default for QueueState {
+    fn default() -> Self {
+        QueueState { deficit: 0, next: NONE }
+    }
+}
+
+impl QueueState {
+    /// On the new or the old list (Linux: `!list_empty(&flow->flowchain)`).
+    #[inline]
+    fn is_listed(&self) -> bool {
+        self.next != NONE
+    }
+
+    /// The queue sent `bytes`.
+    #[inline]
+    pub fn charge(&mut self, bytes: u32) {
+        self.deficit -= bytes as i64;
+    }
+}
+
+/// A per-queue record that holds its queue's [`QueueState`].
+pub trait Scheduled {
+    fn drr(&mut self) -> &mut QueueState;
+}
+
 /// A list of queues threaded through `QueueState::next`, as the kernel threads
-/// `fq_codel_flow.flowchain` (a queue is on at most one list at a time).
+/// `fq_codel_flow.flowchain` (a queue is on at most one list at a time). The thread is
+/// circular — the tail's `next` is the head — so moving the head to the tail, the scheduler's
+/// commonest step (a queue that used its quantum goes to the back of old_flows), is a move of
+/// `tail` and `head` that writes no queue's record.
 #[derive(Clone, Copy, Debug)]
 struct Chain {
     head: u32,
@@ -37,114 +71,119 @@ struct Chain {
 
 impl Chain {
     const EMPTY: Chain = Chain { head: NONE, tail: NONE };
+
+    #[inline]
+    fn push_back<Q: Scheduled>(&mut self, queues: &mut [Q], q: usize) {
+        if self.head == NONE {
+            queues[q].drr().next = q as u32;
+            self.head = q as u32;
+        } else {
+            queues[q].drr().next = self.head;
+            queues[self.tail as usize].drr().next = q as u32;
+        }
+        self.tail = q as u32;
+    }
+
+    /// Unlink the head, which the caller marks idle or links elsewhere.
+    #[inline]
+    fn pop_front<Q: Scheduled>(&mut self, queues: &mut [Q]) {
+        if self.head == self.tail {
+            *self = Chain::EMPTY;
+        } else {
+            self.head = queues[self.head as usize].drr().next;
+            queues[self.tail as usize].drr().next = self.head;
+        }
+    }
+
+    /// The head goes to the tail: pop_front then push_back of the same queue, which on a
+    /// circular thread only moves the two ends.
+    #[inline]
+    fn rotate(&mut self, head_next: u32) {
+        self.tail = self.head;
+        self.head = head_next;
+    }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct QueueState {
-    deficit: i64,
-    /// The next queue on the same list.
-    next: u32,
-    list: List,
-}
-
+/// The two lists and the quantum; the per-queue state is in the caller's records.
 #[derive(Clone, Debug)]
 pub struct Drr {
     quantum: i64,
-    /// Per queue, in one 16-byte record: the scheduler reads all three fields of a queue at
-    /// its turn, and the queues in use are scattered over `flows` slots, so one cache line
-    /// per queue instead of three.
-    queues: Vec<QueueState>,
     new_flows: Chain,
     old_flows: Chain,
 }
 
-/// What the scheduler offers next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Turn {
-    pub queue: usize,
-    from_new: bool,
-}
-
 impl Drr {
+    /// The scheduler of `queues` queues (their indices must fit the u32 links).
     pub fn new(queues: usize, quantum: u32) -> Self {
         assert!(queues < NONE as usize, "at most 2³² − 1 queues");
-        Drr {
-            quantum: quantum as i64,
-            queues: vec![QueueState { deficit: 0, next: NONE, list: List::None }; queues],
-            new_flows: Chain::EMPTY,
-            old_flows: Chain::EMPTY,
-        }
+        Drr { quantum: quantum as i64, new_flows: Chain::EMPTY, old_flows: Chain::EMPTY }
     }
 
-    fn push_back(queues: &mut [QueueState], chain: &mut Chain, q: usize) {
-        queues[q].next = NONE;
-        match chain.tail {
-            NONE => chain.head = q as u32,
-            t => queues[t as usize].next = q as u32,
-        }
-        chain.tail = q as u32;
-    }
-
-    fn pop_front(&mut self, t: Turn) {
-        let chain = if t.from_new { &mut self.new_flows } else { &mut self.old_flows };
-        debug_assert_eq!(chain.head as usize, t.queue);
-        chain.head = self.queues[t.queue].next;
-        if chain.head == NONE {
-            chain.tail = NONE;
-        }
-    }
-
-    /// A packet was added to `q`: an idle queue joins the new list with a full quantum.
-    /// Returns whether it became active.
-    pub fn activate(&mut self, q: usize) -> bool {
-        if self.queues[q].list != List::None {
+    /// A packet was added to `queues[q]`: an idle queue joins the new list with a full
+    /// quantum. Returns whether it became active.
+    #[inline]
+    pub fn activate<Q: Scheduled>(&mut self, queues: &mut [Q], q: usize) -> bool {
+        let s = queues[q].drr();
+        if s.is_listed() {
             return false;
         }
-        self.queues[q].list = List::New;
-        self.queues[q].deficit = self.quantum;
-        Self::push_back(&mut self.queues, &mut self.new_flows, q);
+        s.deficit = self.quantum;
+        self.new_flows.push_back(queues, q);
         true
     }
 
     /// The queue whose turn it is, after topping up and rotating queues that used their
     /// quantum. None if no queue is active.
-    pub fn next(&mut self) -> Option<Turn> {
-        loop {
-            let t = match (self.new_flows.head, self.old_flows.head) {
-                (NONE, NONE) => return None,
-                (NONE, q) => Turn { queue: q as usize, from_new: false },
-                (q, _) => Turn { queue: q as usize, from_new: true },
-            };
-            if self.queues[t.queue].deficit > 0 {
-                return Some(t);
+    #[inline]
+    pub fn next<Q: Scheduled>(&mut self, queues: &mut [Q]) -> Option<usize> {
+        // New queues first; an exhausted one is topped up and moves to the tail of old.
+        while self.new_flows.head != NONE {
+            let q = self.new_flows.head as usize;
+            let s = queues[q].drr();
+            if s.deficit > 0 {
+                return Some(q);
             }
-            self.queues[t.queue].deficit += self.quantum;
-            self.pop_front(t);
-            self.queues[t.queue].list = List::Old;
-            Self::push_back(&mut self.queues, &mut self.old_flows, t.queue);
+            s.deficit += self.quantum;
+            self.new_flows.pop_front(queues);
+            self.old_flows.push_back(queues, q);
+        }
+        // Then old queues; an exhausted one is topped up and goes to the tail.
+        loop {
+            let q = self.old_flows.head;
+            if q == NONE {
+                return None;
+            }
+            let s = queues[q as usize].drr();
+            if s.deficit > 0 {
+                return Some(q as usize);
+            }
+            s.deficit += self.quantum;
+            self.old_flows.rotate(s.next);
         }
     }
 
-    /// The queue of `t` had nothing to send.
-    pub fn empty(&mut self, t: Turn) {
-        self.pop_front(t);
-        if t.from_new && self.old_flows.head != NONE {
-            self.queues[t.queue].list = List::Old;
-            Self::push_back(&mut self.queues, &mut self.old_flows, t.queue);
+    /// The queue `q` just offered by [`Drr::next`] had nothing to send: a new queue passes
+    /// once through old_flows (if any) before leaving, an old one leaves.
+    #[inline]
+    pub fn empty<Q: Scheduled>(&mut self, queues: &mut [Q], q: usize) {
+        // `next` offers the head of new_flows whenever new_flows is not empty.
+        if self.new_flows.head == q as u32 {
+            self.new_flows.pop_front(queues);
+            if self.old_flows.head != NONE {
+                self.old_flows.push_back(queues, q);
+                return;
+            }
         } else {
-            self.queues[t.queue].list = List::None;
+            debug_assert_eq!(self.old_flows.head, q as u32);
+            self.old_flows.pop_front(queues);
         }
+        queues[q].drr().next = NONE;
     }
 
-    /// The queue of `t` sent `bytes`.
-    pub fn charge(&mut self, t: Turn, bytes: u32) {
-        self.queues[t.queue].deficit -= bytes as i64;
-    }
-
+    /// Empty both lists; the caller resets its records' [`QueueState`]s.
     pub fn clear(&mut self) {
         self.new_flows = Chain::EMPTY;
         self.old_flows = Chain::EMPTY;
-        self.queues.iter_mut().for_each(|q| *q = QueueState { deficit: 0, next: NONE, list: List::None });
     }
 }
 
@@ -203,38 +242,83 @@ mod tests {
         }
     }
 
-    fn serve(d: &mut Drr, backlog: &mut [u32], len: u32) -> Option<usize> {
-        loop {
-            let t = d.next()?;
-            if backlog[t.queue] == 0 {
-                d.empty(t);
-                continue;
-            }
-            backlog[t.queue] -= 1;
-            d.charge(t, len);
-            return Some(t.queue);
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum List {
+        None,
+        New,
+        Old,
+    }
+
+    impl Scheduled for QueueState {
+        fn drr(&mut self) -> &mut QueueState {
+            self
         }
     }
 
+    fn serve(d: &mut Drr, queues: &mut [QueueState], backlog: &mut [u32], len: u32) -> Option<usize> {
+        loop {
+            let q = d.next(queues)?;
+            if backlog[q] == 0 {
+                d.empty(queues, q);
+                continue;
+            }
+            backlog[q] -= 1;
+            queues[q].charge(len);
+            return Some(q);
+        }
+    }
+
+    /// The queues of a circular chain, head first, following `next` from the head to the tail.
+    fn members(chain: Chain, queues: &[QueueState]) -> Vec<usize> {
+        let mut v = vec![];
+        if chain.head == NONE {
+            assert_eq!(chain.tail, NONE);
+            return v;
+        }
+        let mut q = chain.head;
+        loop {
+            v.push(q as usize);
+            if q == chain.tail {
+                break;
+            }
+            q = queues[q as usize].next;
+            assert!(v.len() <= queues.len(), "a cycle that misses the tail");
+        }
+        assert_eq!(queues[chain.tail as usize].next, chain.head, "the tail links back to the head");
+        v
+    }
+
     proptest::proptest! {
-        /// The threaded lists serve queues in exactly the order of the two-deque reference,
-        /// through arrivals, empties, rotations and the new→old pass of an emptied new queue.
+        /// The circular threaded lists serve queues in exactly the order of the two-deque
+        /// reference, through arrivals, empties, rotations and the new→old pass of an emptied
+        /// new queue; after every step both lists hold the reference's queues in its order,
+        /// with its deficits, and exactly the unlisted queues are marked idle.
         #[test]
         fn the_threaded_lists_serve_in_the_reference_order(
             ops in proptest::collection::vec((0usize..6, 0u8..3, 60u32..1600), 1..400),
         ) {
             let quantum = 1514;
             let mut d = Drr::new(6, quantum);
+            let mut queues = vec![QueueState::default(); 6];
             let mut r = Reference { quantum: quantum as i64, deficit: vec![0; 6], list: vec![List::None; 6], new_flows: VecDeque::new(), old_flows: VecDeque::new() };
             let (mut b1, mut b2) = (vec![0u32; 6], vec![0u32; 6]);
             for (q, op, len) in ops {
                 if op < 2 {
                     b1[q] += 1;
                     b2[q] += 1;
-                    d.activate(q);
+                    let was_idle = r.list[q] == List::None;
+                    proptest::prop_assert_eq!(d.activate(&mut queues, q), was_idle);
                     r.activate(q);
                 } else {
-                    proptest::prop_assert_eq!(serve(&mut d, &mut b1, len), r.serve(&mut b2, len));
+                    proptest::prop_assert_eq!(serve(&mut d, &mut queues, &mut b1, len), r.serve(&mut b2, len));
+                }
+                proptest::prop_assert_eq!(members(d.new_flows, &queues), r.new_flows.iter().copied().collect::<Vec<_>>());
+                proptest::prop_assert_eq!(members(d.old_flows, &queues), r.old_flows.iter().copied().collect::<Vec<_>>());
+                for i in 0..6 {
+                    proptest::prop_assert_eq!(queues[i].is_listed(), r.list[i] != List::None);
+                    if r.list[i] != List::None {
+                        proptest::prop_assert_eq!(queues[i].deficit, r.deficit[i]);
+                    }
                 }
             }
         }

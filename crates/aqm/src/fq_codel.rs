@@ -19,7 +19,7 @@
 //! [`crate::codel_law`] (u64 ns time, exact f64 √count).
 
 use crate::codel_law::{self, CodelQueue, Vars};
-use crate::drr::Drr;
+use crate::drr::{self, Drr, Scheduled};
 use crate::pool::{List, Pool};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -92,11 +92,26 @@ impl Params {
     }
 }
 
-#[derive(Clone, Debug)]
+/// One flow queue, all its state in one record as Linux's `struct fq_codel_flow` (packets,
+/// `deficit` and `flowchain`, `cvars`), aligned to a cache line: at a queue's turn the scheduler,
+/// the pool and CoDel read the same line (CoDel's `count`, `lastcount` and `drop_next`, used only
+/// around drops, may fall in the next one).
+#[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 struct Flow {
+    /// `deficit`, `flowchain`.
+    drr: drr::QueueState,
+    /// `head`, `tail`, and the flow's byte backlog (for `fq_codel_drop`).
     queue: List,
-    /// `flow->cvars`.
+    /// `cvars`.
     vars: Vars,
+}
+
+impl Scheduled for Flow {
+    #[inline]
+    fn drr(&mut self) -> &mut drr::QueueState {
+        &mut self.drr
+    }
 }
 
 /// tc -s names.
@@ -136,12 +151,16 @@ struct FlowView<'a, P> {
 }
 
 impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
+    /// Always inlined: once per packet, and an out-of-line call returns the packet through the
+    /// stack.
+    #[inline(always)]
     fn pop_head(&mut self) -> Option<P> {
-        let p = self.pool.pop(self.queue)?;
-        *self.total_backlog -= p.wire_len() as u64;
+        let len = self.pool.head(self.queue)?.wire_len();
+        *self.total_backlog -= len as u64;
         *self.qlen -= 1;
-        Some(p)
+        self.pool.pop(self.queue)
     }
+    #[inline(always)]
     fn backlog(&self) -> u64 {
         *self.total_backlog
     }
@@ -149,7 +168,7 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: Params, hash_seed: u64) -> Self {
-        let flows = (0..params.flows).map(|_| Flow { queue: List::default(), vars: Vars::default() }).collect();
+        let flows = (0..params.flows).map(|_| Flow::default()).collect();
         FqCodel {
             codel_params: params.codel(),
             drr: Drr::new(params.flows as usize, params.quantum),
@@ -200,7 +219,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         self.backlog += pkt.wire_len() as u64;
         self.qlen += 1;
         self.pool.push(&mut self.flows[idx].queue, pkt);
-        if self.drr.activate(idx) {
+        if self.drr.activate(&mut self.flows, idx) {
             self.stats.new_flow_count += 1;
         }
         let memory_limited = self.backlog > self.params.memory_limit;
@@ -217,17 +236,36 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
     }
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
+        let params = &self.codel_params;
         loop {
-            let turn = self.drr.next()?;
-            let params = &self.codel_params;
-            let flow = &mut self.flows[turn.queue];
+            let q = self.drr.next(&mut self.flows)?;
+            let flow = &mut self.flows[q];
+            // `codel_dequeue` ([`codel_law::dequeue`]) on the flow's queue, with its head looked
+            // at where it lies instead of popped first: `should_drop` only reads the packet and
+            // the backlog that will remain, so in the common case (neither dropping nor
+            // starting to) the packet moves once, from its slot to the caller.
+            let Some(head) = self.pool.head_mut(&flow.queue) else {
+                flow.vars.dropping = false;
+                self.drr.empty(&mut self.flows, q);
+                continue;
+            };
+            let len = head.wire_len();
+            let drop = codel_law::should_drop(Some(&*head), self.backlog - len as u64, now, params, &mut flow.vars, &mut self.stats.codel);
+            if !flow.vars.dropping && !drop {
+                codel_law::ce_threshold(head, now, params, &flow.vars, &mut self.stats.codel, out);
+                flow.drr.charge(len);
+                let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
+                // The head seen above, straight to the caller.
+                return view.pop_head();
+            }
             let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
-            match codel_law::dequeue(&mut view, now, params, &mut flow.vars, &mut self.stats.codel, out) {
-                None => self.drr.empty(turn),
+            let pkt = view.pop_head().expect("the head seen above");
+            match codel_law::dequeue_dropping(&mut view, pkt, drop, now, params, &mut flow.vars, &mut self.stats.codel, out) {
                 Some(p) => {
-                    self.drr.charge(turn, p.wire_len());
+                    flow.drr.charge(p.wire_len());
                     return Some(p);
                 }
+                None => self.drr.empty(&mut self.flows, q),
             }
         }
     }
@@ -248,7 +286,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         let mut all = Vec::with_capacity(self.qlen);
         for f in &mut self.flows {
             all.extend(self.pool.drain(&mut f.queue));
-            f.vars = Vars::default();
+            *f = Flow::default();
         }
         self.drr.clear();
         self.qlen = 0;
@@ -266,6 +304,117 @@ mod tests {
     use super::*;
     use crate::testing::{pkt, Recorder, TestPkt};
     use crate::Ecn;
+
+    /// FQ-CoDel written the plain way, as `fq_codel_dequeue` reads: per-flow double-ended
+    /// queues, the shared DRR, and `codel_law::dequeue` popping the head first. (No overflow:
+    /// the tests below stay under the limits.)
+    struct Reference {
+        drr: Drr,
+        flows: Vec<RefFlow>,
+        backlog: u64,
+        params: codel_law::Params,
+        stats: codel_law::Stats,
+    }
+
+    #[derive(Default)]
+    struct RefFlow {
+        drr: drr::QueueState,
+        queue: std::collections::VecDeque<TestPkt>,
+        vars: Vars,
+    }
+
+    impl Scheduled for RefFlow {
+        fn drr(&mut self) -> &mut drr::QueueState {
+            &mut self.drr
+        }
+    }
+
+    /// One flow's queue with the qdisc's backlog, as CoDel sees it inside FQ-CoDel.
+    struct RefView<'a> {
+        queue: &'a mut std::collections::VecDeque<TestPkt>,
+        backlog: &'a mut u64,
+    }
+
+    impl CodelQueue<TestPkt> for RefView<'_> {
+        fn pop_head(&mut self) -> Option<TestPkt> {
+            let p = self.queue.pop_front()?;
+            *self.backlog -= p.len as u64;
+            Some(p)
+        }
+        fn backlog(&self) -> u64 {
+            *self.backlog
+        }
+    }
+
+    impl Reference {
+        fn enqueue(&mut self, mut p: TestPkt, idx: usize, now: Nanos) {
+            p.enqueued = now;
+            self.backlog += p.len as u64;
+            self.flows[idx].queue.push_back(p);
+            self.drr.activate(&mut self.flows, idx);
+        }
+
+        fn dequeue(&mut self, now: Nanos, out: &mut Recorder) -> Option<TestPkt> {
+            loop {
+                let q = self.drr.next(&mut self.flows)?;
+                let f = &mut self.flows[q];
+                let mut view = RefView { queue: &mut f.queue, backlog: &mut self.backlog };
+                match codel_law::dequeue(&mut view, now, &self.params, &mut f.vars, &mut self.stats, out) {
+                    None => self.drr.empty(&mut self.flows, q),
+                    Some(p) => {
+                        f.drr.charge(p.len);
+                        return Some(p);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// FQ-CoDel's dequeue, which looks at a flow's head in its slot and pops it last,
+        /// sends, drops and marks exactly what the plain composition of the DRR and
+        /// `codel_dequeue` does, with the same CoDel state and counters, over random arrivals
+        /// (few queues, so flows collide), ECN codepoints, sizes and times; with ECN on or off
+        /// and with or without `ce_threshold`.
+        #[test]
+        fn dequeue_matches_the_plain_composition_of_drr_and_codel_dequeue(
+            ops in proptest::collection::vec((0u64..6, 0u8..4, 60u32..1600, 0u8..3, 0u64..3_000_000), 1..500),
+            ecn in proptest::bool::ANY,
+            ce_threshold in proptest::bool::ANY,
+        ) {
+            let params = Params {
+                flows: 4,
+                quantum: 1514,
+                target_ns: 1_000_000,
+                interval_ns: 5_000_000,
+                ecn,
+                ce_threshold_ns: ce_threshold.then_some(1_500_000),
+                ..Params::default()
+            };
+            let mut q: FqCodel<TestPkt> = FqCodel::new(params.clone(), 7);
+            let mut r = Reference { drr: Drr::new(4, 1514), flows: (0..4).map(|_| RefFlow::default()).collect(), backlog: 0, params: params.codel(), stats: codel_law::Stats::default() };
+            let (mut out_q, mut out_r) = (Recorder::default(), Recorder::default());
+            let ecns = [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce];
+            let mut now = 0;
+            for (flow, e, len, op, dt) in ops {
+                now += dt;
+                if op < 2 {
+                    let p = pkt(flow, len, ecns[e as usize]);
+                    q.enqueue(p, now, &mut out_q);
+                    r.enqueue(p, q.classify(flow), now);
+                } else {
+                    proptest::prop_assert_eq!(q.dequeue(now, &mut out_q), r.dequeue(now, &mut out_r));
+                }
+                proptest::prop_assert_eq!(&out_q.drops, &out_r.drops);
+                proptest::prop_assert_eq!(&out_q.marks, &out_r.marks);
+                proptest::prop_assert_eq!(q.backlog_bytes(), r.backlog);
+                proptest::prop_assert_eq!(q.stats.codel, r.stats);
+                for i in 0..4 {
+                    proptest::prop_assert_eq!(&q.flows[i].vars, &r.flows[i].vars);
+                }
+            }
+        }
+    }
 
     fn fq(flows: u32) -> FqCodel<TestPkt> {
         FqCodel::new(Params { flows, ..Params::default() }, 7)

@@ -10,7 +10,7 @@
 //! the arrival (`limit`, 10240 packets); the memory limit is only counted, as in the version
 //! of sch_fq_pie aqm.md read. The hash is the same seeded mix as FQ-CoDel's.
 
-use crate::drr::Drr;
+use crate::drr::{self, Drr, Scheduled};
 use crate::pie::{self, PieLaw};
 use crate::pool::{List, Pool};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
@@ -64,10 +64,27 @@ pub struct Stats {
     pub new_flow_count: u64,
 }
 
+/// One flow queue, all its state in one record (sch_fq_pie's `struct fq_pie_flow`: packets,
+/// `deficit` and `flowchain`, `vars`), aligned to a cache line.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct Bucket {
+    drr: drr::QueueState,
     queue: List,
     law: PieLaw,
+}
+
+impl Scheduled for Bucket {
+    #[inline]
+    fn drr(&mut self) -> &mut drr::QueueState {
+        &mut self.drr
+    }
+}
+
+impl Bucket {
+    fn new(params: &pie::Params) -> Self {
+        Bucket { drr: drr::QueueState::default(), queue: List::default(), law: PieLaw::new(params) }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -86,7 +103,7 @@ pub struct FqPie<P> {
 
 impl<P: Packet> FqPie<P> {
     pub fn new(params: Params, hash_seed: u64, rng: Rng) -> Self {
-        let buckets = (0..params.flows).map(|_| Bucket { queue: List::default(), law: PieLaw::new(&params.pie) }).collect();
+        let buckets = (0..params.flows).map(|_| Bucket::new(&params.pie)).collect();
         FqPie { drr: Drr::new(params.flows as usize, params.quantum), params, stats: Stats::default(), buckets, pool: Pool::default(), qlen: 0, backlog: 0, hash_seed, rng }
     }
 
@@ -130,27 +147,29 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
         self.qlen += 1;
         self.backlog += pkt.wire_len() as u64;
         self.pool.push(&mut b.queue, pkt);
-        if self.drr.activate(idx) {
+        if self.drr.activate(&mut self.buckets, idx) {
             self.stats.new_flow_count += 1;
         }
     }
 
     fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
         loop {
-            let turn = self.drr.next()?;
+            let q = self.drr.next(&mut self.buckets)?;
             let pp = &self.params.pie;
-            let b = &mut self.buckets[turn.queue];
+            let b = &mut self.buckets[q];
             b.law.catch_up(pp, now, b.queue.bytes());
-            match self.pool.pop(&mut b.queue) {
-                None => self.drr.empty(turn),
-                Some(p) => {
-                    self.qlen -= 1;
-                    self.backlog -= p.wire_len() as u64;
-                    self.drr.charge(turn, p.wire_len());
-                    b.law.process_dequeue(pp, p.enqueue_ns(), p.wire_len(), b.queue.bytes(), now);
-                    return Some(p);
-                }
-            }
+            let Some(head) = self.pool.head(&b.queue) else {
+                self.drr.empty(&mut self.buckets, q);
+                continue;
+            };
+            // The head's accounting first, with the backlog it leaves behind, then the packet
+            // itself, straight from its slot to the caller.
+            let (len, enqueued_ns) = (head.wire_len(), head.enqueue_ns());
+            self.qlen -= 1;
+            self.backlog -= len as u64;
+            b.drr.charge(len);
+            b.law.process_dequeue(pp, enqueued_ns, len, b.queue.bytes() - len as u64, now);
+            return self.pool.pop(&mut b.queue);
         }
     }
 
@@ -170,7 +189,7 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
         let mut all = Vec::with_capacity(self.qlen);
         for b in &mut self.buckets {
             all.extend(self.pool.drain(&mut b.queue));
-            b.law = PieLaw::new(&self.params.pie);
+            *b = Bucket::new(&self.params.pie);
         }
         self.drr.clear();
         self.qlen = 0;

@@ -158,6 +158,7 @@ impl PieLaw {
 
     /// Run every controller tick due by `now`; `backlog` (bytes) is constant since the last
     /// call, so each tick sees exactly what a timer would have.
+    #[inline]
     pub fn catch_up(&mut self, p: &Params, now: Nanos, backlog: u64) {
         let mut n = 0;
         while self.vars.next_update_ns <= now {
@@ -235,6 +236,7 @@ impl PieLaw {
     }
 
     /// `pie_drop_early` for an arrival of `pkt_len` bytes finding `backlog` bytes queued.
+    #[inline]
     pub fn drop_early(&mut self, params: &Params, backlog: u64, pkt_len: u32, rng: &mut Rng) -> bool {
         if self.vars.burst_ns > 0 {
             return false;
@@ -271,6 +273,7 @@ impl PieLaw {
 
     /// `pie_process_dequeue` for a packet of `pkt_len` bytes enqueued at `enqueued_ns` that
     /// just left, `backlog` bytes remaining.
+    #[inline]
     pub fn process_dequeue(&mut self, params: &Params, enqueued_ns: Nanos, pkt_len: u32, backlog: u64, now: Nanos) {
         let dtime;
         if !params.dq_rate_estimator {
