@@ -325,7 +325,7 @@ fn decayed_mu(fs: &FlowState, now: Nanos, inv_t_mu_ns: f64) -> f64 {
 /// converts in one instruction where `u64 as f64` takes six.
 #[inline]
 fn to_f64(n: u64) -> f64 {
-    debug_assert!(n < 1 << 63, "span {n}");
+    debug_assert!(n < 1 << 63, "to_f64 of {n}");
     n as i64 as f64
 }
 

@@ -2,12 +2,11 @@
 //! hole that dequeue skips (Linux sch_choke's ring, `choke_peek_random`/`choke_drop_by_idx`).
 //! Used by CHOKe and CKCD.
 //!
-//! The ring is its own power-of-two buffer rather than a `VecDeque<Option<P>>`: every packet of
-//! CHOKe and CKCD passes through `pop`, and the deque's general index arithmetic and the
-//! hole-trimming scan before and after each pop cost CKCD a quarter of its overhead on
-//! scenario (a). Which slots exist (holes included) is exactly as before, because the random
-//! draw is uniform over them: holes at the front are trimmed after every removal, trailing
-//! holes stay.
+//! The ring is its own power-of-two buffer rather than a `VecDeque<Option<P>>`, and looks for
+//! holes to trim only when it has any: every packet of CHOKe and CKCD passes through `pop`
+//! (≈ 30 M of their instructions on scenario (a), 0.5 %). Which slots exist (holes included)
+//! is exactly as before, because the random draw is uniform over them: holes at the front are
+//! trimmed after every removal, trailing holes stay.
 
 use crate::{Nanos, Packet, Rng};
 
