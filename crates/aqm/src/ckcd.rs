@@ -190,12 +190,143 @@ impl Hasher for FlowKeyHasher {
     }
 }
 
-type FlowMap = HashMap<u64, FlowState, BuildHasherDefault<FlowKeyHasher>>;
+/// The flows CKCD knows (those with an admitted packet within `flow_expiry`): their states in
+/// a slab, and a map from flow key to slot. Each queued packet carries the slot of its flow, so
+/// dequeue reaches the state without a second hash lookup per packet ([`FlowTable::state_for`]).
+#[derive(Clone, Debug, Default)]
+pub struct FlowTable {
+    slot_of: HashMap<u64, u32, BuildHasherDefault<FlowKeyHasher>>,
+    slots: Vec<FlowSlot>,
+    /// Slots of forgotten flows, for reuse.
+    free: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FlowSlot {
+    key: u64,
+    /// False once the flow is forgotten (the slot is then on the free list).
+    live: bool,
+    state: FlowState,
+}
+
+impl FlowTable {
+    /// The number of flows (I).
+    pub fn len(&self) -> usize {
+        self.slot_of.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slot_of.is_empty()
+    }
+
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut FlowState> {
+        let slot = *self.slot_of.get(&key)?;
+        Some(&mut self.slots[slot as usize].state)
+    }
+
+    /// The slot and state of flow `key`, created if unknown (μ = 0 as of `now`).
+    #[inline]
+    fn entry(&mut self, key: u64, now: Nanos) -> (u32, &mut FlowState) {
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        let slot = *self.slot_of.entry(key).or_insert_with(|| {
+            let fresh = FlowSlot { key, live: true, state: FlowState { mu: 0.0, mu_at: now, first_above: None, last_seen: now } };
+            match free.pop() {
+                Some(i) => {
+                    slots[i as usize] = fresh;
+                    i
+                }
+                None => {
+                    slots.push(fresh);
+                    (slots.len() - 1) as u32
+                }
+            }
+        });
+        (slot, &mut self.slots[slot as usize].state)
+    }
+
+    /// The state of flow `key`, given the slot it had when one of its packets was admitted:
+    /// that slot if it still holds the flow, else (the flow was forgotten since, and maybe
+    /// known again in another slot) whatever the map says. The same state as `get_mut(key)`.
+    #[inline]
+    fn state_for(&mut self, slot: u32, key: u64) -> Option<&mut FlowState> {
+        match self.slots.get(slot as usize) {
+            Some(s) if s.live && s.key == key => Some(&mut self.slots[slot as usize].state),
+            _ => self.get_mut(key),
+        }
+    }
+
+    /// Forget the flows for which `keep` is false.
+    fn retain(&mut self, mut keep: impl FnMut(&FlowState) -> bool) {
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if s.live && !keep(&s.state) {
+                s.live = false;
+                self.slot_of.remove(&s.key);
+                self.free.push(i as u32);
+            }
+        }
+    }
+}
+
+/// A queued packet and the flow-table slot of its flow at admission.
+#[derive(Clone, Debug)]
+struct Queued<P> {
+    pkt: P,
+    slot: u32,
+}
+
+/// The ring's view of a queued packet is the packet's own.
+impl<P: Packet> Packet for Queued<P> {
+    #[inline]
+    fn wire_len(&self) -> u32 {
+        self.pkt.wire_len()
+    }
+    #[inline]
+    fn ecn(&self) -> crate::Ecn {
+        self.pkt.ecn()
+    }
+    #[inline]
+    fn set_ce(&mut self) {
+        self.pkt.set_ce()
+    }
+    #[inline]
+    fn flow_key(&self) -> u64 {
+        self.pkt.flow_key()
+    }
+    #[inline]
+    fn value(&self) -> u32 {
+        self.pkt.value()
+    }
+    #[inline]
+    fn enqueue_ns(&self) -> Nanos {
+        self.pkt.enqueue_ns()
+    }
+    #[inline]
+    fn set_enqueue_ns(&mut self, now: Nanos) {
+        self.pkt.set_enqueue_ns(now)
+    }
+}
 
 /// μ decayed from `fs.mu_at` to `now` with time constant `t_mu_ns` ([`crate::math::exp_neg`]:
 /// a libm `exp` per packet cost CKCD a third of scenario (a)'s speed).
+///
+/// At Δt = 0 the factor is exactly 1 (`exp_neg(0.0) == 1.0`, and μ·1 = μ), so μ is returned
+/// without evaluating it: a sender's burst reaches the queue within one nanosecond, and a
+/// packet admitted to an idle link leaves at once — a quarter of the calls on scenario (a).
+#[inline]
 fn decayed_mu(fs: &FlowState, now: Nanos, inv_t_mu_ns: f64) -> f64 {
-    fs.mu * crate::math::exp_neg((now - fs.mu_at) as f64 * inv_t_mu_ns)
+    if now == fs.mu_at {
+        return fs.mu;
+    }
+    fs.mu * crate::math::exp_neg_mostly_small(to_f64(now - fs.mu_at) * inv_t_mu_ns)
+}
+
+/// `n as f64` for the per-packet nanosecond spans and packet counts, all far below 2⁶³: the
+/// same value (a correctly rounded conversion of the same integer), through i64, which x86-64
+/// converts in one instruction where `u64 as f64` takes six.
+#[inline]
+fn to_f64(n: u64) -> f64 {
+    debug_assert!(n < 1 << 63, "to_f64 of {n}");
+    n as i64 as f64
 }
 
 /// What the per-packet delay test needs, computed once per flow count: Eq. 9's K and Q, 1/μ_f,
@@ -249,7 +380,7 @@ pub struct FlowState {
 #[derive(Clone, Debug)]
 pub struct Vars {
     pub q_avg: f64,
-    pub flows: FlowMap,
+    pub flows: FlowTable,
     next_sweep: Nanos,
     /// The dequeue test's constants for the flow count they were computed for (they change
     /// only with it).
@@ -270,7 +401,7 @@ pub struct Ckcd<P> {
     pub vars: Vars,
     pub stats: Stats,
     rng: Rng,
-    queue: HoleRing<P>,
+    queue: HoleRing<Queued<P>>,
     /// 1/T_μ in 1/ns (a multiplication per packet instead of a division).
     inv_t_mu_ns: f64,
 }
@@ -278,7 +409,7 @@ pub struct Ckcd<P> {
 impl<P: Packet> Ckcd<P> {
     pub fn new(params: Params, rng: Rng) -> Self {
         let inv_t_mu_ns = 1.0 / params.t_mu_ns as f64;
-        Ckcd { params, vars: Vars { q_avg: 0.0, flows: FlowMap::default(), next_sweep: 0, th_cache: None }, stats: Stats::default(), rng, queue: HoleRing::default(), inv_t_mu_ns }
+        Ckcd { params, vars: Vars { q_avg: 0.0, flows: FlowTable::default(), next_sweep: 0, th_cache: None }, stats: Stats::default(), rng, queue: HoleRing::default(), inv_t_mu_ns }
     }
 
     /// Forget flows idle for longer than `flow_expiry` (checked at most every 100 ms).
@@ -287,21 +418,20 @@ impl<P: Packet> Ckcd<P> {
             return;
         }
         let expiry = self.params.flow_expiry_ns;
-        self.vars.flows.retain(|_, f| now - f.last_seen <= expiry);
+        self.vars.flows.retain(|f| now - f.last_seen <= expiry);
         self.vars.next_sweep = now + expiry / 10;
     }
 
     fn admit(&mut self, mut pkt: P, now: Nanos) {
         let len = pkt.wire_len() as f64;
-        let key = pkt.flow_key();
         let inv_t = self.inv_t_mu_ns;
-        let e = self.vars.flows.entry(key).or_insert(FlowState { mu: 0.0, mu_at: now, first_above: None, last_seen: now });
+        let (slot, e) = self.vars.flows.entry(pkt.flow_key(), now);
         // μ ← μ·e^(−Δt/T_μ) + len/T_μ (bytes/s).
         e.mu = decayed_mu(e, now, inv_t) + len * inv_t * 1e9;
         e.mu_at = now;
         e.last_seen = now;
         pkt.set_enqueue_ns(now);
-        self.queue.push(pkt);
+        self.queue.push(Queued { pkt, slot });
     }
 }
 
@@ -309,7 +439,7 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
     fn enqueue(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
         self.sweep(now);
         let w = self.params.omega;
-        self.vars.q_avg = (1.0 - w) * self.vars.q_avg + w * self.queue.len() as f64;
+        self.vars.q_avg = (1.0 - w) * self.vars.q_avg + w * to_f64(self.queue.len() as u64);
         let (q_min, q_max, avg) = (self.params.q_min, self.params.q_max, self.vars.q_avg);
         if avg > q_max {
             self.stats.forced_drop += 1;
@@ -321,7 +451,7 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
                 if self.queue.get(i).is_some_and(|v| v.flow_key() == pkt.flow_key()) {
                     let victim = self.queue.take(i).expect("occupied slot");
                     self.stats.matched += 1;
-                    out.dropped(victim, DropReason::FlowMatch, now);
+                    out.dropped(victim.pkt, DropReason::FlowMatch, now);
                     out.dropped(pkt, DropReason::FlowMatch, now);
                     return;
                 }
@@ -338,18 +468,14 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
         let n = self.vars.flows.len();
-        let consts = match self.vars.th_cache {
-            Some((m, c)) if m == n => c,
-            _ => {
-                let c = ThresholdConsts::new(&self.params, n as f64);
-                self.vars.th_cache = Some((n, c));
-                c
-            }
-        };
-        while let Some(pkt) = self.queue.pop() {
-            let d_s = (now - pkt.enqueue_ns()) as f64 * 1e-9;
-            let key = pkt.flow_key();
-            let Some(entry) = self.vars.flows.get_mut(&key) else { return Some(pkt) };
+        if !matches!(self.vars.th_cache, Some((m, _)) if m == n) {
+            self.vars.th_cache = Some((n, ThresholdConsts::new(&self.params, n as f64)));
+        }
+        let Some((_, consts)) = &self.vars.th_cache else { unreachable!("filled above") };
+        while let Some(Queued { pkt, slot }) = self.queue.pop() {
+            let d_s = to_f64(now - pkt.enqueue_ns()) * 1e-9;
+            // A packet whose flow has been forgotten since it was queued leaves untested.
+            let Some(entry) = self.vars.flows.state_for(slot, pkt.flow_key()) else { return Some(pkt) };
             let mu_i = decayed_mu(entry, now, self.inv_t_mu_ns);
             if consts.exceeded(d_s, mu_i) && self.queue.bytes() > MTU_BYTES {
                 match entry.first_above {
@@ -382,8 +508,8 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars = Vars { q_avg: 0.0, flows: FlowMap::default(), next_sweep: 0, th_cache: None };
-        self.queue.drain()
+        self.vars = Vars { q_avg: 0.0, flows: FlowTable::default(), next_sweep: 0, th_cache: None };
+        self.queue.drain().into_iter().map(|q| q.pkt).collect()
     }
 }
 
@@ -408,6 +534,76 @@ mod tests {
             k: None,
             t_mu_ns: 100_000_000,
             flow_expiry_ns: 1_000_000_000,
+        }
+    }
+
+    proptest::proptest! {
+        /// The slab-and-slot flow table resolves every queued packet's (slot, key) to the same
+        /// state a plain map from key to state would give (none once the flow is forgotten; the
+        /// new state once it is known again, possibly in another slot), across forgetting and
+        /// slot reuse, and counts the same flows.
+        #[test]
+        fn the_flow_table_answers_as_a_plain_map(ops in proptest::collection::vec((0u8..4, 0u64..6, 0u64..40), 1..300)) {
+            let mut table = FlowTable::default();
+            let mut reference: HashMap<u64, FlowState> = HashMap::new();
+            let mut queued: Vec<(u32, u64)> = Vec::new();
+            let mut now = 0;
+            for (n, (kind, key, x)) in ops.into_iter().enumerate() {
+                match kind {
+                    // Admit a packet of `key` after x ns; mark both states with the step number.
+                    0 | 1 => {
+                        now += x;
+                        let (slot, fs) = table.entry(key, now);
+                        fs.mu = n as f64;
+                        fs.last_seen = now;
+                        let r = reference.entry(key).or_insert(FlowState { mu: 0.0, mu_at: now, first_above: None, last_seen: now });
+                        r.mu = n as f64;
+                        r.last_seen = now;
+                        queued.push((slot, key));
+                    }
+                    // Forget the flows idle for more than x ns.
+                    2 => {
+                        table.retain(|f| now - f.last_seen <= x);
+                        reference.retain(|_, f| now - f.last_seen <= x);
+                    }
+                    // Dequeue the x-th queued packet: both lookups agree, and a change made
+                    // through the table is seen by the next ones.
+                    _ => {
+                        if !queued.is_empty() {
+                            let (slot, key) = queued.remove(x as usize % queued.len());
+                            let got = table.state_for(slot, key).map(|f| (f.mu, f.last_seen, f.mu_at));
+                            let want = reference.get(&key).map(|f| (f.mu, f.last_seen, f.mu_at));
+                            proptest::prop_assert_eq!(got, want);
+                            if let Some(f) = table.state_for(slot, key) {
+                                f.mu_at = n as u64;
+                                reference.get_mut(&key).unwrap().mu_at = n as u64;
+                            }
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(table.len(), reference.len());
+                for (k, r) in &reference {
+                    proptest::prop_assert_eq!(table.get_mut(*k).map(|f| (f.mu, f.mu_at)), Some((r.mu, r.mu_at)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_decay_shortcut_at_zero_elapsed_time_is_the_full_computation() {
+        // decayed_mu skips exp_neg when no time has passed; bit for bit the same value.
+        for mu in [0.0, 1e-300, 1.0, 1234.5678, 1.25e8 / 3.0, 1e300] {
+            let fs = FlowState { mu, mu_at: 42, first_above: None, last_seen: 42 };
+            assert_eq!(decayed_mu(&fs, 42, 1e-8).to_bits(), (mu * crate::math::exp_neg(0.0)).to_bits());
+            assert!(decayed_mu(&fs, 43, 1e-8) < mu || mu == 0.0);
+        }
+    }
+
+    #[test]
+    fn to_f64_is_the_unsigned_conversion() {
+        // Exact below 2⁵³, the same rounding above (ties to even included).
+        for n in [0u64, 1, 12_000, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, (1 << 53) + 3, (1 << 62) + 1025, (1 << 63) - 1] {
+            assert_eq!(to_f64(n).to_bits(), (n as f64).to_bits(), "{n}");
         }
     }
 
@@ -493,7 +689,7 @@ mod tests {
         for _ in 0..10 {
             q.admit(pkt(1, 1500, Ecn::NotEct), 0);
         }
-        q.vars.flows.get_mut(&1).unwrap().mu = 3.0 * 100e6 / 8.0;
+        q.vars.flows.get_mut(1).unwrap().mu = 3.0 * 100e6 / 8.0;
         let ms = 1_000_000;
         assert!(q.dequeue(10 * ms, &mut r).is_some());
         assert!(q.dequeue(109 * ms, &mut r).is_some());
