@@ -317,7 +317,7 @@ fn decayed_mu(fs: &FlowState, now: Nanos, inv_t_mu_ns: f64) -> f64 {
     if now == fs.mu_at {
         return fs.mu;
     }
-    fs.mu * crate::math::exp_neg_mostly_small(to_f64(now - fs.mu_at) * inv_t_mu_ns)
+    fs.mu * crate::math::exp_neg(to_f64(now - fs.mu_at) * inv_t_mu_ns)
 }
 
 /// `n as f64` for the per-packet nanosecond spans and packet counts, all far below 2⁶³: the
