@@ -4,9 +4,11 @@
 #   bench/perf/disciplines_a.sh wall ROUNDS KIND...    # CPU time, rounds alternating all kinds
 #   bench/perf/disciplines_a.sh model KIND...          # callgrind with cache and branch models
 #
-# wall: every round runs TailDrop and each KIND once (`bench a KIND`, packets per CPU second of
-# the simulating thread); prints per kind the best (highest) of the rounds, the ratio of
-# TailDrop's best to it, and the median of the per-round ratios. On a shared VM single runs
+# wall: every round runs TailDrop twice and each KIND once (`bench a KIND`, packets per CPU
+# second of the simulating thread), in an order shuffled per round (a fixed order gave the
+# first run of a round an advantage); prints per kind the best (highest) of the rounds, the
+# ratio of TailDrop's best to it, and the median of the per-round ratios. The second TailDrop
+# run ("control") is the noise floor: its median ratio should be 1. On a shared VM single runs
 # vary by ±20 %; the best of many is the least disturbed estimate of each.
 #
 # model: valgrind's callgrind with --cache-sim and --branch-sim (deterministic, independent of
@@ -26,8 +28,8 @@ wall)
     shift
     out=$(mktemp)
     for r in $(seq "$rounds"); do
-        for k in taildrop "$@"; do
-            pps=$("$bin" a "$k" | sed -E 's/.* pkts_per_cpu_s=([0-9]+).*/\1/')
+        for k in $(printf '%s\n' taildrop control "$@" | shuf --random-source=<(yes "$r")); do
+            pps=$("$bin" a "${k/control/taildrop}" | sed -E 's/.* pkts_per_cpu_s=([0-9]+).*/\1/')
             echo "$r $k $pps" >>"$out"
         done
     done
@@ -39,7 +41,7 @@ for line in open(sys.argv[1]):
     v[k][r] = int(pps)
 td = v["taildrop"]
 print(f"{'discipline':10} {'best Mpkt/CPU s':>16} {'best vs TailDrop':>17} {'median of round ratios':>23}")
-for k in ["taildrop"] + sys.argv[2:]:
+for k in ["taildrop", "control"] + sys.argv[2:]:
     best = max(v[k].values())
     med = st.median(td[r] / v[k][r] for r in v[k])
     print(f"{k:10} {best / 1e6:16.3f} {max(td.values()) / best:17.3f} {med:23.3f}")
