@@ -10,9 +10,10 @@
 //! that flow's CoDel count by the number dropped. CoDel's "one MTU left" guard sees the whole
 //! qdisc's backlog, as in Linux. ECN is on by default.
 //!
-//! Deviations [ours]: the flow hash is a seeded 64-bit mix of the packet's flow key reduced
-//! modulo `flows` (Linux: a perturbed jhash of the 5-tuple, `reciprocal_scale`), so distinct
-//! flows collide as randomly as in Linux, deterministically per seed; memory is counted as
+//! Deviations [ours]: the flow hash is a seeded 64-bit mix of the packet's flow key (Linux: a
+//! perturbed jhash of the 5-tuple), mapped to a queue by `reciprocal_scale` as in Linux
+//! ([`crate::drr::flow_bucket`]), so distinct flows collide as randomly as in Linux,
+//! deterministically per seed; memory is counted as
 //! wire bytes (Linux counts skb truesize, roughly 1.5× larger); `mtu_bytes` (CoDel's
 //! one-MTU guard) is a field here, Linux takes it from the device (`psched_mtu`, 1514), and it
 //! is independent of `quantum` as in Linux; the CoDel law's own deviations are those of
