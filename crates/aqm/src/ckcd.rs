@@ -317,17 +317,9 @@ fn decayed_mu(fs: &FlowState, now: Nanos, inv_t_mu_ns: f64) -> f64 {
     if now == fs.mu_at {
         return fs.mu;
     }
-    fs.mu * crate::math::exp_neg(to_f64(now - fs.mu_at) * inv_t_mu_ns)
+    fs.mu * crate::math::exp_neg(crate::math::to_f64(now - fs.mu_at) * inv_t_mu_ns)
 }
 
-/// `n as f64` for the per-packet nanosecond spans and packet counts, all far below 2⁶³: the
-/// same value (a correctly rounded conversion of the same integer), through i64, which x86-64
-/// converts in one instruction where `u64 as f64` takes six.
-#[inline]
-fn to_f64(n: u64) -> f64 {
-    debug_assert!(n < 1 << 63, "to_f64 of {n}");
-    n as i64 as f64
-}
 
 /// What the per-packet delay test needs, computed once per flow count: Eq. 9's K and Q, 1/μ_f,
 /// D and d_max in seconds.
@@ -439,7 +431,7 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
     fn enqueue(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
         self.sweep(now);
         let w = self.params.omega;
-        self.vars.q_avg = (1.0 - w) * self.vars.q_avg + w * to_f64(self.queue.len() as u64);
+        self.vars.q_avg = (1.0 - w) * self.vars.q_avg + w * crate::math::to_f64(self.queue.len() as u64);
         let (q_min, q_max, avg) = (self.params.q_min, self.params.q_max, self.vars.q_avg);
         if avg > q_max {
             self.stats.forced_drop += 1;
@@ -473,7 +465,7 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
         }
         let Some((_, consts)) = &self.vars.th_cache else { unreachable!("filled above") };
         while let Some(Queued { pkt, slot }) = self.queue.pop() {
-            let d_s = to_f64(now - pkt.enqueue_ns()) * 1e-9;
+            let d_s = crate::math::to_f64(now - pkt.enqueue_ns()) * 1e-9;
             // A packet whose flow has been forgotten since it was queued leaves untested.
             let Some(entry) = self.vars.flows.state_for(slot, pkt.flow_key()) else { return Some(pkt) };
             let mu_i = decayed_mu(entry, now, self.inv_t_mu_ns);
@@ -599,13 +591,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn to_f64_is_the_unsigned_conversion() {
-        // Exact below 2⁵³, the same rounding above (ties to even included).
-        for n in [0u64, 1, 12_000, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, (1 << 53) + 3, (1 << 62) + 1025, (1 << 63) - 1] {
-            assert_eq!(to_f64(n).to_bits(), (n as f64).to_bits(), "{n}");
-        }
-    }
 
     #[test]
     fn calibrated_k_matches_the_worked_examples() {

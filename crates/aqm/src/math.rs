@@ -1,7 +1,6 @@
-//! ln and e^−y without libm, for the per-packet rate estimates of the packet-value marker
-//! (crates/sim/src/marker.rs) and CKCD. Every packet of a valued run takes one of each, in a
-//! chain (rate
-//! decay → rate → value) that nothing else in the packet's handling can overlap, so their
+//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans), for the per-packet
+//! rate estimates of the packet-value marker (crates/sim/src/marker.rs) and CKCD. Every packet
+//! of a valued run takes one of each, in a chain (rate decay → rate → value) that nothing else in the packet's handling can overlap, so their
 //! latency is the marker's cost; libm's results may also differ in the last bit between
 //! platforms, while these use only IEEE +, −, × and tables computed at compile time, so values
 //! are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
@@ -123,6 +122,16 @@ fn exp_neg_tables(y: f64) -> f64 {
     (EXP_INT[(n >> 12) as usize] * EXP_64[((n >> 6) & 63) as usize]) * (EXP_4096[(n & 63) as usize] * p)
 }
 
+/// `n as f64` for per-packet nanosecond spans and packet counts, all far below 2⁶³ (CKCD, the
+/// packet-value marker): the
+/// same value (a correctly rounded conversion of the same integer), through i64, which x86-64
+/// converts in one instruction where `u64 as f64` takes six.
+#[inline]
+pub fn to_f64(n: u64) -> f64 {
+    debug_assert!(n < 1 << 63, "to_f64 of {n}");
+    n as i64 as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +173,14 @@ mod tests {
         ys.extend([1.0 / 64.0, 64.0, 1e9, f64::INFINITY]);
         for y in ys {
             assert_eq!(exp_neg(y).to_bits(), exp_neg_tables(y).to_bits(), "y = {y:e}");
+        }
+    }
+
+    #[test]
+    fn to_f64_is_the_unsigned_conversion() {
+        // Exact below 2⁵³, the same rounding above (ties to even included).
+        for n in [0u64, 1, 12_000, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, (1 << 53) + 3, (1 << 62) + 1025, (1 << 63) - 1] {
+            assert_eq!(to_f64(n).to_bits(), (n as f64).to_bits(), "{n}");
         }
     }
 }

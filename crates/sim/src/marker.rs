@@ -31,7 +31,7 @@
 //! Determinism: each flow's draws come from its own PCG stream, seeded from the run seed and
 //! the flow id (`world::derive_seed`).
 
-use aqm::math::{exp_neg, ln};
+use aqm::math::{exp_neg, ln, to_f64};
 use aqm::{uniform01, Nanos, Rng};
 
 use crate::packet::DataPkt;
@@ -159,9 +159,7 @@ impl RateEstimator {
         let decay = match self.last_ns {
             // A burst (segments sent at one instant, as an ACK releasing two) needs no decay.
             Some(t) if t == now => 1.0,
-            // Through i64: the same value (spans are far below 2⁶³ ns) in one instruction, where
-            // u64 → f64 takes six on x86-64.
-            Some(t) => exp_neg((now - t) as i64 as f64 * self.inv_window_per_ns),
+            Some(t) => exp_neg(to_f64(now - t) * self.inv_window_per_ns),
             None => 0.0,
         };
         self.last_ns = Some(now);
