@@ -1,7 +1,7 @@
 //! ln and e^−y without libm (and a one-instruction u64 → f64 for spans), for the per-packet
 //! rate estimates of the packet-value marker (crates/sim/src/marker.rs) and CKCD. Every packet
-//! of a valued run takes one of each, in a chain (rate decay → rate → value) that nothing else in the packet's handling can overlap, so their
-//! latency is the marker's cost; libm's results may also differ in the last bit between
+//! of a valued run takes one of each, in a chain (rate decay → rate → value) that nothing
+//! else in the packet's handling can overlap, so their latency is the marker's cost; libm's results may also differ in the last bit between
 //! platforms, while these use only IEEE +, −, × and tables computed at compile time, so values
 //! are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
 //! tests) is ten orders of magnitude below a value code's width. Polynomials are in Estrin's
