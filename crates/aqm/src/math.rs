@@ -1,12 +1,12 @@
-//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans), for the per-packet
-//! rate estimates of the packet-value marker (crates/sim/src/marker.rs) and CKCD. Every packet
-//! of a valued run takes one of each, in a chain (rate decay → rate → value) that nothing
-//! else in the packet's handling can overlap, so their latency is the marker's cost; libm's results may also differ in the last bit between
-//! platforms, while these use only IEEE +, −, × and tables computed at compile time, so values
-//! are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
-//! tests) is ten orders of magnitude below a value code's width. Polynomials are in Estrin's
-//! form (depth, not length, is what costs) on small arguments, with finer tables instead of
-//! higher degrees.
+//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans), for the per-packet rate
+//! estimates of the packet-value marker (crates/sim/src/marker.rs) and CKCD. Every packet of a
+//! valued run takes one of each, in a chain (rate decay → rate → value) that nothing else in the
+//! packet's handling can overlap, so their latency is the marker's cost; libm's results may also
+//! differ in the last bit between platforms, while these use only IEEE +, −, × and tables computed
+//! at compile time, so values are the same on every machine. Their error (≈ 1e−15 relative, checked
+//! against libm in the tests) is ten orders of magnitude below a value code's width. Polynomials
+//! are in Estrin's form (depth, not length, is what costs) on small arguments, with finer tables
+//! instead of higher degrees.
 
 /// Table bits of [`ln`]: the mantissa's top 4 bits pick one of 16 intervals of [1, 2). The
 /// table is 256 B, four cache lines that stay in L1 under the simulation's own traffic: with
