@@ -192,7 +192,7 @@ impl Hasher for FlowKeyHasher {
 
 /// The flows CKCD knows (those with an admitted packet within `flow_expiry`): their states in
 /// a slab, and a map from flow key to slot. Each queued packet carries the slot of its flow, so
-/// dequeue reaches the state without a second hash lookup per packet ([`FlowTable::state_for`]).
+/// dequeue reaches the state without a second hash lookup per packet (`FlowTable::state_for`).
 #[derive(Clone, Debug, Default)]
 pub struct FlowTable {
     slot_of: HashMap<u64, u32, BuildHasherDefault<FlowKeyHasher>>,

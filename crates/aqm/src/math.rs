@@ -6,7 +6,7 @@
 //! at compile time, so values are the same on every machine. Their error (≈ 1e−15 relative, checked
 //! against libm in the tests) is ten orders of magnitude below a value code's width. Polynomials
 //! are in Estrin's form (depth, not length, is what costs) on small arguments; ln's table is kept
-//! small (see [`LN_BITS`]) at the price of a longer polynomial.
+//! small (see `LN_BITS`) at the price of a longer polynomial.
 
 /// Table bits of [`ln`]: the mantissa's top 4 bits pick one of 16 intervals of [1, 2). The
 /// table is 256 B, four cache lines that stay in L1 under the simulation's own traffic: with
