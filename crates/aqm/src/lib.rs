@@ -42,6 +42,7 @@ pub mod red;
 pub mod ring;
 pub mod step;
 pub mod taildrop;
+pub mod ziggurat;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]
