@@ -632,7 +632,8 @@ class Marker(_Model):
     tvf: Literal["equal", "weighted", "custom"] = "equal"
     weights: dict[str, Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
     curves: dict[str, list[tuple[Rate, Annotated[int, Field(ge=1, le=65535)]]]] = Field(default_factory=dict)
-    #: T_m of each flow's rate estimator (an exponentially decaying sum).
+    #: T_m of each flow's rate estimator (an exponentially weighted average of the bytes sent
+    #: per slot of T_m/64, updated when a slot ends).
     rate_window: PositiveTime = "100ms"
 
     @model_validator(mode="after")

@@ -13,15 +13,29 @@
 //! and V_c(x) = V(x / w_c) gives shares ∝ w_c.
 //!
 //! Which marker [ours, aqm.md §9.2 (a), the digest's recommendation]: the random marker from
-//! the measured rate. Per packet of a flow measured at rate R, draw u ~ U(0, 1) and give the
-//! packet PV = V_c(u·R): the packets valued at least v then carry exactly V_c⁻¹(v) of the
+//! the measured rate. Per packet of a flow measured at rate R (bit/s), draw u ~ U(0, 1) and
+//! give the packet PV = V_c(u·R): the packets valued at least v then carry exactly V_c⁻¹(v) of the
 //! flow's R (for v ≥ V_c(R)), which is the requirement. The token-bucket marker (aqm.md §9.2
 //! (b)) is not implemented. The seeds do not say which their testbeds used (aqm.md §14 item 5);
 //! under equal sharing the choice does not change the shares.
 //!
-//! Rate estimator [ours, aqm.md §9.2]: an exponentially decaying sum of the flow's wire bytes
-//! over `T_m` (100 ms by default), R ← R·e^(−Δt/T_m) + len/T_m per packet, starting from
-//! len/T_m; every packet the sender puts on the wire counts, retransmissions included.
+//! Rate estimator [ours; aqm.md §9.2 suggests an EWMA over `T_m`, updated per packet]: an
+//! exponentially weighted average, with time constant `T_m` (100 ms by default), of the
+//! flow's wire bytes per slot of T_m/64, updated when a slot ends:
+//! R ← R·D + b·(1 − D)/τ for a slot of length τ holding b bytes, D = e^(−τ/T_m), and R·D per
+//! empty slot. A constant rate is estimated exactly (b/τ), where the per-packet sum
+//! R ← R·e^(−Δt/T_m) + len/T_m reads half a packet per T_m high. A packet is valued with the
+//! estimate at the end of the last slot that ended, so the estimate lags by at most one slot
+//! (1/64 of its own averaging time); during a flow's first slot R = 0, and its packets get
+//! PV_MAX. Every packet the sender puts on the wire counts, retransmissions included.
+//!
+//! Cost: every packet of a valued run is valued. A logarithm of u·R and a decay e^(−Δt/T_m)
+//! per packet cost ≈ 16 % of a whole TailDrop simulation at 1 Gbps; so the common path takes
+//! neither:
+//! - Within a slot, R and so ln R are fixed: one ln per slot, not per packet.
+//! - ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1), drawn by the ziggurat method
+//!   ([`aqm::ziggurat`]): values have the same distribution as V_c(u·8R) with u drawn
+//!   uniformly, without a logarithm of u.
 //!
 //! TVF [ours, aqm.md §9.2]: log-linear,
 //! V(x) = round(PV_MAX · (ln X_MAX − ln x) / (ln X_MAX − ln X_MIN)) clamped to [1, PV_MAX],
@@ -31,8 +45,9 @@
 //! Determinism: each flow's draws come from its own PCG stream, seeded from the run seed and
 //! the flow id (`world::derive_seed`).
 
-use aqm::math::{exp_neg, ln, to_f64};
-use aqm::{uniform01, Nanos, Rng};
+use aqm::math::{exp_neg, ln};
+use aqm::ziggurat::exp1;
+use aqm::{Nanos, Rng};
 
 use crate::packet::DataPkt;
 
@@ -73,6 +88,8 @@ pub struct Tvf {
 const CODES_PER_LN: f64 = PV_MAX as f64 / (LN_10 * 7.0);
 /// ln 10, correctly rounded (X_MAX / X_MIN = 10⁷).
 const LN_10: f64 = std::f64::consts::LN_10;
+/// ln 8, correctly rounded: bytes to bits.
+const LN_8: f64 = 3.0 * std::f64::consts::LN_2;
 
 impl Tvf {
     /// The default log-linear TVF scaled by the class weight `weight`.
@@ -112,59 +129,115 @@ impl Tvf {
     }
 
     /// The value of the packets sent at throughput `x_bps` (bit/s).
-    #[inline]
     pub fn value(&self, x_bps: f64) -> u32 {
-        let p = &self.ln_points;
         // Beyond the ends (x = 0 included) no logarithm is needed.
         if x_bps <= self.lo_bps || x_bps.is_nan() {
-            return if p.is_empty() { PV_MAX } else { round_code(p[0].1) };
+            return self.value_of_ln(f64::NEG_INFINITY);
         }
         if x_bps >= self.hi_bps {
-            return if p.is_empty() { 1 } else { round_code(p[p.len() - 1].1) };
+            return self.value_of_ln(f64::INFINITY);
         }
-        let lx = ln(x_bps);
+        self.value_of_ln(ln(x_bps))
+    }
+
+    /// The value of the packets sent at throughput e^`ln_x_bps` (bit/s; −∞ for 0).
+    #[inline]
+    pub fn value_of_ln(&self, ln_x_bps: f64) -> u32 {
+        let p = &self.ln_points;
         if p.is_empty() {
-            return round_code(CODES_PER_LN * (self.ln_hi - lx));
+            // Beyond the ends the code is below 0 or above PV_MAX, and `round_code` clamps it:
+            // no comparison is needed (∞ − ∞ cannot occur: ln_hi is finite).
+            return round_code(CODES_PER_LN * (self.ln_hi - ln_x_bps));
         }
-        let i = p.partition_point(|q| q.0 <= lx).clamp(1, p.len() - 1);
+        if ln_x_bps <= p[0].0 {
+            return round_code(p[0].1);
+        }
+        if ln_x_bps >= p[p.len() - 1].0 {
+            return round_code(p[p.len() - 1].1);
+        }
+        let i = p.partition_point(|q| q.0 <= ln_x_bps).clamp(1, p.len() - 1);
         let (a, b) = (p[i - 1], p[i]);
-        round_code(a.1 + (b.1 - a.1) * (lx - a.0) / (b.0 - a.0))
+        round_code(a.1 + (b.1 - a.1) * (ln_x_bps - a.0) / (b.0 - a.0))
     }
 }
 
-/// round(v) clamped to [1, PV_MAX], for v ≥ 0 (ties up, as `f64::round` for v ≥ 0; the cast
-/// saturates).
+/// round(v) clamped to [1, PV_MAX] (ties up, as `f64::round` for v ≥ 0; the cast saturates:
+/// below 0 to 0, +∞ to u32::MAX, NaN to 0).
+#[inline]
 fn round_code(v: f64) -> u32 {
     ((v + 0.5) as u32).clamp(1, PV_MAX)
 }
 
-/// The flow's sending rate, bytes/s, as an exponentially decaying sum over `window_ns`.
+/// Slots per T_m [ours]: the estimate is updated when a slot of T_m/64 (1.5625 ms at the
+/// default T_m) ends. Short against T_m, so the estimate lags by at most 1/64 of its own
+/// averaging time; long enough that a flow at 8 Mbit/s or more sends several 1500-byte packets
+/// per slot, which are then valued without updating it.
+pub const SLOTS_PER_WINDOW: u64 = 64;
+
+/// The flow's sending rate, bytes/s: an exponentially weighted average, with time constant T_m,
+/// of the bytes sent per slot of T_m / [`SLOTS_PER_WINDOW`] (see the module comment).
 #[derive(Clone, Debug)]
 pub struct RateEstimator {
-    /// 1 / T_m in 1/ns, and len / T_m's factor 1e9 / T_m in 1/s.
-    inv_window_per_ns: f64,
-    per_s: f64,
+    slot_ns: Nanos,
+    /// slot / T_m, and D = e^(−slot/T_m): a slot's weight in the average decays by D per slot.
+    slots_per_window_inv: f64,
+    decay_per_slot: f64,
+    /// (1 − D) / slot, in 1/s: the weight of a slot's bytes, so that b bytes in every slot give
+    /// R = b / slot exactly (R = b·(1 − D)/slot · Σ Dᵏ).
+    gain_per_byte: f64,
+    /// The end of the slot being counted (0 before the flow's first packet), and its bytes.
+    slot_end_ns: Nanos,
+    slot_bytes: u64,
     rate_bytes_per_s: f64,
-    last_ns: Option<Nanos>,
 }
 
 impl RateEstimator {
     pub fn new(window_ns: Nanos) -> Self {
-        RateEstimator { inv_window_per_ns: 1.0 / window_ns as f64, per_s: 1e9 / window_ns as f64, rate_bytes_per_s: 0.0, last_ns: None }
+        let slot_ns = (window_ns / SLOTS_PER_WINDOW).max(1);
+        let slots_per_window_inv = slot_ns as f64 / window_ns as f64;
+        let decay_per_slot = exp_neg(slots_per_window_inv);
+        RateEstimator {
+            slot_ns,
+            slots_per_window_inv,
+            decay_per_slot,
+            gain_per_byte: (1.0 - decay_per_slot) * 1e9 / slot_ns as f64,
+            slot_end_ns: 0,
+            slot_bytes: 0,
+            rate_bytes_per_s: 0.0,
+        }
     }
 
-    /// Count a packet of `len` bytes sent at `now`; the updated rate, bytes/s.
-    #[inline]
-    pub fn on_packet(&mut self, len: u32, now: Nanos) -> f64 {
-        let decay = match self.last_ns {
-            // A burst (segments sent at one instant, as an ACK releasing two) needs no decay.
-            Some(t) if t == now => 1.0,
-            Some(t) => exp_neg(to_f64(now - t) * self.inv_window_per_ns),
-            None => 0.0,
-        };
-        self.last_ns = Some(now);
-        self.rate_bytes_per_s = self.rate_bytes_per_s * decay + len as f64 * self.per_s;
+    /// The rate at the end of the last slot that ended, bytes/s (0 during the flow's first slot).
+    pub fn rate_bytes_per_s(&self) -> f64 {
         self.rate_bytes_per_s
+    }
+
+    /// Count a packet of `len` bytes sent at `now` (not before the previous one); whether it
+    /// began a slot (the flow's first packet, or the first after a slot ended, when the rate
+    /// changed).
+    #[inline]
+    pub fn on_packet(&mut self, len: u32, now: Nanos) -> bool {
+        if now < self.slot_end_ns {
+            self.slot_bytes += len as u64;
+            return false;
+        }
+        self.end_slots(now);
+        self.slot_bytes = len as u64;
+        true
+    }
+
+    /// Fold the slot that ended into the average, decay it over the empty slots since, and
+    /// start the slot holding `now`.
+    #[cold]
+    fn end_slots(&mut self, now: Nanos) {
+        if self.slot_end_ns == 0 {
+            self.slot_end_ns = now + self.slot_ns;
+            return;
+        }
+        let empty = (now - self.slot_end_ns) / self.slot_ns;
+        let r = self.rate_bytes_per_s * self.decay_per_slot + self.slot_bytes as f64 * self.gain_per_byte;
+        self.rate_bytes_per_s = if empty == 0 { r } else { r * exp_neg(empty as f64 * self.slots_per_window_inv) };
+        self.slot_end_ns += (empty + 1) * self.slot_ns;
     }
 }
 
@@ -174,14 +247,16 @@ pub struct FlowMarker {
     pub tvf: Tvf,
     pub rate: RateEstimator,
     rng: Rng,
+    /// ln(8R), R the estimate in bytes/s (8R in bit/s); −∞ while R = 0.
+    ln_8r: f64,
 }
 
 impl FlowMarker {
     pub fn new(tvf: Tvf, window_ns: Nanos, rng: Rng) -> Self {
-        FlowMarker { tvf, rate: RateEstimator::new(window_ns), rng }
+        FlowMarker { tvf, rate: RateEstimator::new(window_ns), rng, ln_8r: f64::NEG_INFINITY }
     }
 
-    /// Give the packet its value: V_c(u·R), u ~ U(0, 1).
+    /// Give the packet its value: V_c(u·8R), u ~ U(0, 1).
     pub fn mark(&mut self, pkt: &mut DataPkt, now: Nanos) {
         pkt.value = self.value_for(pkt.wire_len, now);
     }
@@ -190,9 +265,12 @@ impl FlowMarker {
     /// packet type (the emulator's router).
     #[inline]
     pub fn value_for(&mut self, wire_len: u32, now: Nanos) -> u32 {
-        let r_bps = self.rate.on_packet(wire_len, now) * 8.0;
-        let u = uniform01(&mut self.rng);
-        self.tvf.value(u * r_bps)
+        if self.rate.on_packet(wire_len, now) {
+            let r = self.rate.rate_bytes_per_s();
+            self.ln_8r = if r > 0.0 { LN_8 + ln(r) } else { f64::NEG_INFINITY };
+        }
+        // ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1).
+        self.tvf.value_of_ln(self.ln_8r - exp1(&mut self.rng))
     }
 }
 
@@ -245,19 +323,36 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_estimate_converges_to_a_constant_rate() {
-        // 1500-byte packets every 120 µs = 12.5 MB/s (100 Mbit/s). After 1 s (10 T_m) the
-        // estimate is the steady state L/T_m / (1 − e^(−Δt/T_m)) = 15 000 / (1 − e^(−0.0012))
-        // ≈ 12.5075 MB/s: the rate plus half a packet per T_m.
+    fn the_rate_estimate_is_exact_for_a_constant_rate_and_decays_over_empty_slots() {
+        // 1500-byte packets every 120 µs = 12.5 MB/s; slots of 100 ms / 64 = 1.5625 ms.
         let mut r = RateEstimator::new(DEFAULT_RATE_WINDOW_NS);
-        assert_eq!(r.on_packet(1500, 0), 15_000.0);
-        let mut est = 0.0;
-        for k in 1..=8334u64 {
-            est = r.on_packet(1500, k * 120_000);
+        let d = (-1.0f64 / 64.0).exp();
+        // The first slot, [0, 1.5625 ms), holds the packets at 0, 0.12, …, 1.56 ms: 14 of them,
+        // and R = 0 until it ends; then R = 14·1500·(1 − D)/1.5625 ms.
+        let mut k = 0u64;
+        while k * 120_000 < 1_562_500 {
+            assert_eq!(r.on_packet(1500, k * 120_000), k == 0, "packet {k}");
+            assert_eq!(r.rate_bytes_per_s(), 0.0);
+            k += 1;
         }
-        let steady = 15_000.0 / (1.0 - (-0.0012f64).exp());
-        assert!((est - steady).abs() / steady < 1e-4, "{est} vs {steady}");
-        assert!((est / 12.5e6 - 1.0).abs() < 1e-3);
+        assert_eq!(k, 14);
+        assert!(r.on_packet(1500, k * 120_000));
+        let first = 21_000.0 * (1.0 - d) / 1.5625e-3;
+        assert!((r.rate_bytes_per_s() / first - 1.0).abs() < 1e-12, "{} vs {first}", r.rate_bytes_per_s());
+        // After 10 T_m the first slot's excess has decayed by e^−10; each slot holds 13 or 14
+        // packets (13.02 on average), and the estimate is their weighted mean: 12.5 MB/s within
+        // (1 − D)·1500 B/slot ≈ 15 kB/s per recent 14-packet slot, allow 0.3 %.
+        for k in 15..=8334u64 {
+            r.on_packet(1500, k * 120_000);
+        }
+        let steady = r.rate_bytes_per_s();
+        assert!((steady / 12.5e6 - 1.0).abs() < 3e-3, "{steady}");
+        // A pause of T_m (64 slots): the last slot before it is folded in, and the 63 or 64
+        // slots after it are empty: R falls to between e^(−65/64) and e^(−63/64) of its value.
+        let t_last = 8334 * 120_000u64;
+        r.on_packet(1500, t_last + DEFAULT_RATE_WINDOW_NS);
+        let f = r.rate_bytes_per_s() / steady;
+        assert!(f > (-65.0f64 / 64.0).exp() && f < (-63.0f64 / 64.0).exp(), "decayed to {f}");
     }
 
     #[test]
