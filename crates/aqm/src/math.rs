@@ -1,17 +1,18 @@
-//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans), for the per-packet rate
-//! estimates of the packet-value marker (crates/sim/src/marker.rs) and CKCD. Every packet of a
-//! valued run takes one of each, in a chain (rate decay → rate → value) that nothing else in the
-//! packet's handling can overlap, so their latency is the marker's cost; libm's results may also
-//! differ in the last bit between platforms, while these use only IEEE +, −, × and tables computed
-//! at compile time, so values are the same on every machine. Their error (≈ 1e−15 relative, checked
-//! against libm in the tests) is ten orders of magnitude below a value code's width. Polynomials
-//! are in Estrin's form (depth, not length, is what costs) on small arguments; ln's table is kept
-//! small (see `LN_BITS`) at the price of a longer polynomial.
+//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans): for CKCD's per-packet
+//! rate estimates, the packet-value marker's rate (crates/sim/src/marker.rs, one ln per slot of
+//! its estimator) and the ziggurat's wedges and tail ([`crate::ziggurat`]). CKCD takes a decay
+//! per packet in a chain (rate decay → rate → threshold) that nothing else in the packet's
+//! handling can overlap, so its latency is CKCD's cost; libm's results may also differ in the
+//! last bit between platforms, while these use only IEEE +, −, × and tables computed at compile
+//! time, so results are the same on every machine. Their error (≈ 1e−15 relative, checked
+//! against libm in the tests) is ten orders of magnitude below a value code's width.
+//! Polynomials are in Estrin's form (depth, not length, is what costs) on small arguments; ln's
+//! table is kept small (see `LN_BITS`) at the price of a longer polynomial.
 
 /// Table bits of [`ln`]: the mantissa's top 4 bits pick one of 16 intervals of [1, 2). The
 /// table is 256 B, four cache lines that stay in L1 under the simulation's own traffic: with
 /// 256 intervals (4 KB) and a shorter polynomial, the table's load missed and stalled the
-/// pipeline (`perf annotate`: ≈ 30 % of the marker's TVF evaluation).
+/// pipeline (`perf annotate`: ≈ 30 % of the marker's TVF evaluation, when it took one per packet).
 const LN_BITS: u32 = 4;
 const LN_N: usize = 1 << LN_BITS;
 
@@ -99,8 +100,8 @@ const fn exp_neg_series(y: f64) -> f64 {
 pub fn exp_neg(y: f64) -> f64 {
     debug_assert!(y >= 0.0, "exp_neg of {y}");
     if y < 1.0 / 64.0 {
-        // A rate decayed over less than 1/64 of its time constant (nine in ten of CKCD's and
-        // the marker's per-packet decays on scenario (a)): n < 64, so the first two table
+        // A rate decayed over less than 1/64 of its time constant (nine in ten of CKCD's
+        // per-packet decays on scenario (a)): n < 64, so the first two table
         // factors of [`exp_neg_tables`] are EXP_INT[0] = EXP_64[0] = 1 exactly and
         // (1·1)·(t·p) = t·p — the same bits, two loads and two multiplications fewer.
         let n = (y * 4096.0) as u32;
@@ -122,8 +123,7 @@ fn exp_neg_tables(y: f64) -> f64 {
     (EXP_INT[(n >> 12) as usize] * EXP_64[((n >> 6) & 63) as usize]) * (EXP_4096[(n & 63) as usize] * p)
 }
 
-/// `n as f64` for per-packet nanosecond spans and packet counts, all far below 2⁶³ (CKCD, the
-/// packet-value marker): the
+/// `n as f64` for CKCD's per-packet nanosecond spans and packet counts, all far below 2⁶³: the
 /// same value (a correctly rounded conversion of the same integer), through i64, which x86-64
 /// converts in one instruction where `u64 as f64` takes six.
 #[inline]
