@@ -37,6 +37,7 @@ pub mod math;
 pub mod pi2;
 pub mod pie;
 pub mod pool;
+pub mod rate;
 pub mod ppv;
 pub mod red;
 pub mod ring;

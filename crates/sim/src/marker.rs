@@ -20,18 +20,14 @@
 //! under equal sharing the choice does not change the shares.
 //!
 //! Rate estimator [ours; aqm.md §9.2 suggests an EWMA over `T_m`, updated per packet]: an
-//! exponentially weighted average, with time constant `T_m` (100 ms by default), of the
-//! flow's wire bytes per slot of T_m/64, updated when a slot ends:
-//! R ← R·D + b·(1 − D)/τ for a slot of length τ holding b bytes, D = e^(−τ/T_m), and R·D per
-//! empty slot. A constant rate is estimated exactly (b/τ), where the per-packet sum
-//! R ← R·e^(−Δt/T_m) + len/T_m reads half a packet per T_m high. A packet is valued with the
-//! estimate at the end of the last slot that ended, so the estimate lags by at most one slot
-//! (1/64 of its own averaging time); during a flow's first slot R = 0, and its packets get
-//! PV_MAX. Every packet the sender puts on the wire counts, retransmissions included.
+//! exponentially weighted average, time constant `T_m` (100 ms by default), of the flow's wire
+//! bytes per slot of T_m/64, updated when a slot ends ([`aqm::rate`], shared with CKCD). A
+//! packet is valued with the estimate at the end of the last slot that ended; during a flow's
+//! first slot R = 0, and its packets get PV_MAX. Every packet the sender puts on the wire
+//! counts, retransmissions included.
 //!
-//! Cost: every packet of a valued run is valued. A logarithm of u·R and a decay e^(−Δt/T_m)
-//! per packet cost ≈ 16 % of a whole TailDrop simulation at 1 Gbps; so the common path takes
-//! neither:
+//! Cost: every packet of a valued run is valued. A decay e^(−Δt/T_m) and logarithms of R and u
+//! per packet cost ≈ 16 % of a whole TailDrop simulation at 1 Gbps; the common path takes none:
 //! - Within a slot, R and so ln R are fixed: one ln per slot, not per packet.
 //! - ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1), drawn by the ziggurat method
 //!   ([`aqm::ziggurat`]): values have the same distribution as V_c(u·8R) with u drawn
@@ -45,7 +41,8 @@
 //! Determinism: each flow's draws come from its own PCG stream, seeded from the run seed and
 //! the flow id (`world::derive_seed`).
 
-use aqm::math::{exp_neg, ln};
+use aqm::math::ln;
+use aqm::rate::{SlotClock, SlotRate};
 use aqm::ziggurat::exp1;
 use aqm::{Nanos, Rng};
 
@@ -168,84 +165,12 @@ fn round_code(v: f64) -> u32 {
     ((v + 0.5) as u32).clamp(1, PV_MAX)
 }
 
-/// Slots per T_m [ours]: the estimate is updated when a slot of T_m/64 (1.5625 ms at the
-/// default T_m) ends. Short against T_m, so the estimate lags by at most 1/64 of its own
-/// averaging time; long enough that a flow at 8 Mbit/s or more sends several 1500-byte packets
-/// per slot, which are then valued without updating it.
-pub const SLOTS_PER_WINDOW: u64 = 64;
-
-/// The flow's sending rate, bytes/s: an exponentially weighted average, with time constant T_m,
-/// of the bytes sent per slot of T_m / [`SLOTS_PER_WINDOW`] (see the module comment).
-#[derive(Clone, Debug)]
-pub struct RateEstimator {
-    slot_ns: Nanos,
-    /// slot / T_m, and D = e^(−slot/T_m): a slot's weight in the average decays by D per slot.
-    slots_per_window_inv: f64,
-    decay_per_slot: f64,
-    /// (1 − D) / slot, in 1/s: the weight of a slot's bytes, so that b bytes in every slot give
-    /// R = b / slot exactly (R = b·(1 − D)/slot · Σ Dᵏ).
-    gain_per_byte: f64,
-    /// The end of the slot being counted (0 before the flow's first packet), and its bytes.
-    slot_end_ns: Nanos,
-    slot_bytes: u64,
-    rate_bytes_per_s: f64,
-}
-
-impl RateEstimator {
-    pub fn new(window_ns: Nanos) -> Self {
-        let slot_ns = (window_ns / SLOTS_PER_WINDOW).max(1);
-        let slots_per_window_inv = slot_ns as f64 / window_ns as f64;
-        let decay_per_slot = exp_neg(slots_per_window_inv);
-        RateEstimator {
-            slot_ns,
-            slots_per_window_inv,
-            decay_per_slot,
-            gain_per_byte: (1.0 - decay_per_slot) * 1e9 / slot_ns as f64,
-            slot_end_ns: 0,
-            slot_bytes: 0,
-            rate_bytes_per_s: 0.0,
-        }
-    }
-
-    /// The rate at the end of the last slot that ended, bytes/s (0 during the flow's first slot).
-    pub fn rate_bytes_per_s(&self) -> f64 {
-        self.rate_bytes_per_s
-    }
-
-    /// Count a packet of `len` bytes sent at `now` (not before the previous one); whether it
-    /// began a slot (the flow's first packet, or the first after a slot ended, when the rate
-    /// changed).
-    #[inline]
-    pub fn on_packet(&mut self, len: u32, now: Nanos) -> bool {
-        if now < self.slot_end_ns {
-            self.slot_bytes += len as u64;
-            return false;
-        }
-        self.end_slots(now);
-        self.slot_bytes = len as u64;
-        true
-    }
-
-    /// Fold the slot that ended into the average, decay it over the empty slots since, and
-    /// start the slot holding `now`.
-    #[cold]
-    fn end_slots(&mut self, now: Nanos) {
-        if self.slot_end_ns == 0 {
-            self.slot_end_ns = now + self.slot_ns;
-            return;
-        }
-        let empty = (now - self.slot_end_ns) / self.slot_ns;
-        let r = self.rate_bytes_per_s * self.decay_per_slot + self.slot_bytes as f64 * self.gain_per_byte;
-        self.rate_bytes_per_s = if empty == 0 { r } else { r * exp_neg(empty as f64 * self.slots_per_window_inv) };
-        self.slot_end_ns += (empty + 1) * self.slot_ns;
-    }
-}
-
 /// One flow's marker: its class's TVF, its rate estimate and its random stream.
 #[derive(Clone, Debug)]
 pub struct FlowMarker {
     pub tvf: Tvf,
-    pub rate: RateEstimator,
+    clock: SlotClock,
+    rate: SlotRate,
     rng: Rng,
     /// ln(8R), R the estimate in bytes/s (8R in bit/s); −∞ while R = 0.
     ln_8r: f64,
@@ -253,7 +178,7 @@ pub struct FlowMarker {
 
 impl FlowMarker {
     pub fn new(tvf: Tvf, window_ns: Nanos, rng: Rng) -> Self {
-        FlowMarker { tvf, rate: RateEstimator::new(window_ns), rng, ln_8r: f64::NEG_INFINITY }
+        FlowMarker { tvf, clock: SlotClock::new(window_ns), rate: SlotRate::default(), rng, ln_8r: f64::NEG_INFINITY }
     }
 
     /// Give the packet its value: V_c(u·8R), u ~ U(0, 1).
@@ -265,8 +190,8 @@ impl FlowMarker {
     /// packet type (the emulator's router).
     #[inline]
     pub fn value_for(&mut self, wire_len: u32, now: Nanos) -> u32 {
-        if self.rate.on_packet(wire_len, now) {
-            let r = self.rate.rate_bytes_per_s();
+        if self.rate.add(&self.clock, wire_len, now) {
+            let r = self.rate.last();
             self.ln_8r = if r > 0.0 { LN_8 + ln(r) } else { f64::NEG_INFINITY };
         }
         // ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1).
@@ -320,39 +245,6 @@ mod tests {
         assert!(Tvf::check_curve(&[(1e6, 100.0), (1e5, 50.0)]).is_err());
         assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)]).unwrap_err().contains("positive"));
         assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)]).unwrap_err().contains("[1, 65535]"));
-    }
-
-    #[test]
-    fn the_rate_estimate_is_exact_for_a_constant_rate_and_decays_over_empty_slots() {
-        // 1500-byte packets every 120 µs = 12.5 MB/s; slots of 100 ms / 64 = 1.5625 ms.
-        let mut r = RateEstimator::new(DEFAULT_RATE_WINDOW_NS);
-        let d = (-1.0f64 / 64.0).exp();
-        // The first slot, [0, 1.5625 ms), holds the packets at 0, 0.12, …, 1.56 ms: 14 of them,
-        // and R = 0 until it ends; then R = 14·1500·(1 − D)/1.5625 ms.
-        let mut k = 0u64;
-        while k * 120_000 < 1_562_500 {
-            assert_eq!(r.on_packet(1500, k * 120_000), k == 0, "packet {k}");
-            assert_eq!(r.rate_bytes_per_s(), 0.0);
-            k += 1;
-        }
-        assert_eq!(k, 14);
-        assert!(r.on_packet(1500, k * 120_000));
-        let first = 21_000.0 * (1.0 - d) / 1.5625e-3;
-        assert!((r.rate_bytes_per_s() / first - 1.0).abs() < 1e-12, "{} vs {first}", r.rate_bytes_per_s());
-        // After 10 T_m the first slot's excess has decayed by e^−10; each slot holds 13 or 14
-        // packets (13.02 on average), and the estimate is their weighted mean: 12.5 MB/s within
-        // (1 − D)·1500 B/slot ≈ 15 kB/s per recent 14-packet slot, allow 0.3 %.
-        for k in 15..=8334u64 {
-            r.on_packet(1500, k * 120_000);
-        }
-        let steady = r.rate_bytes_per_s();
-        assert!((steady / 12.5e6 - 1.0).abs() < 3e-3, "{steady}");
-        // A pause of T_m (64 slots): the last slot before it is folded in, and the 63 or 64
-        // slots after it are empty: R falls to between e^(−65/64) and e^(−63/64) of its value.
-        let t_last = 8334 * 120_000u64;
-        r.on_packet(1500, t_last + DEFAULT_RATE_WINDOW_NS);
-        let f = r.rate_bytes_per_s() / steady;
-        assert!(f > (-65.0f64 / 64.0).exp() && f < (-63.0f64 / 64.0).exp(), "decayed to {f}");
     }
 
     #[test]
