@@ -85,7 +85,7 @@ pub struct Tvf {
 const CODES_PER_LN: f64 = PV_MAX as f64 / (LN_10 * 7.0);
 /// ln 10, correctly rounded (X_MAX / X_MIN = 10⁷).
 const LN_10: f64 = std::f64::consts::LN_10;
-/// ln 8, correctly rounded: bytes to bits.
+/// ln 8 = 3·ln 2 (to an ulp): bytes to bits.
 const LN_8: f64 = 3.0 * std::f64::consts::LN_2;
 
 impl Tvf {
@@ -245,6 +245,17 @@ mod tests {
         assert!(Tvf::check_curve(&[(1e6, 100.0), (1e5, 50.0)]).is_err());
         assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)]).unwrap_err().contains("positive"));
         assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)]).unwrap_err().contains("[1, 65535]"));
+    }
+
+    #[test]
+    fn a_flow_is_valued_at_pv_max_until_its_first_slot_ends() {
+        // R = 0 during the first slot (100 ms / 64 = 1.5625 ms): 1500-byte packets every
+        // 120 µs, the 14 sent in it get PV_MAX; then R ≈ 14 packets' worth over the slot
+        // (≈ 208 kB/s, 1.7 Mbit/s), and most of the next packets get less.
+        let mut m = FlowMarker::new(Tvf::log_linear(1.0), DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(9));
+        let values: Vec<u32> = (0..40u64).map(|k| m.value_for(1500, k * 120_000)).collect();
+        assert!(values[..14].iter().all(|&v| v == PV_MAX), "{values:?}");
+        assert!(values[14..].iter().filter(|&&v| v < PV_MAX).count() > 20, "{values:?}");
     }
 
     #[test]
