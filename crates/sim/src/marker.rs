@@ -26,7 +26,7 @@
 //! first slot R = 0, and its packets get PV_MAX. Every packet the sender puts on the wire
 //! counts, retransmissions included.
 //!
-//! Cost: every packet of a valued run is valued. A decay e^(−Δt/T_m) and logarithms of R and u
+//! Cost: every packet of a valued run is valued. A decay e^(−Δt/T_m) and a logarithm (of u·R)
 //! per packet cost ≈ 16 % of a whole TailDrop simulation at 1 Gbps; the common path takes none:
 //! - Within a slot, R and so ln R are fixed: one ln per slot, not per packet.
 //! - ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1), drawn by the ziggurat method
