@@ -1,13 +1,13 @@
-//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans): for CKCD's per-packet
-//! rate estimates, the packet-value marker's rate (crates/sim/src/marker.rs, one ln per slot of
-//! its estimator) and the ziggurat's wedges and tail ([`crate::ziggurat`]). CKCD takes a decay
-//! per packet in a chain (rate decay → rate → threshold) that nothing else in the packet's
-//! handling can overlap, so its latency is CKCD's cost; libm's results may also differ in the
-//! last bit between platforms, while these use only IEEE +, −, × and tables computed at compile
-//! time, so results are the same on every machine. Their error (≈ 1e−15 relative, checked
-//! against libm in the tests) is ten orders of magnitude below a value code's width.
-//! Polynomials are in Estrin's form (depth, not length, is what costs) on small arguments; ln's
-//! table is kept small (see `LN_BITS`) at the price of a longer polynomial.
+//! ln and e^−y without libm (and a one-instruction u64 → f64 for spans): for the slotted rate
+//! average ([`crate::rate`]: a decay per run of empty slots), the packet-value marker (one ln
+//! of the rate per slot, crates/sim/src/marker.rs), the ziggurat's wedges and tail
+//! ([`crate::ziggurat`]), and CKCD's spans. libm's results may differ in the last bit between
+//! platforms, while these use only IEEE +, −, × and tables computed at compile time, so results
+//! are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
+//! tests) is ten orders of magnitude below a value code's width. Polynomials are in Estrin's
+//! form (depth, not length, is what costs) on small arguments; ln's table is kept small (see
+//! `LN_BITS`) at the price of a longer polynomial: it was written when the marker took an ln
+//! per packet.
 
 /// Table bits of [`ln`]: the mantissa's top 4 bits pick one of 16 intervals of [1, 2). The
 /// table is 256 B, four cache lines that stay in L1 under the simulation's own traffic: with
@@ -99,21 +99,6 @@ const fn exp_neg_series(y: f64) -> f64 {
 #[inline]
 pub fn exp_neg(y: f64) -> f64 {
     debug_assert!(y >= 0.0, "exp_neg of {y}");
-    if y < 1.0 / 64.0 {
-        // A rate decayed over less than 1/64 of its time constant (nine in ten of CKCD's
-        // per-packet decays on scenario (a)): n < 64, so the first two table
-        // factors of [`exp_neg_tables`] are EXP_INT[0] = EXP_64[0] = 1 exactly and
-        // (1·1)·(t·p) = t·p — the same bits, two loads and two multiplications fewer.
-        let n = (y * 4096.0) as u32;
-        let f = y - n as f64 * (1.0 / 4096.0);
-        let p = (1.0 - f) + (f * f) * (0.5 - f * (1.0 / 6.0));
-        return EXP_4096[n as usize] * p;
-    }
-    exp_neg_tables(y)
-}
-
-/// [`exp_neg`] through all three tables.
-fn exp_neg_tables(y: f64) -> f64 {
     if y >= 64.0 || y.is_nan() {
         return 0.0;
     }
@@ -158,22 +143,6 @@ mod tests {
         assert_eq!(exp_neg(0.0), 1.0);
         assert!(ln(1.0).abs() < 1e-17);
         assert!((ln(1024.0) - 10.0 * std::f64::consts::LN_2).abs() < 1e-14);
-    }
-
-    #[test]
-    fn the_short_path_of_exp_neg_gives_the_three_table_bits() {
-        // Dense below 1/64 (every table step, and both sides of each), sparse above, the
-        // boundary itself, and what exp_neg maps to 0.
-        let mut ys: Vec<f64> = (0..200_000u32).map(|k| k as f64 / 200_000.0 * (1.0 / 64.0)).collect();
-        for n in 1..=64u32 {
-            let y = n as f64 / 4096.0;
-            ys.extend([y, f64::from_bits(y.to_bits() - 1), f64::from_bits(y.to_bits() + 1)]);
-        }
-        ys.extend((0..10_000u32).map(|k| 80.0 * (k as f64 / 10_000.0).powi(3)));
-        ys.extend([1.0 / 64.0, 64.0, 1e9, f64::INFINITY]);
-        for y in ys {
-            assert_eq!(exp_neg(y).to_bits(), exp_neg_tables(y).to_bits(), "y = {y:e}");
-        }
     }
 
     #[test]
