@@ -18,7 +18,7 @@ const LN_N: usize = 1 << LN_BITS;
 
 /// ln y for y in (1/2, 2), for the tables: 2·atanh(s), s = (y − 1)/(y + 1), |s| < 1/3, summed
 /// until the terms vanish (|s|^(2k+1)/(2k+1) < 2⁻⁶⁰ by k = 19).
-const fn ln_series(y: f64) -> f64 {
+pub(crate) const fn ln_series(y: f64) -> f64 {
     let s = (y - 1.0) / (y + 1.0);
     let s2 = s * s;
     let mut term = s;
@@ -82,7 +82,7 @@ const fn exp_table(step: f64) -> [f64; 64] {
 
 /// e^−y for y in [0, 64), for the tables: 1/Σ yᵏ/k! (all terms positive, so no cancellation;
 /// 250 terms leave less than 2⁻⁶⁰ of the sum at y = 63).
-const fn exp_neg_series(y: f64) -> f64 {
+pub(crate) const fn exp_neg_series(y: f64) -> f64 {
     let mut term = 1.0;
     let mut sum = 0.0;
     let mut k = 1;

@@ -11,7 +11,7 @@
 //! [`exp_neg`] once (the layer's wedge) or [`ln`] once (the tail beyond r), both ours, so the
 //! variates are the same on every machine. The tables are computed at compile time.
 
-use crate::math::{exp_neg, ln};
+use crate::math::{exp_neg, exp_neg_series, ln, ln_series};
 use crate::Rng;
 use rand_core::Rng as _;
 
@@ -19,17 +19,17 @@ use rand_core::Rng as _;
 /// exponential generator with 256 layers: r = 7.69711747013104972).
 const R: f64 = 7.697_117_470_131_05;
 /// v: the area of every layer, r·f(r) + ∫_r^∞ f = (r + 1)·e^(−r) for f(x) = e^(−x).
-const V: f64 = (R + 1.0) * exp_neg_const(R);
+const V: f64 = (R + 1.0) * exp_neg_series(R);
 
 /// x_0 = v / f(r) (the base strip's width, tail included), x_1 = r, x_(i+1) = f⁻¹(v / x_i +
 /// f(x_i)), x_256 = 0: layer i is the box [0, x_i] × [f(x_i), f(x_(i+1))].
 static X: [f64; 257] = {
     let mut x = [0.0; 257];
-    x[0] = V / exp_neg_const(R);
+    x[0] = V / exp_neg_series(R);
     x[1] = R;
     let mut i = 1;
     while i < 255 {
-        x[i + 1] = -ln_const(V / x[i] + exp_neg_const(x[i]));
+        x[i + 1] = -ln_const(V / x[i] + exp_neg_series(x[i]));
         i += 1;
     }
     x
@@ -40,7 +40,7 @@ static F: [f64; 257] = {
     let mut f = [0.0; 257];
     let mut i = 0;
     while i < 257 {
-        f[i] = exp_neg_const(X[i]);
+        f[i] = exp_neg_series(X[i]);
         i += 1;
     }
     f
@@ -68,22 +68,8 @@ pub fn exp1(rng: &mut Rng) -> f64 {
     }
 }
 
-/// e^−y for y ≥ 0 at compile time: 1/Σ yᵏ/k! (all terms positive; 250 terms reach 2⁻⁶⁰ of the
-/// sum for y < 64).
-const fn exp_neg_const(y: f64) -> f64 {
-    let mut term = 1.0;
-    let mut sum = 0.0;
-    let mut k = 1;
-    while k < 250 {
-        sum += term;
-        term *= y / k as f64;
-        k += 1;
-    }
-    1.0 / sum
-}
-
-/// ln w for w > 0 at compile time: w = 2^e·m with m in [0.75, 1.5), ln m = 2·atanh(s) for
-/// s = (m − 1)/(m + 1), |s| < 1/5, summed until the terms vanish.
+/// ln w for w > 0 at compile time: w = 2^e·m with m in [0.75, 1.5), inside the domain of
+/// [`ln_series`].
 const fn ln_const(w: f64) -> f64 {
     let (mut m, mut e) = (w, 0i32);
     while m < 0.75 {
@@ -94,17 +80,7 @@ const fn ln_const(w: f64) -> f64 {
         m *= 0.5;
         e += 1;
     }
-    let s = (m - 1.0) / (m + 1.0);
-    let s2 = s * s;
-    let mut term = s;
-    let mut sum = 0.0;
-    let mut k = 0;
-    while k < 30 {
-        sum += term / (2 * k + 1) as f64;
-        term *= s2;
-        k += 1;
-    }
-    2.0 * sum + e as f64 * std::f64::consts::LN_2
+    ln_series(m) + e as f64 * std::f64::consts::LN_2
 }
 
 #[cfg(test)]
