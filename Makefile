@@ -1,5 +1,5 @@
 # aqmlab — the two commands of the README, and helpers.
-#   make run    quick reproduction of a seed study (ckcd, seed 001), ending in its HTML report
+#   make run    quick reproduction of a seed study (ckcd: Liu et al., CKCD), ending in its HTML report
 #   make test   install what is needed, build the native module, run every test
 SHELL := /bin/bash
 PYTHON ?= python3

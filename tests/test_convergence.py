@@ -135,7 +135,7 @@ stop = "staggered(35s, 10s)"
 
 
 def test_flows_joining_and_leaving_in_turn_converge_after_each_event_under_fq_codel():
-    # Seed 001 Fig. 8's pattern with leaves: three CUBIC flows join at 0, 10, 20 s and leave at
+    # The pattern of Liu et al. (CKCD) Fig. 8, with leaves: three CUBIC flows join at 0, 10, 20 s and leave at
     # 35, 45, 55 s. Events with two or more flows after them: the joins at 10 and 20 s and the
     # leave at 35 s (two left); the leaves at 45 and 55 s leave one flow or none.
     res = aqmlab.run(parse_scenario(JOIN_LEAVE))

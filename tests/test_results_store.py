@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -32,6 +33,9 @@ def test_summary_shape_is_stable(tmp_path: Path) -> None:
     s = aqmlab.run(SMALL).summary
     assert {"aqmlab_version", "backend", "seed", "wall_time_s", "scenario", "metrics", "classes"} <= set(s)
     assert s["backend"] == "sim"
+    # The version is pyproject.toml's, the one place it is written.
+    with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as f:
+        assert s["aqmlab_version"] == tomllib.load(f)["project"]["version"]
     assert {"utilization", "jain", "goodput_bps", "sojourn_ms", "mark_ratio", "drop_ratio"} <= set(s["metrics"])
     assert set(s["metrics"]["sojourn_ms"]) == {"mean", "p50", "p99", "max"}
     assert {"name", "cc", "rtt_ms", "count", "goodput_bps", "rel_throughput", "jain", "mark_ratio", "drop_ratio"} <= set(s["classes"][0])

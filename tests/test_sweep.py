@@ -1,5 +1,5 @@
-"""Sweeps: grid expansion (the seed studies' run counts, worked by hand from DESIGN.md
-§Studies), expressions, resume after SIGKILL, corrupt-run detection, bad input."""
+"""Sweeps: grid expansion (the seed studies' run counts, worked by hand from the grids the
+papers describe), expressions, resume after SIGKILL, corrupt-run detection, bad input."""
 
 from __future__ import annotations
 
@@ -48,16 +48,16 @@ def sweep_text(extra: str) -> str:
 
 
 def test_each_study_expands_to_the_runs_its_paper_describes():
-    # ckcd (seed 001): AQM {taildrop, red, codel, choke, ckcd} × mixes {bbr+cubic,
+    # ckcd (Liu et al. (CKCD)): AQM {taildrop, red, codel, choke, ckcd} × mixes {bbr+cubic,
     # bbr+cubic+reno, 5+5+5, 5 cubic joining, 5 bbr joining} = 5 × 5.
     assert aqmlab.load_sweep(study_path("ckcd")).size() == 5 * 5
-    # dualq (seed 002): 0–10 DCTCP × 0–10 Cubic without 0+0 = 11·11 − 1 = 120, × 4 AQMs; and
+    # dualq (De Schepper et al. (DualQ)): 0–10 DCTCP × 0–10 Cubic without 0+0 = 11·11 − 1 = 120, × 4 AQMs; and
     # the dynamic runs: 2 arrival rates × 4 AQMs beside 1 DCTCP + 1 Cubic.
     assert aqmlab.load_sweep(study_path("dualq")).size() == (11 * 11 - 1) * 4 + 2 * 4
-    # fejes2019 (seed 004): single-RTT C(3) × RTT(2) × N(4) × mix(3) × AQM(4) × f(6) = 1728;
+    # fejes2019 (Fejes et al. 2019): single-RTT C(3) × RTT(2) × N(4) × mix(3) × AQM(4) × f(6) = 1728;
     # multi-RTT mixes (5) × C(3) × AQM(4) × f(6) = 360.
     assert aqmlab.load_sweep(study_path("fejes2019")).size() == 3 * 2 * 4 * 3 * 4 * 6 + 5 * 3 * 4 * 6
-    # fejes2020 (seed 003): single-RTT C(2) × RTT(2) × N(5) × mix(3) × AQM(3) × K(7) ×
+    # fejes2020 (Fejes et al. 2020): single-RTT C(2) × RTT(2) × N(5) × mix(3) × AQM(3) × K(7) ×
     # buffer(2) = 2520, + TailDrop reference C × RTT × N × mix = 60; multi-RTT mixes (6) ×
     # C(2) × AQM(3) × K(9) × buffer(2) = 648, + TailDrop reference 6 × 2 = 12.
     assert aqmlab.load_sweep(study_path("fejes2020")).size() == 2 * 2 * 5 * 3 * 3 * 7 * 2 + 2 * 2 * 5 * 3 + 6 * 2 * 3 * 9 * 2 + 6 * 2

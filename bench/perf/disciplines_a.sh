@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scenario (a) with each discipline against TailDrop (issue 4's budget: ≤ 1.25× TailDrop).
+# Scenario (a) with each discipline against TailDrop (the budget: ≤ 1.25× TailDrop).
 #
 #   bench/perf/disciplines_a.sh wall ROUNDS KIND...    # CPU time, rounds alternating all kinds
 #   bench/perf/disciplines_a.sh model KIND...          # callgrind with cache and branch models

@@ -23,9 +23,4 @@ from ._convergence import convergence, windowed_jain
 from ._harm import harm
 from ._emulate import emulate
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "validate_file", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "emulate", "__version__"]
-
-
-def validate_file(path: str) -> Scenario:
-    """Load and fully validate a scenario file (including the engine's own checks)."""
-    return load_scenario(path)
+__all__ = ["Scenario", "ScenarioError", "load_scenario", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "emulate", "__version__"]

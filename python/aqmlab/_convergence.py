@@ -1,5 +1,5 @@
-"""Convergence: how long after a flow joins or leaves the shares settle (issue "Traffic beyond
-bulk flows" §5; seed 001 Fig. 8's flows joining in turn).
+"""Convergence: how long after a flow joins or leaves the shares settle (the flows of Liu et al.
+(CKCD) Fig. 8 join in turn).
 
 Definition (documented, configurable): at each time-series sample t, the *windowed Jain index*
 is Jain's index over the flows active at t of their mean throughput over (t − window, t]. A

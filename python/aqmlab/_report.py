@@ -4,13 +4,15 @@ for papers.
 
 Figures (each only where the sweep has the data):
 - facet grids of Jain's index, utilization, relative throughput per class and ECN-mark ratio
-  per class over the report's x parameter, faceted by its `col` and `row` parameters (seeds
-  003/004, Figures 1–18 and Fig. 10);
-- mean and max queueing delay relative to the AQM's target (seed 003);
-- per-flow throughput over time for one run per facet cell (seeds 001, 002);
-- queue-delay CDFs per run (seed 002);
-- completion time over flow size and slowdown CDFs (seed 002's dynamic runs);
-- convergence where runs have joins or leaves (seed 001 Fig. 8): the windowed Jain index over
+  per class over the report's x parameter, faceted by its `col` and `row` parameters (the
+  figures of Fejes et al. 2019 and 2020; ECN marks as Fejes et al. 2020 Fig. 10);
+- mean and max queueing delay relative to the AQM's target (Fejes et al. 2020);
+- per-flow throughput over time for one run per facet cell (Liu et al. (CKCD), De Schepper et
+  al. (DualQ));
+- queue-delay CDFs per run (De Schepper et al. (DualQ));
+- completion time over flow size and slowdown CDFs (the dynamic runs of De Schepper et al.
+  (DualQ));
+- convergence where runs have joins or leaves (Liu et al. (CKCD) Fig. 8): the windowed Jain index over
   time with the join and leave times marked, and the convergence time of each event.
 
 `aqmlab harm` directories get a page of their own (`write_harm_report`): the harm table and a
@@ -290,7 +292,7 @@ def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, c
 
 
 def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str]) -> None:
-    """FCT over flow size (log–log, as seed 002) and slowdown CDFs, for runs with finite flows."""
+    """FCT over flow size (log–log, as De Schepper et al. (DualQ)) and slowdown CDFs, for runs with finite flows."""
     tables = []
     for _, r in runs.iterrows():
         f = pq.read_table(d / "runs" / r["run"] / "fct.parquet").to_pandas()

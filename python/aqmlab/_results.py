@@ -1,4 +1,4 @@
-"""Run results: a summary (DESIGN.md §Results store) and tables as pandas DataFrames, saved
+"""Run results: a summary (docs/design.md §Results store) and tables as pandas DataFrames, saved
 atomically as ``summary.json`` plus one Parquet file per table."""
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import time
+import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,7 +15,25 @@ from ._scenario import Scenario, load_scenario
 
 __all__ = ["run", "VERSION"]
 
-VERSION = "0.1.0"
+
+def _version() -> str:
+    """aqmlab's version, written once, in pyproject.toml: the installed distribution's
+    metadata carries it. A source tree run without installing (`PYTHONPATH=python`, with the
+    native module built and copied in) has no metadata, so there it is read from the
+    pyproject.toml beside the package; a lone copy of the package has neither."""
+    try:
+        return metadata.version("aqmlab")
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as f:
+            project = tomllib.load(f)["project"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+    return str(project["version"]) if project.get("name") == "aqmlab" else "unknown"
+
+
+VERSION = _version()
 
 
 def _json_safe(x: Any) -> Any:

@@ -67,10 +67,10 @@ def studies() -> None:
     from ..studies import STUDIES, study_path
 
     t = Table(title="seed studies (aqmlab reproduce NAME [--quick])", title_justify="left")
-    for col in ("study", "seed", "runs", "quick runs", "what"):
+    for col in ("study", "paper", "runs", "quick runs", "what"):
         t.add_column(col, justify="right" if "runs" in col else "left")
-    for name, (seed, what) in STUDIES.items():
+    for name, (paper, what) in STUDIES.items():
         full = load_sweep(study_path(name)).size()
         quick = load_sweep(study_path(name), quick=True).size()
-        t.add_row(name, seed, str(full), str(quick), what)
+        t.add_row(name, paper, str(full), str(quick), what)
     out.print(t)
