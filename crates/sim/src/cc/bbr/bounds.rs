@@ -19,8 +19,9 @@ pub const BW_PROBE_CRUISE: usize = 2;
 pub const BW_PROBE_REFILL: usize = 3;
 
 /// `enum bbr_ack_phase`: how the incoming ACKs relate to bandwidth probing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AckPhase {
+    #[default]
     Init,
     Refilling,
     ProbeStarting,
@@ -41,7 +42,7 @@ pub fn zero_rs() -> RateSample {
 }
 
 /// The fields v2 added to `struct bbr` (v3 kept them, and added the last three).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct State {
     pub probe_rtt_min_us: u32,
     pub probe_rtt_min_stamp: u32,
@@ -99,47 +100,17 @@ pub struct State {
 }
 
 impl State {
-    /// The state `bbr_init` leaves for v2's fields.
+    /// v2's fields before `bbr_init`: bounds and probe counters unset, α at its initial value.
     pub fn new(ecn_alpha_init: u32) -> Self {
         State {
             probe_rtt_min_us: UNSET,
-            probe_rtt_min_stamp: 0,
-            max_bw: [0; 2],
             bw_lo: UNSET,
             bw_hi: UNSET,
             inflight_lo: UNSET,
             inflight_hi: UNSET,
-            bw_latest: 0,
-            inflight_latest: 0,
-            undo_bw_lo: 0,
-            undo_inflight_lo: 0,
-            undo_inflight_hi: 0,
-            bw_probe_up_rounds: 0,
             bw_probe_up_cnt: UNSET,
-            bw_probe_up_acks: 0,
-            probe_wait_us: 0,
-            rounds_since_probe: 0,
-            try_fast_path: false,
-            got_ok_bw_probe_sample: false,
-            bw_probe_samples: false,
-            prev_probe_too_high: false,
-            stopped_risky_probe: false,
-            ack_phase: AckPhase::Init,
-            loss_round_delivered: 0,
-            loss_round_start: false,
-            loss_in_round: false,
-            ecn_in_round: false,
-            loss_in_cycle: false,
-            ecn_in_cycle: false,
-            loss_events_in_round: 0,
-            startup_ecn_rounds: 0,
-            ecn_eligible: false,
             ecn_alpha: ecn_alpha_init,
-            alpha_last_delivered: 0,
-            alpha_last_delivered_ce: 0,
-            full_bw_now: false,
-            initialized: false,
-            cwr_entered_this_ack: false,
+            ..State::default()
         }
     }
 }
@@ -200,42 +171,19 @@ pub trait Bounded: Version<State = State> {
 }
 
 impl<P: Bounded> Bbr<P> {
-    /// The part of `bbr_init` for v2's fields.
+    /// `bbr_init` for v2's model: the common part, then v2's fields (v3's `initialized` set).
     pub(super) fn init_bounds(&mut self, tp: &mut TcpState) {
         self.init_cwnd = tp.cwnd.min(0x7F);
         self.prior_cwnd = tp.prior_cwnd;
-        self.v.probe_rtt_min_us = tp.min_rtt_us;
-        self.v.probe_rtt_min_stamp = tp.jiffies();
         self.init_common(tp);
-        self.v.try_fast_path = false;
-        // Start sampling ECN mark rate after the first full flight is ACKed.
-        self.v.loss_round_delivered = (tp.delivered as u32).wrapping_add(1);
-        self.v.loss_round_start = false;
-        self.v.undo_bw_lo = 0;
-        self.v.undo_inflight_lo = 0;
-        self.v.undo_inflight_hi = 0;
-        self.v.loss_events_in_round = 0;
-        self.v.startup_ecn_rounds = 0;
-        self.reset_congestion_signals();
-        self.v.bw_lo = UNSET;
-        self.v.bw_hi = UNSET;
-        self.v.max_bw = [0; 2];
-        self.v.inflight_lo = UNSET;
-        self.v.inflight_hi = UNSET;
-        self.v.bw_probe_up_cnt = UNSET;
-        self.v.bw_probe_up_acks = 0;
-        self.v.bw_probe_up_rounds = 0;
-        self.v.probe_wait_us = 0;
-        self.v.stopped_risky_probe = false;
-        self.v.got_ok_bw_probe_sample = false;
-        self.v.ack_phase = AckPhase::Init;
-        self.v.rounds_since_probe = 0;
-        self.v.bw_probe_samples = false;
-        self.v.prev_probe_too_high = false;
-        self.v.ecn_eligible = false;
-        self.v.ecn_alpha = self.params.ecn_alpha_init();
-        self.v.alpha_last_delivered = 0;
-        self.v.alpha_last_delivered_ce = 0;
+        self.v = State {
+            probe_rtt_min_us: tp.min_rtt_us,
+            probe_rtt_min_stamp: tp.jiffies(),
+            // Start sampling ECN mark rate after the first full flight is ACKed.
+            loss_round_delivered: (tp.delivered as u32).wrapping_add(1),
+            initialized: true,
+            ..State::new(self.params.ecn_alpha_init())
+        };
     }
 
     /// `bbr_tso_segs_generic` with the 64 KB `gso_max_size`: ~1 ms of data at the pacing rate

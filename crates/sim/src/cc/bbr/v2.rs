@@ -368,7 +368,6 @@ impl CongestionControl for Bbr2 {
     fn init(&mut self, tp: &mut TcpState) {
         self.next_rtt_delivered = 0;
         self.init_bounds(tp);
-        self.v.initialized = true;
         self.update_gains();
     }
 

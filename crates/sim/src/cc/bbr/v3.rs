@@ -12,78 +12,46 @@
 //!
 //! # Differences from BBRv2 (google/bbr v2alpha tcp_bbr2.c)
 //!
-//! 1. **STARTUP gains** (`bbr_update_gains`, `bbr_init_pacing_rate_from_rtt`): pacing gain
-//!    `high_gain` 2.885 (739/256) → `startup_pacing_gain` 4·ln 2 ≈ 2.77 (710/256); cwnd gain
-//!    2.885 → `startup_cwnd_gain` 2.0 (512/256). DRAIN keeps 1/2.885 (88/256) pacing but
-//!    its cwnd gain follows startup_cwnd_gain, so it is 2.0 instead of 2.885.
-//! 2. **PROBE_BW gains** (`bbr_pacing_gain[]`, `bbr_update_gains`): DOWN paces at 0.91
-//!    (232/256) instead of 0.75 (192/256); the 8-entry v1 array becomes 4 entries
-//!    (UP/DOWN/CRUISE/REFILL); in UP the cwnd gain is `cwnd_gain + bw_probe_cwnd_gain·¼` =
-//!    2.25 instead of 2.0.
-//! 3. **Bandwidth filter and bound** (`bbr_max_bw`, `bbr_bw`, `bbr_take_max_bw_sample`,
-//!    `bbr_advance_max_bw_filter`, `bbr_adapt_upper_bounds`): v2 had a two-slot `max_bw[2]`
-//!    plus a separate upper bound `bw_hi` (raised by good samples, cut by ECN on a probe) and
-//!    used `bw = min(max_bw, bw_lo, bw_hi)`; v3 renames the two-slot filter to `bw_hi[2]`,
-//!    drops the separate bound and `got_ok_bw_probe_sample`, and uses
-//!    `bw = min(max(bw_hi[0], bw_hi[1]), bw_lo)`.
-//! 4. **Full-bandwidth detection** (`bbr_check_full_bw_reached`, `bbr_reset_full_bw`): v2
-//!    compared the filtered `max_bw` with 1.25·`full_bw` once per round and stopped for good
-//!    once full_bw_reached; v3 compares **every** bandwidth sample (any sample ≥ 1.25·full_bw
-//!    resets the count), counts on round starts, and keeps a re-armable `full_bw_now`
-//!    plateau flag that is reset by `bbr_start_bw_probe_up`, `bbr_set_state(Loss)` and
-//!    `bbr_undo_cwnd`.
-//! 5. **PROBE_UP exit** (`bbr_update_cycle_phase`, `bbr_start_bw_probe_up`): v2 left UP when
-//!    ≥ 1 min_rtt had elapsed and inflight ≥ `bw_probe_pif_gain`·BDP (1.25, "queue built");
-//!    v3 removes `bw_probe_pif_gain` and leaves UP on a bandwidth plateau (`full_bw_now`: 3
-//!    rounds without 25 % growth since UP began with `full_bw` = that ACK's sample), except
-//!    while inflight_hi is what limits growth (cwnd-limited with cwnd ≥ inflight_hi), which
-//!    re-arms the detector.
-//! 6. **ECN gating** (`bbr_can_use_ecn`, `bbr_update_ecn_alpha`, `bbr_main`, `bbr_init`): v2
-//!    used ECN when the global module parameter `ecn_enable` (default off) was set and
-//!    min_rtt ≤ ecn_max_rtt_us, and updated α whenever `ecn_factor` ≠ 0; v3 requires ECN
-//!    negotiated (`TCP_ECN_OK`) **and** the route feature `ecn_low` (`TCP_ECN_LOW`) **and**
-//!    `ecn_factor` ≠ 0 **and** min_rtt ≤ ecn_max_rtt_us, checks eligibility before the
-//!    Δdelivered = 0 early return, updates α only when eligible (or for PLB), only counts
-//!    `rs.is_ece` in `ecn_in_round` when eligible, and sets `TCP_ECN_ECT_PERMANENT`.
-//! 7. **ECN responses** (`bbr_adapt_lower_bounds`, `bbr_ecn_lower_bounds`,
-//!    `bbr_handle_inflight_too_high`, `bbr_is_inflight_too_high`): v2 cut `bw_lo` as well as
-//!    `inflight_lo` on ECN (`ecn_bw_lo`) and cut `bw_hi` on a too-high probe (`ecn_bw_hi`);
-//!    v3 cuts only `inflight_lo` by (1 − ecn_factor·α). The CE-ratio test becomes strict:
-//!    `delivered_ce > delivered·ecn_thresh` (v2 `>=`). `ecn_reprobe_gain` defaults to 0.5
-//!    (v2: 0, disabled).
-//! 8. **STARTUP loss exit** (`bbr_check_loss_too_high_in_startup`,
-//!    `bbr_handle_queue_too_high_in_startup`): `full_loss_cnt` 8 → 6 loss events per round,
-//!    and the inflight_hi set on a loss/ECN STARTUP exit becomes max(BDP, inflight_latest)
-//!    instead of the BDP alone.
-//! 9. **Latest-delivery signals and TLP** (`bbr_update_latest_delivery_signals`,
-//!    `bbr_advance_latest_delivery_signals`, `bbr_run_loss_probe_recovery`,
-//!    `bbr_cwnd_event(CA_EVENT_TLP_RECOVERY)`, `bbr_note_loss`): v2 updated and restarted
-//!    `bw_latest`/`inflight_latest` inside `bbr2_update_congestion_signals`; v3 updates them
-//!    before the fast path and restarts them at the end of `bbr_main`, **not** on an ACK that
-//!    covers a TLP retransmission (`rs.is_acking_tlp_retrans_seq`), and treats a loss
-//!    repaired by a TLP as a loss (note_loss, plus a one-segment "too high?" check while
-//!    probing; `loss_probe_recovery`).
-//! 10. **Reno-coexistence probe time** (`bbr_is_reno_coexistence_probe_time`): rounds =
-//!     min(bw_probe_max_rounds, target_inflight); v2's `bw_probe_reno_gain` factor is gone.
-//! 11. **cwnd budget and TSO** (`bbr_quantization_budget`, `bbr_tso_segs_generic`): v2's
-//!     `cwnd_tso_budget` choice (padding vs flooring), `usage_based_cwnd`, `refill_add_inc`,
-//!     `drain_to_target` and `extra_acked_in_startup` switches are gone (v3 always floors
-//!     cwnd at max(3·tso_segs_goal, 4), adds 2 in UP, drains to target, uses extra_acked in
-//!     STARTUP); the TSO floor is `sysctl_tcp_min_tso_segs` (2) instead of v2's
-//!     1-or-2-by-rate `bbr_min_tso_segs`, with 64 KB `GSO_LEGACY_MAX_SIZE`.
-//! 12. **inflight_hi growth** (`bbr_probe_inflight_hi_upward`): when not using inflight_hi v3
-//!     just returns (v2 also zeroed `bw_probe_up_acks`); a raised inflight_hi clears
-//!     `try_fast_path`.
-//! 13. **min_rtt filter** (`bbr_update_min_rtt`): a sample refreshes `probe_rtt_min_us` only
-//!     if strictly lower (v2 `<=`), so an unchanged RTT no longer postpones PROBE_RTT.
-//! 14. **Loss/undo hooks** (`bbr_set_state`, `bbr_undo_cwnd`, `bbr_skb_marked_lost`): on RTO
-//!     v3 resets the whole full-bw detector and seeds inflight_lo with max(cwnd, prior_cwnd)
-//!     (v2: prior_cwnd); undo always reverts (v2 `undo` parameter) and also clears
-//!     `full_bw_now`; the per-lost-skb sample no longer carries `delivered_ce`.
-//! 15. **DRAIN exit and init** (`bbr_check_drain`, `bbr_init`): v3 enters PROBE_BW DOWN
-//!     inside `bbr_check_drain` (v2 via the `bbr2_check_drain` wrapper); `bbr_init` starts the
-//!     round counter at `tp->delivered` (v2: 0). PLB (`bbr_plb`) is new in v3 (not ported,
-//!     see below).
+//! 1. **Gains** (`bbr_update_gains`, `bbr_pacing_gain[]`): STARTUP paces at
+//!    `startup_pacing_gain` 4·ln 2 ≈ 2.77 (710/256, v2 2.885) with cwnd gain 2.0 (v2 2.885),
+//!    which DRAIN keeps; DOWN paces at 0.91 (232/256, v2 0.75); in UP the cwnd gain is
+//!    `cwnd_gain + bw_probe_cwnd_gain·¼` = 2.25 (v2 2.0). The pacing gains are four (one per
+//!    phase) instead of v1's 8-entry array.
+//! 2. **Bandwidth** (`bbr_bw`, `bbr_adapt_upper_bounds`): v3 renames the two-slot max filter
+//!    `bw_hi[2]` and drops v2's separate bound `bw_hi` and `got_ok_bw_probe_sample`:
+//!    `bw = min(max_bw, bw_lo)` (v2 `min(max_bw, bw_lo, bw_hi)`).
+//! 3. **Full-bandwidth detection** (`bbr_check_full_bw_reached`, `bbr_reset_full_bw`): every
+//!    sample ≥ 1.25·full_bw re-arms the detector (v2: max_bw once per round); rounds count on
+//!    round starts; the plateau flag `full_bw_now` is re-armable (reset by
+//!    `bbr_start_bw_probe_up`, `bbr_set_state(Loss)` and `bbr_undo_cwnd`).
+//! 4. **PROBE_UP exit** (`bbr_update_cycle_phase`): on a bw plateau since UP began, unless
+//!    inflight_hi is what limits growth (then the detector re-arms); v2 left UP once inflight
+//!    reached `bw_probe_pif_gain`·BDP after a min_rtt.
+//! 5. **ECN gating** (`bbr_can_use_ecn`, `bbr_update_ecn_alpha`, `bbr_main`): ECN needs the
+//!    negotiated ECN **and** the route feature `ecn_low` (`TCP_ECN_LOW`) **and** `ecn_factor`
+//!    ≠ 0 **and** min_rtt ≤ ecn_max_rtt_us (v2: the module parameter `ecn_enable`); α and
+//!    `ecn_in_round` are updated only while eligible; `TCP_ECN_ECT_PERMANENT` is set.
+//! 6. **ECN responses** (`bbr_adapt_lower_bounds`, `bbr_handle_inflight_too_high`,
+//!    `bbr_is_inflight_too_high`): only inflight_lo is cut, by (1 − ecn_factor·α) (v2 also
+//!    bw_lo and bw_hi); the CE-ratio test is strict (`>`, v2 `>=`); `ecn_reprobe_gain`
+//!    defaults to 0.5 (v2 0, disabled).
+//! 7. **STARTUP loss exit**: `full_loss_cnt` 6 (v2 8); inflight_hi becomes max(BDP,
+//!    inflight_latest) (v2 the BDP).
+//! 8. **Latest-delivery signals and TLP** (`bbr_update_latest_delivery_signals`,
+//!    `bbr_advance_latest_delivery_signals`, `bbr_run_loss_probe_recovery`): updated before
+//!    the fast path and restarted at the end of `bbr_main`, not on an ACK of a TLP
+//!    retransmission; a loss repaired by a TLP counts as a loss (v2: both inside
+//!    `bbr2_update_congestion_signals`, no TLP handling).
+//! 9. **Fixed choices** (the [`Bounded`] parameters): Reno-coexistence rounds =
+//!    min(bw_probe_max_rounds, target_inflight); cwnd floored at max(3·tso_segs_goal, 4) with
+//!    the aggregation allowance also in STARTUP and DOWN draining to target; no
+//!    `usage_based_cwnd` or `refill_add_inc`; TSO floor `sysctl_tcp_min_tso_segs` (2, v2 1 or 2
+//!    by rate); inflight_hi growth keeps its ACK count while not cwnd-limited and leaves the
+//!    fast path; probe_rtt_min refreshed only by a strictly lower RTT (v2 `<=`); bw_lo ≥ 1.
+//! 10. **Loss/undo hooks** (`bbr_set_state`, `bbr_undo_cwnd`): on RTO the whole full-bw
+//!     detector resets and inflight_lo is seeded with max(cwnd, prior_cwnd) (v2 prior_cwnd);
+//!     undo always reverts (v2 `undo` parameter). `bbr_init` starts the round counter at
+//!     `tp->delivered` (v2 0). PLB (`bbr_plb`) is new (not ported, see below).
 //!
 //! # Deviations
 //!
@@ -573,11 +541,9 @@ impl CongestionControl for Bbr3 {
 
     /// `bbr_init`.
     fn init(&mut self, tp: &mut TcpState) {
-        self.v.initialized = true;
         self.next_rtt_delivered = tp.delivered as u32;
         self.init_bounds(tp);
         self.reset_full_bw();
-        self.v.cwr_entered_this_ack = false;
         // tp->fast_ack_mode and TCP_ECN_ECT_PERMANENT: receiver/codepoint side, see ecn_use().
     }
 
