@@ -2,8 +2,8 @@
 //! the bounds learned from loss and ECN — `inflight_hi` (long-term, cut when a bandwidth probe
 //! sees too much loss or ECN) and `inflight_lo`/`bw_lo` (short-term, cut once per round while
 //! not probing) — the two-slot max-bw filter spanning the last two probe cycles, the ECN α,
-//! and PROBE_BW as the four-phase machine DOWN → CRUISE → REFILL → UP (draft-ietf-ccwg-bbr
-//! §4.3.3). Methods carry the v3 function names (`bbr_*`; v2 spells the new ones `bbr2_*`);
+//! and PROBE_BW as the four-phase machine DOWN → CRUISE → REFILL → UP (draft-ietf-ccwg-bbr,
+//! "ProbeBW"). Methods carry the v3 function names (`bbr_*`; v2 spells the new ones `bbr2_*`);
 //! where the two sources differ slightly the version's [`Bounded`] parameters say how.
 
 use super::{after, before, Bbr, Mode, Version, BBR_SCALE, BBR_UNIT, BW_UNIT, GSO_MAX_SIZE, MAX_TCP_HEADER, PACING_SHIFT};
