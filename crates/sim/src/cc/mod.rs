@@ -13,8 +13,7 @@
 //! (the simulator numbers segments, not bytes); times in the units their names say.
 
 pub mod bbr;
-pub mod bbr2;
-pub mod bbr3;
+pub use bbr::{v2 as bbr2, v3 as bbr3};
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;

@@ -1,7 +1,8 @@
-//! BBR v1 as mainline Linux runs it: net/ipv4/tcp_bbr.c (torvalds/linux at commit
+//! BBRv1 as mainline Linux runs it: net/ipv4/tcp_bbr.c (torvalds/linux at commit
 //! 02dc96ef6c25; Cardwell et al., "BBR: Congestion-Based Congestion Control", ACM Queue 14(5),
-//! 2016; ../shared/reference/cc.md §5), ported function by function with its fixed-point
-//! arithmetic: bandwidth in packets/µs << 24 (`BW_SCALE`), gains in 1/256 (`BBR_SCALE`).
+//! 2016; draft-cardwell-iccrg-bbr-congestion-control-00), ported function by function with its
+//! fixed-point arithmetic. The functions v2 and v3 kept are in [`super`]; this file has v1's
+//! parameters and the functions only v1 has.
 //!
 //! On every ACK (`bbr_main`) BBR updates its model of the path — the windowed maximum delivery
 //! rate over 10 round trips (`bbr_update_bw`, fed by the core's tcp_rate.c samples) and the
@@ -13,12 +14,9 @@
 //! (`bbr_lt_bw_sampling`). It owns cwnd and the pacing rate (`cong_control`); the core's PRR
 //! and `ssthresh` reductions do not apply.
 //!
-//! Deviations, each deliberate:
-//! - `tcp_jiffies32` is a 1 ms clock (HZ = 1000).
-//! - The random start phase of the gain cycle (`prandom_u32_max`) comes from the flow's seeded
-//!   stream, so runs are reproducible.
-//! - `sk_max_pacing_rate` and `snd_cwnd_clamp` are unlimited (socket defaults).
-//! - `rs.is_ack_delayed` is the core's approximation of `FLAG_ACK_MAYBE_DELAYED`.
+//! Deviations, each deliberate: the random start phase of the gain cycle (`prandom_u32_max`)
+//! comes from the flow's seeded stream; `rs.is_ack_delayed` is the core's approximation of
+//! `FLAG_ACK_MAYBE_DELAYED`.
 //!
 //! Two later mainline fixes are applied (the indexed copy predates them): the min-RTT filter
 //! takes only samples *below* the minimum (`<`, upstream 1b9e2a8c99a5 "tcp: only postpone
@@ -26,31 +24,21 @@
 //! enters PROBE_RTT every 10 s; and `bbr_init` starts the round counter at `tp->delivered`
 //! (the u32-wrap fix of 2022).
 
-use rand_core::Rng as _;
 use serde::{Deserialize, Serialize};
 
-use super::{CaEvent, CaState, CcProbe, CongestionControl, RateSample, TcpState};
+use super::{after, before, forward, min_tso_segs_by_rate, rate_bytes_per_sec, Mode, Version, BBR_SCALE, BBR_UNIT, BW_UNIT, GSO_MAX_SIZE, MAX_TCP_HEADER, PACING_SHIFT};
+use crate::cc::{CaEvent, CaState, CcProbe, CongestionControl, RateSample, TcpState};
 use crate::tcp::minmax::MinMax;
 
 pub const SOURCE: &str = "Linux net/ipv4/tcp_bbr.c (mainline BBRv1, incl. 1b9e2a8c99a5 min_rtt '<' fix)";
 
-/// `BW_SCALE`: bandwidth is packets per µs << 24 (≈ 715 bit/s per unit at 1500 B).
-pub const BW_SCALE: u32 = 24;
-pub const BW_UNIT: u64 = 1 << BW_SCALE;
-/// `BBR_SCALE`: gains and fractions in 1/256.
-pub const BBR_SCALE: u32 = 8;
-pub const BBR_UNIT: u32 = 1 << BBR_SCALE;
+/// BBRv1's connection state.
+pub type Bbr = super::Bbr<Params>;
+
 /// `CYCLE_LEN`: phases of the PROBE_BW pacing-gain cycle.
 const CYCLE_LEN: usize = 8;
 /// `TCP_INIT_CWND` (include/net/tcp.h).
 const TCP_INIT_CWND: u32 = 10;
-/// `GSO_MAX_SIZE − 1 − MAX_TCP_HEADER` of `bbr_tso_segs_goal`: 65536 − 1 − 320 (x86-64:
-/// `MAX_TCP_HEADER` = L1_CACHE_ALIGN(128 + MAX_HEADER) = 320).
-const TSO_GOAL_MAX_BYTES: u64 = 65_536 - 1 - 320;
-/// `sk_pacing_shift` default (10: ≈ 1 ms of data per TSO skb).
-const PACING_SHIFT: u32 = 10;
-/// `bbr_ack_epoch_acked_reset_thresh` = 2^20 and the 20-bit width of `ack_epoch_acked`.
-const ACK_EPOCH_ACKED_RESET_THRESH: u32 = 1 << 20;
 
 /// The module's tunables: the `static const` parameters of tcp_bbr.c with their values. Gains
 /// and fractions are in 1/256 (`BBR_UNIT`) as in the source.
@@ -170,73 +158,14 @@ impl Params {
     }
 }
 
-/// `enum bbr_mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Ramp up the sending rate rapidly to fill the pipe.
-    Startup,
-    /// Drain any queue created during startup.
-    Drain,
-    /// Discover and share bandwidth: pace around the estimated bw.
-    ProbeBw,
-    /// Cut inflight to the minimum to probe min_rtt.
-    ProbeRtt,
-}
-
-/// ceil(bw · min_rtt · gain) in packets, rounded up "to avoid a negative feedback loop"
-/// (`bbr_bdp`, v1 and v2 alike).
-pub(crate) fn bdp_packets(bw: u32, min_rtt_us: u32, gain: u32) -> u32 {
-    let w = bw as u64 * min_rtt_us as u64;
-    ((w * gain as u64) >> BBR_SCALE).div_ceil(BW_UNIT) as u32
-}
-
-/// `bbr_rate_bytes_per_sec`: a rate in packets/µs ≪ 24 with a gain and a pacing margin, in
-/// bytes/s; the order of operations avoids u64 overflow up to 2.9 Tbit/s. (v2 floors it at 1.)
-pub(crate) fn rate_bytes_per_sec(mss: u32, rate: u64, gain: u32, margin_percent: u64) -> u64 {
-    let mut rate = rate * mss as u64;
-    rate *= gain as u64;
-    rate >>= BBR_SCALE;
-    rate *= 1_000_000 / 100 * (100 - margin_percent);
-    rate >> BW_SCALE
-}
-
-/// `before(a, b)` on u32 sequence-like counters (shared with BBRv2).
-#[inline]
-pub(crate) fn before(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-
-/// `after(a, b)` on u32 jiffies.
-#[inline]
-pub(crate) fn after(a: u32, b: u32) -> bool {
-    before(b, a)
-}
-
-/// `struct bbr`.
-#[derive(Clone, Debug)]
-pub struct Bbr {
-    pub params: Params,
-    rng: aqm::Rng,
-    /// Min RTT in the `min_rtt_win_sec` window, µs.
-    pub min_rtt_us: u32,
-    /// When min_rtt_us was taken, jiffies.
-    min_rtt_stamp: u32,
-    /// End time of PROBE_RTT, jiffies (0: not yet at the minimum inflight).
-    probe_rtt_done_stamp: u32,
-    /// Max recent delivery rate, packets/µs << 24, over `bw_rtts` rounds.
+/// The fields of `struct bbr` only v1 has.
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    /// Max recent delivery rate, packets/µs << 24, over `bw_rtts` rounds (`lib/win_minmax.c`).
     bw: MinMax,
     /// Packet-timed rounds elapsed.
     pub rtt_cnt: u32,
-    /// `tx.delivered` at the end of the current round.
-    next_rtt_delivered: u32,
-    /// Start of the current gain-cycle phase, µs.
-    cycle_mstamp: u64,
-    pub mode: Mode,
-    prev_ca_state: CaState,
     packet_conservation: bool,
-    round_start: bool,
-    idle_restart: bool,
-    probe_rtt_round_done: bool,
     lt_is_sampling: bool,
     lt_rtt_cnt: u32,
     lt_use_bw: bool,
@@ -246,191 +175,61 @@ pub struct Bbr {
     /// ms.
     lt_last_stamp: u32,
     lt_last_lost: u32,
-    pub pacing_gain: u32,
-    pub cwnd_gain: u32,
-    pub full_bw_reached: bool,
-    full_bw_cnt: u32,
-    pub cycle_idx: usize,
-    has_seen_rtt: bool,
-    /// cwnd before loss recovery or PROBE_RTT.
-    prior_cwnd: u32,
-    /// Recent bw, to estimate whether the pipe is full.
-    full_bw: u32,
-    // ACK aggregation.
-    ack_epoch_mstamp: u64,
-    extra_acked: [u16; 2],
-    ack_epoch_acked: u32,
-    extra_acked_win_rtts: u32,
-    extra_acked_win_idx: usize,
+}
+
+impl Version for Params {
+    type State = State;
+    const PACING_RATE_FLOOR: u64 = 0;
+
+    fn new_state(&self) -> State {
+        State::default()
+    }
+    forward!(drain_gain: u32, cwnd_min_target: u32, pacing_margin_percent: u32, min_rtt_win_sec: u32, probe_rtt_mode_ms: u32, full_bw_thresh: u32, full_bw_cnt: u32, extra_acked_gain: u32, extra_acked_win_rtts: u32, extra_acked_max_us: u32);
+    fn startup_pacing_gain(&self) -> u32 {
+        self.high_gain
+    }
+    fn startup_cwnd_gain(&self) -> u32 {
+        self.high_gain
+    }
+    fn extra_acked_in_startup(&self) -> bool {
+        false
+    }
+    fn cwnd_tso_budget(&self) -> bool {
+        false
+    }
+    fn probe_rtt_cwnd_gain(&self) -> Option<u32> {
+        None
+    }
+
+    fn max_bw(b: &Bbr) -> u32 {
+        b.v.bw.get() as u32
+    }
+    fn bw(b: &Bbr) -> u32 {
+        if b.v.lt_use_bw {
+            b.v.lt_bw
+        } else {
+            b.max_bw()
+        }
+    }
+    /// `bbr_tso_segs_goal`: `tcp_tso_autosize` without the device limit.
+    fn tso_segs_goal(b: &Bbr, tp: &TcpState) -> u32 {
+        let bytes = (tp.pacing_rate >> PACING_SHIFT).min(GSO_MAX_SIZE - 1 - MAX_TCP_HEADER);
+        let segs = ((bytes / tp.mss as u64) as u32).max(min_tso_segs_by_rate(tp, b.params.min_tso_rate));
+        segs.min(0x7f)
+    }
+    fn probe_bw_gains(b: &Bbr) -> (u32, u32) {
+        (if b.v.lt_use_bw { BBR_UNIT } else { b.params.pacing_gain[b.cycle_idx] }, b.params.cwnd_gain)
+    }
+    fn exit_drain(b: &mut Bbr, tp: &TcpState) {
+        b.reset_probe_bw_mode(tp);
+    }
+    fn probe_rtt_done(b: &mut Bbr, tp: &TcpState) {
+        b.min_rtt_stamp = tp.jiffies();
+        b.reset_mode(tp);
+    }
 }
 
 impl Bbr {
-    pub fn new(params: Params, seed: u64) -> Self {
-        Bbr {
-            params,
-            rng: aqm::rng_from_seed(seed),
-            min_rtt_us: u32::MAX,
-            min_rtt_stamp: 0,
-            probe_rtt_done_stamp: 0,
-            bw: MinMax::default(),
-            rtt_cnt: 0,
-            next_rtt_delivered: 0,
-            cycle_mstamp: 0,
-            mode: Mode::Startup,
-            prev_ca_state: CaState::Open,
-            packet_conservation: false,
-            round_start: false,
-            idle_restart: false,
-            probe_rtt_round_done: false,
-            lt_is_sampling: false,
-            lt_rtt_cnt: 0,
-            lt_use_bw: false,
-            lt_bw: 0,
-            lt_last_delivered: 0,
-            lt_last_stamp: 0,
-            lt_last_lost: 0,
-            pacing_gain: BBR_UNIT,
-            cwnd_gain: BBR_UNIT,
-            full_bw_reached: false,
-            full_bw_cnt: 0,
-            cycle_idx: 0,
-            has_seen_rtt: false,
-            prior_cwnd: 0,
-            full_bw: 0,
-            ack_epoch_mstamp: 0,
-            extra_acked: [0; 2],
-            ack_epoch_acked: 0,
-            extra_acked_win_rtts: 0,
-            extra_acked_win_idx: 0,
-        }
-    }
-
-    /// `prandom_u32_max(n)`: uniform in 0..n (`reciprocal_scale` of a 32-bit draw).
-    fn random_below(&mut self, n: u32) -> u32 {
-        ((self.rng.next_u32() as u64 * n as u64) >> 32) as u32
-    }
-
-    /// `bbr_max_bw`: the windowed max recent bandwidth, packets/µs << 24.
-    pub fn max_bw(&self) -> u32 {
-        self.bw.get() as u32
-    }
-
-    /// `bbr_bw`: the estimated bandwidth of the path.
-    pub fn bw(&self) -> u32 {
-        if self.lt_use_bw {
-            self.lt_bw
-        } else {
-            self.max_bw()
-        }
-    }
-
-    /// `bbr_extra_acked`: max extra acked in the past k–2k round trips.
-    fn extra_acked(&self) -> u32 {
-        self.extra_acked[0].max(self.extra_acked[1]) as u32
-    }
-
-    /// `bbr_rate_bytes_per_sec`: rate in bytes/s with a gain and the pacing margin. The order
-    /// avoids u64 overflow up to 2.9 Tbit/s.
-    fn rate_bytes_per_sec(&self, tp: &TcpState, rate: u64, gain: u32) -> u64 {
-        rate_bytes_per_sec(tp.mss, rate, gain, self.params.pacing_margin_percent as u64)
-    }
-
-    /// `bbr_init_pacing_rate_from_rtt`: high_gain · init_cwnd / RTT.
-    fn init_pacing_rate_from_rtt(&mut self, tp: &mut TcpState) {
-        let rtt_us = if tp.srtt_us > 0 {
-            self.has_seen_rtt = true;
-            tp.srtt_us.max(1)
-        } else {
-            1000
-        };
-        let bw = tp.cwnd as u64 * BW_UNIT / rtt_us as u64;
-        tp.pacing_rate = self.rate_bytes_per_sec(tp, bw, self.params.high_gain);
-    }
-
-    /// `bbr_set_pacing_rate`: never lowered before the pipe is full.
-    fn set_pacing_rate(&mut self, tp: &mut TcpState, bw: u32, gain: u32) {
-        let rate = self.rate_bytes_per_sec(tp, bw as u64, gain);
-        if !self.has_seen_rtt && tp.srtt_us > 0 {
-            self.init_pacing_rate_from_rtt(tp);
-        }
-        if self.full_bw_reached || rate > tp.pacing_rate {
-            tp.pacing_rate = rate;
-        }
-    }
-
-    /// `bbr_min_tso_segs`: one segment per skb below `min_tso_rate`.
-    fn min_tso_segs_of(&self, tp: &TcpState) -> u32 {
-        if tp.pacing_rate < self.params.min_tso_rate >> 3 {
-            1
-        } else {
-            2
-        }
-    }
-
-    /// `bbr_tso_segs_goal`: `tcp_tso_autosize` without the device limit.
-    fn tso_segs_goal(&self, tp: &TcpState) -> u32 {
-        let bytes = (tp.pacing_rate >> PACING_SHIFT).min(TSO_GOAL_MAX_BYTES);
-        let segs = ((bytes / tp.mss as u64) as u32).max(self.min_tso_segs_of(tp));
-        segs.min(0x7f)
-    }
-
-    /// `bbr_save_cwnd`: remember the last known good cwnd.
-    fn save_cwnd(&mut self, tp: &TcpState) {
-        if self.prev_ca_state < CaState::Recovery && self.mode != Mode::ProbeRtt {
-            self.prior_cwnd = tp.cwnd;
-        } else {
-            self.prior_cwnd = self.prior_cwnd.max(tp.cwnd);
-        }
-    }
-
-    /// `bbr_bdp`: ceil(bw · min_rtt · gain); TCP_INIT_CWND without an RTT sample.
-    fn bdp(&self, bw: u32, gain: u32) -> u32 {
-        if self.min_rtt_us == u32::MAX {
-            return TCP_INIT_CWND;
-        }
-        bdp_packets(bw, self.min_rtt_us, gain)
-    }
-
-    /// `bbr_quantization_budget`: room for 3 TSO skbs, rounded up to even, +2 in the 1.25 phase.
-    fn quantization_budget(&self, tp: &TcpState, cwnd: u32) -> u32 {
-        let mut cwnd = cwnd + 3 * self.tso_segs_goal(tp);
-        cwnd = (cwnd + 1) & !1;
-        if self.mode == Mode::ProbeBw && self.cycle_idx == 0 {
-            cwnd += 2;
-        }
-        cwnd
-    }
-
-    /// `bbr_inflight`.
-    fn inflight(&self, tp: &TcpState, bw: u32, gain: u32) -> u32 {
-        let inflight = self.bdp(bw, gain);
-        self.quantization_budget(tp, inflight)
-    }
-
-    /// `bbr_packets_in_net_at_edt`: packets still in the network when the next skb departs
-    /// (those already scheduled in the pacing layer have not left yet).
-    fn packets_in_net_at_edt(&self, tp: &TcpState, inflight_now: u32) -> u32 {
-        let now_ns = tp.now_ns;
-        let edt_ns = tp.wstamp_ns.max(now_ns);
-        let interval_us = (edt_ns - now_ns) / 1000;
-        let interval_delivered = ((self.bw() as u64 * interval_us) >> BW_SCALE) as u32;
-        let mut inflight_at_edt = inflight_now;
-        if self.pacing_gain > BBR_UNIT {
-            inflight_at_edt += self.tso_segs_goal(tp);
-        }
-        inflight_at_edt.saturating_sub(interval_delivered)
-    }
-
-    /// `bbr_ack_aggregation_cwnd`.
-    fn ack_aggregation_cwnd(&self) -> u32 {
-        if self.params.extra_acked_gain == 0 || !self.full_bw_reached {
-            return 0;
-        }
-        let max_aggr_cwnd = (self.bw() as u64 * self.params.extra_acked_max_us as u64 / BW_UNIT) as u32;
-        let aggr_cwnd = (self.params.extra_acked_gain * self.extra_acked()) >> BBR_SCALE;
-        aggr_cwnd.min(max_aggr_cwnd)
-    }
-
     /// `bbr_set_cwnd_to_recover_or_restore`: packet conservation in the first round of
     /// recovery; restore the pre-recovery cwnd on exit. Returns the cwnd and whether packet
     /// conservation decided it.
@@ -444,17 +243,17 @@ impl Bbr {
         }
         if state == CaState::Recovery && prev_state != CaState::Recovery {
             // Starting the first round of Recovery: packet conservation.
-            self.packet_conservation = true;
+            self.v.packet_conservation = true;
             self.next_rtt_delivered = tp.delivered as u32;
             // Cut unused cwnd from app behaviour, TSQ or TSO deferral.
             cwnd = tp.inflight + acked;
         } else if prev_state >= CaState::Recovery && state < CaState::Recovery {
             // Exiting loss recovery: restore the cwnd saved before it.
             cwnd = cwnd.max(self.prior_cwnd);
-            self.packet_conservation = false;
+            self.v.packet_conservation = false;
         }
         self.prev_ca_state = state;
-        if self.packet_conservation {
+        if self.v.packet_conservation {
             return (cwnd.max(tp.inflight + acked), true);
         }
         (cwnd, false)
@@ -534,45 +333,45 @@ impl Bbr {
 
     /// `bbr_reset_lt_bw_sampling_interval`.
     fn reset_lt_bw_sampling_interval(&mut self, tp: &TcpState) {
-        self.lt_last_stamp = (tp.delivered_mstamp_us / 1000) as u32;
-        self.lt_last_delivered = tp.delivered as u32;
-        self.lt_last_lost = tp.lost as u32;
-        self.lt_rtt_cnt = 0;
+        self.v.lt_last_stamp = (tp.delivered_mstamp_us / 1000) as u32;
+        self.v.lt_last_delivered = tp.delivered as u32;
+        self.v.lt_last_lost = tp.lost as u32;
+        self.v.lt_rtt_cnt = 0;
     }
 
     /// `bbr_reset_lt_bw_sampling`.
     fn reset_lt_bw_sampling(&mut self, tp: &TcpState) {
-        self.lt_bw = 0;
-        self.lt_use_bw = false;
-        self.lt_is_sampling = false;
+        self.v.lt_bw = 0;
+        self.v.lt_use_bw = false;
+        self.v.lt_is_sampling = false;
         self.reset_lt_bw_sampling_interval(tp);
     }
 
     /// `bbr_lt_bw_interval_done`: two consistent lossy intervals ⇒ policed.
     fn lt_bw_interval_done(&mut self, tp: &TcpState, bw: u32) {
-        if self.lt_bw != 0 {
-            let diff = (bw as i64 - self.lt_bw as i64).unsigned_abs() as u32;
-            if (diff as u64 * BBR_UNIT as u64 <= self.params.lt_bw_ratio as u64 * self.lt_bw as u64)
-                || self.rate_bytes_per_sec(tp, diff as u64, BBR_UNIT) <= self.params.lt_bw_diff
+        if self.v.lt_bw != 0 {
+            let diff = (bw as i64 - self.v.lt_bw as i64).unsigned_abs() as u32;
+            if (diff as u64 * BBR_UNIT as u64 <= self.params.lt_bw_ratio as u64 * self.v.lt_bw as u64)
+                || rate_bytes_per_sec(tp.mss, diff as u64, BBR_UNIT, self.params.pacing_margin_percent as u64) <= self.params.lt_bw_diff
             {
-                self.lt_bw = ((bw as u64 + self.lt_bw as u64) >> 1) as u32;
-                self.lt_use_bw = true;
+                self.v.lt_bw = ((bw as u64 + self.v.lt_bw as u64) >> 1) as u32;
+                self.v.lt_use_bw = true;
                 self.pacing_gain = BBR_UNIT;
-                self.lt_rtt_cnt = 0;
+                self.v.lt_rtt_cnt = 0;
                 return;
             }
         }
-        self.lt_bw = bw;
+        self.v.lt_bw = bw;
         self.reset_lt_bw_sampling_interval(tp);
     }
 
     /// `bbr_lt_bw_sampling`: detect a token-bucket policer from two consecutive sampling
     /// intervals with consistent throughput and high loss.
     fn lt_bw_sampling(&mut self, tp: &TcpState, rs: &RateSample) {
-        if self.lt_use_bw {
+        if self.v.lt_use_bw {
             if self.mode == Mode::ProbeBw && self.round_start {
-                self.lt_rtt_cnt += 1;
-                if self.lt_rtt_cnt >= self.params.lt_bw_max_rtts {
+                self.v.lt_rtt_cnt += 1;
+                if self.v.lt_rtt_cnt >= self.params.lt_bw_max_rtts {
                     self.reset_lt_bw_sampling(tp);
                     self.reset_probe_bw_mode(tp);
                 }
@@ -580,24 +379,24 @@ impl Bbr {
             return;
         }
         // Wait for the first loss, so the policer has exhausted its tokens.
-        if !self.lt_is_sampling {
+        if !self.v.lt_is_sampling {
             if rs.losses == 0 {
                 return;
             }
             self.reset_lt_bw_sampling_interval(tp);
-            self.lt_is_sampling = true;
+            self.v.lt_is_sampling = true;
         }
         if rs.is_app_limited {
             self.reset_lt_bw_sampling(tp);
             return;
         }
         if self.round_start {
-            self.lt_rtt_cnt += 1;
+            self.v.lt_rtt_cnt += 1;
         }
-        if self.lt_rtt_cnt < self.params.lt_intvl_min_rtts {
+        if self.v.lt_rtt_cnt < self.params.lt_intvl_min_rtts {
             return;
         }
-        if self.lt_rtt_cnt > 4 * self.params.lt_intvl_min_rtts {
+        if self.v.lt_rtt_cnt > 4 * self.params.lt_intvl_min_rtts {
             self.reset_lt_bw_sampling(tp);
             return;
         }
@@ -605,12 +404,12 @@ impl Bbr {
         if rs.losses == 0 {
             return;
         }
-        let lost = (tp.lost as u32).wrapping_sub(self.lt_last_lost);
-        let delivered = (tp.delivered as u32).wrapping_sub(self.lt_last_delivered);
+        let lost = (tp.lost as u32).wrapping_sub(self.v.lt_last_lost);
+        let delivered = (tp.delivered as u32).wrapping_sub(self.v.lt_last_delivered);
         if delivered == 0 || ((lost as u64) << BBR_SCALE) < self.params.lt_loss_thresh as u64 * delivered as u64 {
             return;
         }
-        let t = ((tp.delivered_mstamp_us / 1000) as u32).wrapping_sub(self.lt_last_stamp);
+        let t = ((tp.delivered_mstamp_us / 1000) as u32).wrapping_sub(self.v.lt_last_stamp);
         if (t as i32) < 1 {
             return;
         }
@@ -631,84 +430,19 @@ impl Bbr {
         }
         if !before(rs.prior_delivered, self.next_rtt_delivered) {
             self.next_rtt_delivered = tp.delivered as u32;
-            self.rtt_cnt = self.rtt_cnt.wrapping_add(1);
+            self.v.rtt_cnt = self.v.rtt_cnt.wrapping_add(1);
             self.round_start = true;
-            self.packet_conservation = false;
+            self.v.packet_conservation = false;
         }
         self.lt_bw_sampling(tp, rs);
         let bw = (rs.delivered as u64 * BW_UNIT / rs.interval_us as u64) as u32;
         // App-limited samples enter only if they are at least as high as the model.
         if !rs.is_app_limited || bw >= self.max_bw() {
-            self.bw.running_max(self.params.bw_rtts as u64, self.rtt_cnt as u64, bw as u64);
+            self.v.bw.running_max(self.params.bw_rtts as u64, self.v.rtt_cnt as u64, bw as u64);
         }
     }
 
-    /// `bbr_update_ack_aggregation`: the windowed max of data acked beyond bw · interval.
-    fn update_ack_aggregation(&mut self, tp: &TcpState, rs: &RateSample) {
-        if self.params.extra_acked_gain == 0 || rs.acked_sacked == 0 || rs.delivered < 0 || rs.interval_us <= 0 {
-            return;
-        }
-        if self.round_start {
-            self.extra_acked_win_rtts = (self.extra_acked_win_rtts + 1).min(0x1f);
-            if self.extra_acked_win_rtts >= self.params.extra_acked_win_rtts {
-                self.extra_acked_win_rtts = 0;
-                self.extra_acked_win_idx ^= 1;
-                self.extra_acked[self.extra_acked_win_idx] = 0;
-            }
-        }
-        let epoch_us = (tp.delivered_mstamp_us as i64 - self.ack_epoch_mstamp as i64).max(0) as u64;
-        let mut expected_acked = (self.bw() as u64 * epoch_us / BW_UNIT) as u32;
-        // Reset the epoch if the ACK rate is below the expected rate or the epoch is very old.
-        if self.ack_epoch_acked <= expected_acked || self.ack_epoch_acked + rs.acked_sacked >= ACK_EPOCH_ACKED_RESET_THRESH {
-            self.ack_epoch_acked = 0;
-            self.ack_epoch_mstamp = tp.delivered_mstamp_us;
-            expected_acked = 0;
-        }
-        self.ack_epoch_acked = (self.ack_epoch_acked + rs.acked_sacked).min(0xFFFFF);
-        let extra_acked = (self.ack_epoch_acked - expected_acked).min(tp.cwnd);
-        if extra_acked > self.extra_acked[self.extra_acked_win_idx] as u32 {
-            // u16 field in struct bbr.
-            self.extra_acked[self.extra_acked_win_idx] = extra_acked as u16;
-        }
-    }
-
-    /// `bbr_check_full_bw_reached`: 3 non-app-limited rounds without 25 % bw growth.
-    fn check_full_bw_reached(&mut self, rs: &RateSample) {
-        if self.full_bw_reached || !self.round_start || rs.is_app_limited {
-            return;
-        }
-        let bw_thresh = ((self.full_bw as u64 * self.params.full_bw_thresh as u64) >> BBR_SCALE) as u32;
-        if self.max_bw() >= bw_thresh {
-            self.full_bw = self.max_bw();
-            self.full_bw_cnt = 0;
-            return;
-        }
-        self.full_bw_cnt += 1;
-        self.full_bw_reached = self.full_bw_cnt >= self.params.full_bw_cnt;
-    }
-
-    /// `bbr_check_drain`.
-    fn check_drain(&mut self, tp: &mut TcpState) {
-        if self.mode == Mode::Startup && self.full_bw_reached {
-            self.mode = Mode::Drain;
-            tp.ssthresh = self.inflight(tp, self.max_bw(), BBR_UNIT);
-        }
-        if self.mode == Mode::Drain && self.packets_in_net_at_edt(tp, tp.inflight) <= self.inflight(tp, self.max_bw(), BBR_UNIT) {
-            self.reset_probe_bw_mode(tp);
-        }
-    }
-
-    /// `bbr_check_probe_rtt_done`.
-    fn check_probe_rtt_done(&mut self, tp: &mut TcpState) {
-        if !(self.probe_rtt_done_stamp != 0 && after(tp.jiffies(), self.probe_rtt_done_stamp)) {
-            return;
-        }
-        self.min_rtt_stamp = tp.jiffies();
-        tp.cwnd = tp.cwnd.max(self.prior_cwnd);
-        self.reset_mode(tp);
-    }
-
-    /// `bbr_update_min_rtt`: the 10 s min-RTT filter and PROBE_RTT.
+    /// `bbr_update_min_rtt`: the 10 s min-RTT filter, which also times PROBE_RTT.
     fn update_min_rtt(&mut self, tp: &mut TcpState, rs: &RateSample) {
         let now = tp.jiffies();
         let filter_expired = after(now, self.min_rtt_stamp.wrapping_add(self.params.min_rtt_win_sec * 1000));
@@ -716,44 +450,7 @@ impl Bbr {
             self.min_rtt_us = rs.rtt_us as u32;
             self.min_rtt_stamp = now;
         }
-        if self.params.probe_rtt_mode_ms > 0 && filter_expired && !self.idle_restart && self.mode != Mode::ProbeRtt {
-            self.mode = Mode::ProbeRtt;
-            self.save_cwnd(tp);
-            self.probe_rtt_done_stamp = 0;
-        }
-        if self.mode == Mode::ProbeRtt {
-            // Ignore low-rate samples during this mode.
-            tp.app_limited = (tp.delivered + tp.inflight as u64).max(1);
-            // Keep the minimum inflight for max(200 ms, 1 round).
-            if self.probe_rtt_done_stamp == 0 && tp.inflight <= self.params.cwnd_min_target {
-                // Jiffies are never 0 here in Linux; keep 0 meaning "unset".
-                self.probe_rtt_done_stamp = now.wrapping_add(self.params.probe_rtt_mode_ms).max(1);
-                self.probe_rtt_round_done = false;
-                self.next_rtt_delivered = tp.delivered as u32;
-            } else if self.probe_rtt_done_stamp != 0 {
-                if self.round_start {
-                    self.probe_rtt_round_done = true;
-                }
-                if self.probe_rtt_round_done {
-                    self.check_probe_rtt_done(tp);
-                }
-            }
-        }
-        // Restart after idle ends only once a new S/ACK for data arrives.
-        if rs.delivered > 0 {
-            self.idle_restart = false;
-        }
-    }
-
-    /// `bbr_update_gains`.
-    fn update_gains(&mut self) {
-        let p = &self.params;
-        (self.pacing_gain, self.cwnd_gain) = match self.mode {
-            Mode::Startup => (p.high_gain, p.high_gain),
-            Mode::Drain => (p.drain_gain, p.high_gain),
-            Mode::ProbeBw => (if self.lt_use_bw { BBR_UNIT } else { p.pacing_gain[self.cycle_idx] }, p.cwnd_gain),
-            Mode::ProbeRtt => (BBR_UNIT, BBR_UNIT),
-        };
+        self.update_probe_rtt(tp, rs, filter_expired);
     }
 
     /// `bbr_update_model`.
@@ -790,32 +487,12 @@ impl CongestionControl for Bbr {
     /// `bbr_init`.
     fn init(&mut self, tp: &mut TcpState) {
         self.prior_cwnd = 0;
-        tp.ssthresh = super::TCP_INFINITE_SSTHRESH;
-        self.rtt_cnt = 0;
+        self.v.rtt_cnt = 0;
         self.next_rtt_delivered = tp.delivered as u32;
-        self.prev_ca_state = CaState::Open;
-        self.packet_conservation = false;
-        self.probe_rtt_done_stamp = 0;
-        self.probe_rtt_round_done = false;
-        self.min_rtt_us = tp.min_rtt_us;
-        self.min_rtt_stamp = tp.jiffies();
-        self.bw.reset(self.rtt_cnt as u64, 0);
-        self.has_seen_rtt = false;
-        self.init_pacing_rate_from_rtt(tp);
-        self.round_start = false;
-        self.idle_restart = false;
-        self.full_bw_reached = false;
-        self.full_bw = 0;
-        self.full_bw_cnt = 0;
-        self.cycle_mstamp = 0;
-        self.cycle_idx = 0;
+        self.v.packet_conservation = false;
+        self.v.bw.reset(self.v.rtt_cnt as u64, 0);
+        self.init_common(tp);
         self.reset_lt_bw_sampling(tp);
-        self.mode = Mode::Startup;
-        self.ack_epoch_mstamp = tp.now_us();
-        self.ack_epoch_acked = 0;
-        self.extra_acked_win_rtts = 0;
-        self.extra_acked_win_idx = 0;
-        self.extra_acked = [0; 2];
         self.update_gains();
     }
 
@@ -842,18 +519,7 @@ impl CongestionControl for Bbr {
 
     /// `bbr_cwnd_event`: restart from idle while application-limited.
     fn cwnd_event(&mut self, tp: &mut TcpState, ev: CaEvent) {
-        if ev == CaEvent::TxStart && tp.app_limited != 0 {
-            self.idle_restart = true;
-            self.ack_epoch_mstamp = tp.now_us();
-            self.ack_epoch_acked = 0;
-            // Pace at the estimated bw if restarting from idle and app-limited.
-            if self.mode == Mode::ProbeBw {
-                let bw = self.bw();
-                self.set_pacing_rate(tp, bw, BBR_UNIT);
-            } else if self.mode == Mode::ProbeRtt {
-                self.check_probe_rtt_done(tp);
-            }
-        }
+        self.restart_from_idle(tp, ev);
     }
 
     /// `bbr_undo_cwnd`: a spurious slow-down — reset full-pipe detection.
@@ -881,12 +547,11 @@ impl CongestionControl for Bbr {
     }
 
     fn min_tso_segs(&self, tp: &TcpState) -> u32 {
-        self.min_tso_segs_of(tp)
+        min_tso_segs_by_rate(tp, self.params.min_tso_rate)
     }
 
     fn probe(&self, tp: &TcpState) -> CcProbe {
-        let bw_bps = self.bw() as f64 * tp.mss as f64 * 8.0 * 1e6 / BW_UNIT as f64;
-        CcProbe { phase: Some(self.phase_name()), bw_bps: Some(bw_bps), inflight_hi: None, alpha: None }
+        CcProbe { phase: Some(self.phase_name()), bw_bps: Some(self.bw_bps(tp)), inflight_hi: None, alpha: None }
     }
 }
 
@@ -978,7 +643,7 @@ mod tests {
         // 2·BDP: ceil(339.99…) = 340.
         assert_eq!(p.bbr.bdp(bw, 2 * BBR_UNIT), 340);
         // rate = bw·1448·gain/256·990000/2^24 bytes/s ≈ 0.0085·1448·1e6·0.99 = 12 185 kB/s.
-        let r = p.bbr.rate_bytes_per_sec(&p.tp, bw as u64, BBR_UNIT);
+        let r = p.bbr.bw_to_pacing_rate(&p.tp, bw, BBR_UNIT);
         assert!((r as f64 - 0.0085 * 1448.0 * 1e6 * 0.99).abs() < 100.0, "{r}");
     }
 
@@ -1103,7 +768,7 @@ mod tests {
         // ceil(167772·10000·512/256/2^24) = ceil(199.99…) = 200. Quantization: + 3 TSO goals
         // (pacing rate >> 10 bytes / 1448, ≥ 2), rounded up to even, +2 in the 1.25 phase;
         // plus the aggregation allowance (ACKs arrive at bw here, so it is at most 1).
-        let goal = p.bbr.tso_segs_goal(&p.tp);
+        let goal = Params::tso_segs_goal(&p.bbr, &p.tp);
         assert!(goal >= 2);
         // The allowance: `round()` delivered 100 packets in single ACKs, an aggregation of
         // ≈ 100 packets beyond bw·interval, still within the 5–10-round window.
