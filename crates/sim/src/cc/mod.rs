@@ -25,6 +25,8 @@ use serde::Deserialize;
 
 /// `TCP_INFINITE_SSTHRESH` (include/net/tcp.h).
 pub const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+/// `TCP_INIT_CWND` = 10 (include/net/tcp.h; RFC 6928): the initial window, segments.
+pub const TCP_INIT_CWND: u32 = 10;
 
 /// Linux's `icsk_ca_state` (include/net/inet_connection_sock.h, `enum tcp_ca_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -287,8 +289,7 @@ impl TcpState {
         TcpState {
             now_ns,
             mss,
-            // TCP_INIT_CWND = 10 (include/net/tcp.h; RFC 6928).
-            cwnd: 10,
+            cwnd: TCP_INIT_CWND,
             ssthresh: TCP_INFINITE_SSTHRESH,
             snd_cwnd_cnt: 0,
             prior_cwnd: 0,

@@ -26,6 +26,7 @@ use crate::engine::{Event, Nanos, Scheduler, TimerSlot};
 use crate::packet::{flags, AckPkt, DataPkt, MSS_BYTES, TCP_HEADER_BYTES, TCP_IP_HEADER_BYTES};
 use crate::tcp::minmax::MinMax;
 use crate::tcp::rtt::{RttEstimator, TCP_RTO_MAX_US, TCP_RTO_MIN_US};
+use crate::tcp::SenderReport;
 
 /// `TCP_TIMEOUT_MIN` = 2 jiffies = 2 ms, added to the PTO and the RACK reordering timeout.
 const TCP_TIMEOUT_MIN_US: u64 = 2_000;
@@ -94,18 +95,6 @@ pub struct SenderConfig {
     pub handshake_rtt_ns: Nanos,
 }
 
-/// Counters a run reports per flow.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SenderStats {
-    pub segs_sent: u64,
-    pub retrans_segs: u64,
-    pub wire_bytes_sent: u64,
-    pub rto_count: u64,
-    pub tlp_count: u64,
-    pub recoveries: u64,
-    pub cwr_count: u64,
-}
-
 pub struct Sender {
     pub flow: u32,
     pub tp: TcpState,
@@ -156,11 +145,7 @@ pub struct Sender {
     data_segs_out: u64,
     /// AccECN: the CE count last seen from the receiver.
     last_ce_count: u32,
-    pub started_at: Option<Nanos>,
-    pub finished_at: Option<Nanos>,
-    pub stats: SenderStats,
-    /// Unresponsive constant-bit-rate mode: send at this rate (bit/s), ignore everything.
-    cbr_rate_bps: Option<u64>,
+    pub report: SenderReport,
     /// The rate sample being built by the current ACK (`sack_state.rate`).
     rs: RateSample,
     /// Whether to run tcp_rate.c's bookkeeping: only CCs with `cong_control` read rate samples
@@ -222,10 +207,7 @@ impl Sender {
             wstamp_ns: 0,
             data_segs_out: 0,
             last_ce_count: 0,
-            started_at: None,
-            finished_at: None,
-            stats: SenderStats::default(),
-            cbr_rate_bps: None,
+            report: SenderReport::default(),
             rs: RateSample::default(),
             rate_sampling: false,
         };
@@ -238,77 +220,6 @@ impl Sender {
         s.tp.srtt_us = s.rtt.srtt() as u32;
         s.tp.min_rtt_us = rtt_us as u32;
         s
-    }
-
-    /// An unresponsive CBR (UDP-like) source: 1500-byte datagrams (1472 B payload) at
-    /// `rate_bps`, exactly spaced from the flow's start, never retransmitted, deaf to loss and
-    /// ECN. The TCP machinery of the struct is unused. Used to test how AQMs contain
-    /// unresponsive traffic (CHOKe, CKCD, PPV).
-    pub fn new_cbr(cfg: &SenderConfig, rate_bps: u64) -> Self {
-        let cfg = SenderConfig { ecn: false, fq_pacing: false, ..cfg.clone() };
-        let mut s = Sender::new(&cfg, crate::cc::CcConfig::Reno(crate::cc::reno::Params::default()).build(0));
-        s.ecn_ok = false;
-        s.cbr_rate_bps = Some(rate_bps);
-        if let Some(b) = cfg.size_bytes {
-            let per = crate::packet::CBR_PAYLOAD_BYTES as u64;
-            let n = b.div_ceil(per);
-            s.total_segs = Some(n as u32);
-            s.last_payload = (b - (n - 1) * per) as u32;
-        }
-        s
-    }
-
-    pub fn is_cbr(&self) -> bool {
-        self.cbr_rate_bps.is_some()
-    }
-
-    /// "cbr", or the CC's Linux name.
-    pub fn kind_name(&self) -> &'static str {
-        if self.is_cbr() {
-            "cbr"
-        } else {
-            self.cc.name()
-        }
-    }
-
-    /// CBR: send every datagram whose time has come, then sleep until the next one.
-    fn transmit_cbr(&mut self, rate_bps: u64, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
-        let now = sched.now();
-        let start = self.started_at.unwrap_or(now);
-        // Datagram k leaves at start + k·1500·8/rate, computed exactly.
-        let send_time = |k: u64| start + ((k as u128 * crate::packet::MTU_BYTES as u128 * 8 * 1_000_000_000) / rate_bps as u128) as u64;
-        loop {
-            if self.total_segs.is_some_and(|n| self.tp.snd_nxt >= n) {
-                self.finished_at.get_or_insert(now);
-                return;
-            }
-            let k = self.tp.snd_nxt as u64;
-            let at = send_time(k);
-            if at > now {
-                self.pacing_timer.arm(sched, at, Event::PacingTimer(self.flow));
-                return;
-            }
-            let seq = self.tp.snd_nxt;
-            self.tp.snd_nxt += 1;
-            let payload = match self.total_segs {
-                Some(n) if seq + 1 == n => self.last_payload,
-                _ => crate::packet::CBR_PAYLOAD_BYTES,
-            };
-            self.stats.segs_sent += 1;
-            self.stats.wire_bytes_sent += (payload + 28) as u64;
-            out.push(DataPkt {
-                flow: self.flow,
-                seq,
-                payload,
-                wire_len: payload + 28,
-                ecn: Ecn::NotEct,
-                flags: 0,
-                hop: 0,
-                enqueue_ns: 0,
-                value: 0,
-                tsval: Self::tsval(now),
-            });
-        }
     }
 
     pub fn ecn_use(&self) -> EcnUse {
@@ -330,7 +241,7 @@ impl Sender {
     }
 
     pub fn is_finished(&self) -> bool {
-        self.finished_at.is_some()
+        self.report.finished_at.is_some()
     }
 
     #[inline]
@@ -489,11 +400,7 @@ impl Sender {
     /// The flow opens: initialize the CC and send the initial window.
     pub fn start(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
-        self.started_at = Some(now);
-        if self.is_cbr() {
-            self.transmit(sched, out);
-            return;
-        }
+        self.report.started_at = Some(now);
         self.sync_tp(now);
         self.cc.init(&mut self.tp);
         if !self.cc.has_cong_control() {
@@ -506,9 +413,8 @@ impl Sender {
     /// `now` on. A TCP flow becomes a finite flow whose data is what it has sent — in-flight
     /// segments are still delivered, retransmitted as needed, and it finishes when all are
     /// acknowledged (Linux: a socket whose application stops writing drains its send queue).
-    /// A CBR flow stops at once: no datagram due at or after `now` leaves.
     pub fn stop_writing(&mut self, now: Nanos) {
-        if self.finished_at.is_some() || self.started_at.is_none() {
+        if self.report.finished_at.is_some() || self.report.started_at.is_none() {
             return;
         }
         let written = self.tp.snd_nxt;
@@ -517,9 +423,9 @@ impl Sender {
         }
         self.total_segs = Some(written);
         // Every segment sent so far was a full one (a bulk sender always has a full MSS).
-        self.last_payload = if self.is_cbr() { crate::packet::CBR_PAYLOAD_BYTES } else { MSS_BYTES };
-        if self.is_cbr() || self.tp.snd_una == written {
-            self.finished_at = Some(now);
+        self.last_payload = MSS_BYTES;
+        if self.tp.snd_una == written {
+            self.report.finished_at = Some(now);
             self.xmit_timer.disarm();
             self.pacing_timer.disarm();
         }
@@ -557,11 +463,7 @@ impl Sender {
     /// `tcp_write_xmit` preceded by `tcp_xmit_retransmit_queue`: lost segments first, then new
     /// data, while inflight < cwnd and pacing allows.
     pub fn transmit(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
-        if self.finished_at.is_some() || self.started_at.is_none() {
-            return;
-        }
-        if let Some(rate) = self.cbr_rate_bps {
-            self.transmit_cbr(rate, sched, out);
+        if self.report.finished_at.is_some() || self.report.started_at.is_none() {
             return;
         }
         let now = sched.now();
@@ -632,11 +534,6 @@ impl Sender {
         }
     }
 
-    fn tsval(now: Nanos) -> u32 {
-        // ms clock; +1 so that 0 means "no timestamp".
-        (now / 1_000_000) as u32 + 1
-    }
-
     fn send_new(&mut self, now: Nanos, sched: &mut Scheduler) -> DataPkt {
         let seq = self.tp.snd_nxt;
         if self.tp.packets_out == 0 {
@@ -694,7 +591,7 @@ impl Sender {
         if self.in_cwnd_reduction() {
             self.prr_out += 1;
         }
-        self.stats.retrans_segs += 1;
+        self.report.stats.retrans_segs += 1;
         // tcp_ecn_send: retransmissions are Not-ECT unless the CC needs ECN
         // (TCP_CONG_NEEDS_ECN: DCTCP, Prague) — not for CE-event-only CCs such as BBRv2.
         let ecn = if self.ecn_ok && matches!(self.ecn_use, EcnUse::Dctcp | EcnUse::L4s) { self.ect() } else { Ecn::NotEct };
@@ -704,8 +601,8 @@ impl Sender {
     fn make_pkt(&mut self, seq: u32, ecn: Ecn, f: u8, now: Nanos) -> DataPkt {
         let payload = self.payload_of(seq);
         let wire_len = payload + TCP_IP_HEADER_BYTES;
-        self.stats.segs_sent += 1;
-        self.stats.wire_bytes_sent += wire_len as u64;
+        self.report.stats.segs_sent += 1;
+        self.report.stats.wire_bytes_sent += wire_len as u64;
         self.tp.lsndtime_ns = now;
         DataPkt {
             flow: self.flow,
@@ -717,7 +614,7 @@ impl Sender {
             hop: 0,
             enqueue_ns: 0,
             value: 0,
-            tsval: Self::tsval(now),
+            tsval: tsval(now),
         }
     }
 
@@ -747,7 +644,7 @@ impl Sender {
 
     pub fn on_ack(&mut self, ack: &AckPkt, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
-        if self.finished_at.is_some() || ack.ack > self.tp.snd_nxt {
+        if self.report.finished_at.is_some() || ack.ack > self.tp.snd_nxt {
             return;
         }
         self.sync_tp(now);
@@ -848,7 +745,7 @@ impl Sender {
         }
         if seq_rtt_us.is_none() && snd_una_advanced && ack.tsecr != 0 {
             // Timestamp-echo fallback (RFC 7323 RTTM), ms resolution.
-            let ms = (Self::tsval(now) - ack.tsecr) as u64;
+            let ms = (tsval(now) - ack.tsecr) as u64;
             seq_rtt_us = Some(ms * 1000);
             ca_rtt_us = Some(ms * 1000);
         }
@@ -909,7 +806,7 @@ impl Sender {
 
         if let Some(n) = self.total_segs {
             if self.tp.snd_una == n {
-                self.finished_at = Some(now);
+                self.report.finished_at = Some(now);
                 self.xmit_timer.disarm();
                 self.pacing_timer.disarm();
                 // Everything is acknowledged: give the queues' memory back (a workload
@@ -1195,7 +1092,7 @@ impl Sender {
     /// `tcp_enter_cwr`.
     fn enter_cwr(&mut self) {
         if self.tp.ca_state < CaState::Cwr {
-            self.stats.cwr_count += 1;
+            self.report.stats.cwr_count += 1;
             self.init_cwnd_reduction();
             self.set_ca_state(CaState::Cwr);
         }
@@ -1206,7 +1103,7 @@ impl Sender {
         if self.tp.ca_state == CaState::Recovery {
             return;
         }
-        self.stats.recoveries += 1;
+        self.report.stats.recoveries += 1;
         if !self.in_cwnd_reduction() {
             self.init_cwnd_reduction();
         }
@@ -1337,7 +1234,7 @@ impl Sender {
     /// The retransmission-timer slot fired.
     pub fn on_xmit_timer(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
-        if !self.xmit_timer.on_fire(sched, now, Event::SenderTimer(self.flow)) || self.finished_at.is_some() {
+        if !self.xmit_timer.on_fire(sched, now, Event::SenderTimer(self.flow)) || self.report.finished_at.is_some() {
             return;
         }
         self.sync_tp(now);
@@ -1353,7 +1250,7 @@ impl Sender {
         if self.tp.packets_out == 0 {
             return;
         }
-        self.stats.rto_count += 1;
+        self.report.stats.rto_count += 1;
         self.enter_loss(sched.now());
         self.transmit(sched, out);
         self.retransmits += 1;
@@ -1416,7 +1313,7 @@ impl Sender {
                 }
             };
             if let Some(p) = probe {
-                self.stats.tlp_count += 1;
+                self.report.stats.tlp_count += 1;
                 out.push(p);
                 self.tlp_high_seq = Some(self.tp.snd_nxt);
                 // Reset so that the RTO restarts from now.
@@ -1484,4 +1381,9 @@ struct SackState {
     newly_sacked: u32,
     first_sackt: Option<Nanos>,
     last_sackt: Option<Nanos>,
+}
+
+/// The TSval of a segment sent at `now`: a ms clock, +1 so that 0 means "no timestamp".
+pub(crate) fn tsval(now: Nanos) -> u32 {
+    (now / 1_000_000) as u32 + 1
 }

@@ -235,7 +235,7 @@ fn ece_reduces_once_per_window_and_sets_cwr_on_new_data() {
     let high = s.tp.snd_nxt;
     s.on_ack(&ack(4, &[], true), &mut sched, &mut out);
     assert_eq!(s.tp.ssthresh, 5, "second ECE in the same window ignored");
-    assert_eq!(s.stats.cwr_count, 1);
+    assert_eq!(s.report.stats.cwr_count, 1);
     // Acknowledging up to exactly high_seq keeps CWR (the CWR bit must be known delivered)...
     let _ = high;
     s.on_ack(&ack(10, &[], false), &mut sched, &mut out);
