@@ -8,7 +8,8 @@ use aqm::Ecn;
 
 use crate::engine::{Event, Nanos, Scheduler, TimerSlot};
 use crate::packet::{DataPkt, CBR_PAYLOAD_BYTES, MTU_BYTES};
-use crate::tcp::sender::{tsval, SenderConfig};
+use crate::tcp::output::tsval;
+use crate::tcp::SenderConfig;
 use crate::tcp::SenderReport;
 
 /// IPv4 (20 B) and UDP (8 B) headers.

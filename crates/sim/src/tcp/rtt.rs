@@ -10,6 +10,9 @@ pub const TCP_RTO_MIN_US: u64 = 200_000;
 pub const TCP_RTO_MAX_US: u64 = 120_000_000;
 /// `TCP_TIMEOUT_INIT` = 1 s, the RTO before any RTT sample (RFC 6298 §2.1), µs.
 pub const TCP_TIMEOUT_INIT_US: u64 = 1_000_000;
+/// `TCP_TIMEOUT_MIN` = 2 jiffies = 2 ms (include/net/tcp.h), µs: added to the loss-probe and
+/// RACK reordering timeouts.
+pub const TCP_TIMEOUT_MIN_US: u64 = 2_000;
 
 #[derive(Clone, Debug)]
 pub struct RttEstimator {
