@@ -3,7 +3,8 @@
 //! `tcp_cwnd_validate`; tcp_input.c `tcp_update_pacing_rate`). Lost segments go first, then
 //! new data, while the window allows; a paced socket sends TSO-sized bursts no earlier than
 //! its earliest departure time (`tcp_wstamp_ns`), as the fq qdisc or TCP's internal pacing
-//! enforces it (RFC 3168 §6.1 for the ECN codepoints and CWR).
+//! enforces it. Segments carry the ECN codepoint and CWR flag of RFC 3168 §6.1
+//! (tcp_output.c `tcp_ecn_send`).
 
 use aqm::Ecn;
 
@@ -50,7 +51,7 @@ impl Sender {
 
     /// `tcp_write_xmit` preceded by `tcp_xmit_retransmit_queue`: lost segments first, then new
     /// data, while inflight < cwnd and pacing allows.
-    pub fn transmit(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+    pub(super) fn transmit(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         if self.report.finished_at.is_some() || self.report.started_at.is_none() {
             return;
         }
@@ -122,7 +123,7 @@ impl Sender {
         }
     }
 
-    /// Send new segment `snd_nxt` (`tcp_write_xmit` → `tcp_transmit_skb`, `tcp_event_new_data_sent`).
+    /// Send new segment `snd_nxt` (`tcp_transmit_skb`, `tcp_event_new_data_sent`).
     pub(super) fn send_new(&mut self, now: Nanos, sched: &mut Scheduler) -> DataPkt {
         let seq = self.tp.snd_nxt;
         if self.tp.packets_out == 0 {
