@@ -1,6 +1,6 @@
 //! A flow's sender, TCP or CBR, and what the rest of the simulator reads of either: the
-//! world dispatches its events through [`AnySender`] (one branch on the kind, as cheap as the
-//! flag it replaces), and the results read a [`SenderReport`] and a [`SenderSample`].
+//! world dispatches its events through [`AnySender`] (one branch on the kind per event), and
+//! the results read a [`SenderReport`] and a [`SenderSample`].
 
 use std::ops::Deref;
 
@@ -12,9 +12,12 @@ use crate::tcp::{CbrSender, Sender};
 /// Counters a run reports per flow.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SenderStats {
+    /// Data packets sent, retransmissions included.
     pub segs_sent: u64,
     pub retrans_segs: u64,
+    /// Their IP bytes.
     pub wire_bytes_sent: u64,
+    /// RTOs, tail-loss probes, entries into Recovery and into CWR (TCP only).
     pub rto_count: u64,
     pub tlp_count: u64,
     pub recoveries: u64,
@@ -25,7 +28,8 @@ pub struct SenderStats {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SenderReport {
     pub started_at: Option<Nanos>,
-    /// When the last data was acknowledged (TCP) or sent (CBR).
+    /// When a TCP sender's last data was acknowledged; when a CBR source sent its last
+    /// datagram or stopped.
     pub finished_at: Option<Nanos>,
     pub stats: SenderStats,
 }
@@ -43,6 +47,9 @@ pub struct SenderSample {
     pub cc: CcProbe,
 }
 
+/// Both kinds are held inline, so the per-packet dispatch chases no pointer; a CBR flow's
+/// slot is as large as a TCP sender's.
+#[allow(clippy::large_enum_variant)]
 pub enum AnySender {
     Tcp(Sender),
     Cbr(CbrSender),
