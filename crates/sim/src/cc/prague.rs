@@ -22,7 +22,7 @@
 //! ±3 % pacing modulation per half virtual RTT) while cwnd·MTU ≤ `cwnd_transit`·1500 B.
 //!
 //! Fixed point as in the source: `tp->srtt_us` is Linux's 8·SRTT, so every use of it here
-//! goes through [`srtt8`]; `RTT2SEC_SHIFT` (2^23 ≈ 8·10^6) is the source's approximation of
+//! goes through `srtt8`; `RTT2SEC_SHIFT` (2^23 ≈ 8·10^6) is the source's approximation of
 //! µs·8 → s, kept as is.
 //!
 //! Deviations (the simulator lacks what the source uses):

@@ -54,6 +54,7 @@ pub(super) struct SackState {
 }
 
 impl Sender {
+    /// Segment `seq`'s entry (the queue starts at `snd_una`).
     #[inline]
     pub(super) fn seg(&self, seq: u32) -> &Seg {
         &self.segs[(seq - self.tp.snd_una) as usize]

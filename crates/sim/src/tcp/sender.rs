@@ -105,7 +105,7 @@ pub struct Sender {
     /// The rate sample being built by the current ACK (`sack_state.rate`).
     pub(super) rs: RateSample,
     /// Whether to run tcp_rate.c's bookkeeping: only CCs with `cong_control` read rate samples
-    /// (see [`crate::tcp::rate`]).
+    /// (see `rate.rs`).
     pub(super) rate_sampling: bool,
 }
 

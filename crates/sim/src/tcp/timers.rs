@@ -3,7 +3,7 @@
 //! net/ipv4/tcp_timer.c `tcp_retransmit_timer`, tcp_input.c `tcp_enter_loss`,
 //! `tcp_timeout_mark_lost`; tcp_output.c `tcp_rearm_rto`) and the tail-loss probe (RFC 8985
 //! §7; tcp_output.c `tcp_schedule_loss_probe`, `tcp_send_loss_probe`; tcp_input.c
-//! `tcp_process_tlp_ack`). The reordering timeout is RACK's ([`crate::tcp::rack`]).
+//! `tcp_process_tlp_ack`). The reordering timeout is RACK's (`rack.rs`).
 
 use crate::cc::{CaEvent, CaState, CongestionControl};
 use crate::engine::{Event, Nanos, Scheduler};
