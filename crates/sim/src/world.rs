@@ -16,7 +16,7 @@ use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
 use crate::results::{RunResult, SampleRow};
-use crate::tcp::{EcnFeedback, Receiver, Sender, SenderConfig};
+use crate::tcp::{AnySender, CbrSender, EcnFeedback, Receiver, Sender, SenderConfig};
 
 /// One connection.
 pub struct Flow {
@@ -26,7 +26,7 @@ pub struct Flow {
     pub stop_ns: Option<Nanos>,
     /// Payload bytes of a finite flow; None = bulk.
     pub size_bytes: Option<u64>,
-    pub sender: Sender,
+    pub sender: AnySender,
     pub receiver: Receiver,
 }
 
@@ -210,24 +210,22 @@ impl World {
                 fq_pacing: class.fq_pacing,
                 handshake_rtt_ns: class.rtt_ns,
             };
-            let sender = match (&class.cc, class.cbr_rate_bps) {
-                (Some(cc), _) => Sender::new(&scfg, cc.build(derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64)))),
-                (None, Some(rate)) => Sender::new_cbr(&scfg, rate),
-                (None, None) => unreachable!("checked by EngineConfig::check"),
-            };
-            let feedback = if !sender.ecn_ok() {
-                EcnFeedback::Off
-            } else {
-                match sender.ecn_use() {
-                    crate::cc::EcnUse::Classic => EcnFeedback::Classic,
-                    crate::cc::EcnUse::Dctcp | crate::cc::EcnUse::WantsCeEvents => EcnFeedback::Dctcp,
-                    crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
+            let (sender, receiver) = match (&class.cc, class.cbr_rate_bps) {
+                (Some(cc), _) => {
+                    let sender = Sender::new(&scfg, cc.build(derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64))));
+                    let feedback = if !sender.ecn_ok() {
+                        EcnFeedback::Off
+                    } else {
+                        match sender.ecn_use() {
+                            crate::cc::EcnUse::Classic => EcnFeedback::Classic,
+                            crate::cc::EcnUse::Dctcp | crate::cc::EcnUse::WantsCeEvents => EcnFeedback::Dctcp,
+                            crate::cc::EcnUse::L4s => EcnFeedback::Accurate,
+                        }
+                    };
+                    (AnySender::Tcp(sender), Receiver::new(id, feedback, size_bytes, class.rtt_ns))
                 }
-            };
-            let receiver = if sender.is_cbr() {
-                Receiver::new_cbr(id, size_bytes, class.rtt_ns)
-            } else {
-                Receiver::new(id, feedback, size_bytes, class.rtt_ns)
+                (None, Some(rate)) => (AnySender::Cbr(CbrSender::new(&scfg, rate)), Receiver::new_cbr(id, size_bytes, class.rtt_ns)),
+                (None, None) => unreachable!("checked by EngineConfig::check"),
             };
             flows.push(Flow { class: c, start_ns, stop_ns, size_bytes, sender, receiver });
         }
@@ -516,19 +514,19 @@ impl World {
             let d = flow.receiver.delivered_bytes;
             let prev = self.fm[f].delivered_at_last_sample;
             self.fm[f].delivered_at_last_sample = d;
-            let s = &flow.sender;
+            let s = flow.sender.sample();
             self.samples.push(SampleRow {
                 t_ns: now,
                 flow: f as u32,
                 class: flow.class as u32,
                 throughput_bps: (d - prev) as f64 * 8e9 / iv as f64,
-                cwnd: s.tp.cwnd,
-                ssthresh: s.tp.ssthresh,
-                inflight: s.inflight(),
-                srtt_us: s.srtt_us(),
-                pacing_rate_bps: s.tp.pacing_rate as f64 * 8.0,
-                ca_state: s.tp.ca_state,
-                cc: if s.is_cbr() { Default::default() } else { crate::cc::CongestionControl::probe(&s.cc, &s.tp) },
+                cwnd: s.cwnd,
+                ssthresh: s.ssthresh,
+                inflight: s.inflight,
+                srtt_us: s.srtt_us,
+                pacing_rate_bps: s.pacing_rate as f64 * 8.0,
+                ca_state: s.ca_state,
+                cc: s.cc,
             });
         }
         let in_tx = self.bottleneck.in_tx().map(|p| (p.wire_len, self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns));

@@ -36,7 +36,7 @@ fn share_of_first_class(r: &sim::RunResult) -> f64 {
 
 #[test]
 fn each_model_based_cc_alone_fills_a_deep_buffered_path() {
-    // Issue "BBR and Prague": alone on 100 Mbps, 20 ms with a deep buffer, ≥ 95 % utilization
+    // Alone on 100 Mbps, 20 ms with a deep buffer, a model-based CC keeps the link ≥ 95 % busy
     // (BBR pays ≈ 2 % for PROBE_RTT — 200 ms of every 10 s — and paces 1 % below its estimate).
     for cc in ["bbr", "bbr2", "bbr3", "prague"] {
         let cfg = config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 30.0, 5.0, 1);
@@ -187,11 +187,11 @@ fn fq_codel_gives_bbr_and_cubic_equal_shares_where_taildrop_does_not() {
 
 #[test]
 fn dualpi2_keeps_prague_in_a_far_shorter_queue_than_cubic_with_comparable_throughput() {
-    // RFC 9332 §1 and seed 002: the L4S queue (Prague, ECT(1)) stays below the 1 ms step while
-    // the classic queue (CUBIC) sits near DualPI2's 15 ms target. The coupling k = 2 makes the
-    // rates "roughly equal" (RFC 9332 §2.1) — derived for Reno-friendly classic traffic; accept
-    // a factor of 3 either way (measured 2.2 in Prague's favour here: worth comparing with a
-    // real kernel through the emulator).
+    // RFC 9332 §1 and De Schepper et al. (DualQ): the L4S queue (Prague, ECT(1)) stays below
+    // the 1 ms step while the classic queue (CUBIC) sits near DualPI2's 15 ms target. The
+    // coupling k = 2 makes the rates "roughly equal" (RFC 9332 §2.1) — derived for
+    // Reno-friendly classic traffic; accept a factor of 3 either way (this run gives 2.2 in
+    // Prague's favour).
     let aqm = json!({"kind": "dualpi2"});
     let mut cubic = class("cubic", 1, 20.0);
     cubic.ecn = true;

@@ -1,6 +1,6 @@
 //! CUBIC as Linux implements it: net/ipv4/tcp_cubic.c "v2.3" (`cubictcp_cong_avoid`,
 //! `bictcp_update`, `cubictcp_recalc_ssthresh`, `cubictcp_state`, `cubictcp_cwnd_event`,
-//! `cubictcp_acked`), RFC 9438 for orientation, ../shared/reference/cc.md §3.
+//! `cubictcp_acked`), RFC 9438 for orientation.
 //!
 //! W(t) = C·(t − K)³ + W_max with C = 410/1024 ≈ 0.4 and β = 717/1024 ≈ 0.7, evaluated one
 //! min-RTT ahead (`t + delay_min`), growth at most 1.5× per RTT (`cnt ≥ 2`), +5 % per RTT at
@@ -20,7 +20,7 @@ use super::{CaEvent, CaState, CongestionControl, TcpState};
 const BICTCP_BETA_SCALE: u32 = 1024;
 /// `BICTCP_HZ`: time inside the cubic is in units of 2^−10 s.
 const BICTCP_HZ: u32 = 10;
-/// Linux's `HZ` assumed by the digest (1 jiffy = 1 ms).
+/// Linux's `HZ`, taken as 1000 (1 jiffy = 1 ms; a common kernel configuration).
 const HZ: u64 = 1000;
 
 /// Module parameters of tcp_cubic.c with their Linux defaults.

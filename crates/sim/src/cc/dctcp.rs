@@ -1,6 +1,6 @@
 //! DCTCP as Linux implements it: net/ipv4/tcp_dctcp.c (`dctcp_init`, `dctcp_update_alpha`,
 //! `dctcp_ssthresh`, `dctcp_react_to_loss`, `dctcp_state`, `dctcp_cwnd_event`,
-//! `dctcp_cwnd_undo`), RFC 8257 §3, ../shared/reference/cc.md §4.
+//! `dctcp_cwnd_undo`), RFC 8257 §3.
 //!
 //! Once per window of data (snd_una passing the snd_nxt of the window's start) the marked
 //! fraction F = delivered_ce/delivered updates α ← (1 − g)·α + g·F, in Linux's 1/1024 fixed

@@ -1,6 +1,6 @@
 //! HyStart as Linux CUBIC implements it (net/ipv4/tcp_cubic.c `hystart_update`,
 //! `bictcp_hystart_reset`, `hystart_ack_delay`; Ha & Rhee, "Taming the elephants: New TCP slow
-//! start", Computer Networks 2011; ../shared/reference/cc.md §3.5) — not RFC 9406 HyStart++,
+//! start", Computer Networks 2011) — not RFC 9406 HyStart++,
 //! which mainline Linux does not implement. Two detectors end slow start early by setting
 //! ssthresh = cwnd: the ACK train (ACKs of a round keep arriving closely spaced for longer than
 //! half the minimum delay) and the delay increase (the round's minimum RTT over 8 samples

@@ -2,7 +2,7 @@
 //! (`include/net/tcp.h`).
 //!
 //! The TCP core ([`crate::tcp`]) owns the connection state ([`TcpState`]) and calls the hooks in
-//! the order Linux's `tcp_ack()` does (../shared/reference/cc.md §1.3):
+//! the order Linux's `tcp_ack()` does (net/ipv4/tcp_input.c):
 //! `pkts_acked` (per ACK with an RTT sample) → `in_ack_event` → loss/ECN state changes
 //! (`ssthresh`, `set_state`) → `cong_control` if the CC has one, else PRR in CWR/Recovery or
 //! `cong_avoid` otherwise. Hooks default to no-ops. A CC's own state lives in its own struct;
@@ -24,6 +24,8 @@ use serde::Deserialize;
 
 /// `TCP_INFINITE_SSTHRESH` (include/net/tcp.h).
 pub const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+/// `TCP_INIT_CWND` = 10 (include/net/tcp.h; RFC 6928): the initial window, segments.
+pub const TCP_INIT_CWND: u32 = 10;
 
 /// Linux's `icsk_ca_state` (include/net/inet_connection_sock.h, `enum tcp_ca_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -200,7 +202,8 @@ pub struct CcProbe {
 }
 
 /// How a CC uses ECN: decides what the sender sets on its packets and how its receiver echoes CE
-/// (../shared/reference/cc.md §1.13).
+/// (RFC 3168 §6.1 classic ECN, RFC 8257 §3.2 DCTCP, RFC 9331 L4S; `tcp_ecn_send`,
+/// `TCP_CONG_NEEDS_ECN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EcnUse {
     /// Classic RFC 3168 when the flow class enables ECN; ECT(0) on new data only.
@@ -286,8 +289,7 @@ impl TcpState {
         TcpState {
             now_ns,
             mss,
-            // TCP_INIT_CWND = 10 (include/net/tcp.h; RFC 6928).
-            cwnd: 10,
+            cwnd: TCP_INIT_CWND,
             ssthresh: TCP_INFINITE_SSTHRESH,
             snd_cwnd_cnt: 0,
             prior_cwnd: 0,
@@ -373,7 +375,7 @@ impl TcpState {
             self.snd_cwnd_cnt -= delta * w;
             self.cwnd += delta;
         }
-        // snd_cwnd_clamp is effectively unlimited in Linux (cc.md §1.1).
+        // No clamp: Linux's default `snd_cwnd_clamp` is effectively unlimited (~0).
     }
 }
 

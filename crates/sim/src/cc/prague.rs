@@ -5,7 +5,7 @@
 //! `prague_update_pacing_rate`, `prague_new_round`, `prague_ai_ack_increase`,
 //! `prague_enter_cwr`, `prague_enter_loss`, `prague_ca_open`, `prague_state`,
 //! `prague_cwnd_event`, `prague_cwnd_undo`, `prague_ssthresh`, `prague_tso_segs`, and the
-//! conversion helpers); digest in ../shared/reference/cc.md §7; RFC 9331 App. A.
+//! conversion helpers); draft-briscoe-iccrg-prague-congestion-control; RFC 9331 App. A.
 //!
 //! The CC owns cwnd and the pacing rate (`.cong_control`, no `.cong_avoid`): per ACK it adds
 //! to a fractional window (`frac_cwnd`, 1/2^20 segment) for the *non*-CE-marked deliveries
@@ -22,7 +22,7 @@
 //! ±3 % pacing modulation per half virtual RTT) while cwnd·MTU ≤ `cwnd_transit`·1500 B.
 //!
 //! Fixed point as in the source: `tp->srtt_us` is Linux's 8·SRTT, so every use of it here
-//! goes through [`srtt8`]; `RTT2SEC_SHIFT` (2^23 ≈ 8·10^6) is the source's approximation of
+//! goes through `srtt8`; `RTT2SEC_SHIFT` (2^23 ≈ 8·10^6) is the source's approximation of
 //! µs·8 → s, kept as is.
 //!
 //! Deviations (the simulator lacks what the source uses):

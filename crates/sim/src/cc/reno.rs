@@ -1,6 +1,6 @@
 //! Reno / NewReno as Linux runs it: the core machinery of `crate::tcp` plus three hooks of
 //! net/ipv4/tcp_cong.c — `tcp_reno_cong_avoid`, `tcp_reno_ssthresh`, `tcp_reno_undo_cwnd`
-//! (RFC 5681 §3.1; ../shared/reference/cc.md §2). Differences from the RFC that matter:
+//! (RFC 5681 §3.1). Differences from the RFC that matter:
 //! ssthresh halves *cwnd* (not FlightSize), slow start and AI count segments delivered, so
 //! delayed ACKs do not halve the growth rate.
 

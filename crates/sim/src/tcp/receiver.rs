@@ -2,10 +2,11 @@
 //! compressed SACKs, and the three ECN feedback modes — as Linux's receive path
 //! (net/ipv4/tcp_input.c: `tcp_data_queue`, `tcp_event_data_recv`, `__tcp_ack_snd_check`,
 //! `tcp_send_delayed_ack`, `tcp_sack_new_ofo_skb`, `tcp_ecn_check_ce`, `tcp_ecn_accept_cwr`;
-//! include/net/tcp_dctcp.h `dctcp_ece_ack_update`; cc.md §1.9, §1.13, §4.5).
+//! include/net/tcp_dctcp.h `dctcp_ece_ack_update`; RFC 3168 §6.1.3, RFC 8257 §3.2).
 //!
 //! Simplifications (documented in docs/model.md): the receiver reads instantly, so the
-//! advertised window never limits the sender (cc.md §1.12) and "the window would advance"
+//! advertised window never limits the sender (Linux's receive-buffer autotuning,
+//! `tcp_rcv_space_adjust`, keeps it ahead of a bulk sender) and "the window would advance"
 //! always holds; no DSACK blocks (the simulated network never duplicates or reorders, so
 //! DSACK would only report retransmissions that were spurious, which the sender does not
 //! undo either); the receiver's own RTT estimate (for bounding the delayed-ACK timer and the
@@ -465,8 +466,7 @@ impl Receiver {
         let mut n = 0usize;
         // The most recently changed ranges first (RFC 2018 §4): one pass keeping the (at most)
         // three latest `touched`, newest first. Every growth takes a fresh `touch_clock` tick
-        // for one range, so no two ranges share a `touched` and the choice is unique. (This
-        // ran on every ACK with holes; it used to sort a freshly allocated index vector.)
+        // for one range, so no two ranges share a `touched` and the choice is unique.
         // `touched` starts at 1, so 0 marks an empty place.
         const _: () = assert!(MAX_SACK_BLOCKS == 3);
         let mut best = [(0u64, 0u32, 0u32); MAX_SACK_BLOCKS];

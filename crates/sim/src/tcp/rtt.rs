@@ -1,5 +1,5 @@
 //! RTT estimation and the retransmission timeout, as Linux computes them
-//! (net/ipv4/tcp_input.c `tcp_rtt_estimator`, `tcp_set_rto`; cc.md §1.8), in Linux's fixed
+//! (net/ipv4/tcp_input.c `tcp_rtt_estimator`, `tcp_set_rto`), in Linux's fixed
 //! point: `srtt_us` holds 8·SRTT, `mdev_us` 4·mean deviation. Because `rttvar` never falls
 //! below `rto_min`, the RTO is ≈ SRTT + max(200 ms, ~4·RTTVAR), not RFC 6298 §2.4's
 //! max(200 ms, SRTT + 4·RTTVAR).
@@ -10,6 +10,9 @@ pub const TCP_RTO_MIN_US: u64 = 200_000;
 pub const TCP_RTO_MAX_US: u64 = 120_000_000;
 /// `TCP_TIMEOUT_INIT` = 1 s, the RTO before any RTT sample (RFC 6298 §2.1), µs.
 pub const TCP_TIMEOUT_INIT_US: u64 = 1_000_000;
+/// `TCP_TIMEOUT_MIN` = 2 jiffies = 2 ms (include/net/tcp.h), µs: added to the loss-probe and
+/// RACK reordering timeouts.
+pub const TCP_TIMEOUT_MIN_US: u64 = 2_000;
 
 #[derive(Clone, Debug)]
 pub struct RttEstimator {
@@ -99,7 +102,7 @@ mod tests {
 
     #[test]
     fn first_sample_gives_srtt_plus_rto_min() {
-        // cc.md §1.8: "For a 10 ms path the RTO is ≈ 210 ms".
+        // A 10 ms path: RTO = 10 ms + rto_min = 210 ms.
         let mut e = RttEstimator::default();
         assert_eq!(e.rto_us, 1_000_000); // TCP_TIMEOUT_INIT before any sample
         e.sample(10_000, 0, 10);
@@ -111,7 +114,7 @@ mod tests {
     #[test]
     fn constant_rtt_keeps_rto_at_srtt_plus_200ms() {
         // With a constant 100 ms RTT the deviation decays to 0 and rttvar stays at its floor
-        // rto_min: RTO = 100 + 200 = 300 ms (cc.md §1.8: "for 100 ms ≈ 300 ms").
+        // rto_min: RTO = 100 + 200 = 300 ms.
         let mut e = RttEstimator::default();
         let mut una = 0;
         for i in 0..200 {

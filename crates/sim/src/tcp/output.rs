@@ -1,0 +1,250 @@
+//! Transmission: what leaves when (Linux net/ipv4/tcp_output.c `tcp_write_xmit`,
+//! `tcp_xmit_retransmit_queue`, `tcp_tso_autosize`, `tcp_update_skb_after_send`,
+//! `tcp_cwnd_validate`; tcp_input.c `tcp_update_pacing_rate`). Lost segments go first, then
+//! new data, while the window allows; a paced socket sends TSO-sized bursts no earlier than
+//! its earliest departure time (`tcp_wstamp_ns`), as the fq qdisc or TCP's internal pacing
+//! enforces it. Segments carry the ECN codepoint and CWR flag of RFC 3168 §6.1
+//! (tcp_output.c `tcp_ecn_send`).
+
+use aqm::Ecn;
+
+use crate::cc::{CaEvent, CongestionControl, EcnUse, TxSnapshot};
+use crate::engine::{Event, Nanos, Scheduler};
+use crate::packet::{flags, DataPkt, TCP_HEADER_BYTES, TCP_IP_HEADER_BYTES};
+use crate::tcp::scoreboard::{sb, Seg, NONE};
+use crate::tcp::timers::XmitTimer;
+use crate::tcp::{rate, Sender};
+
+/// `tcp_pacing_ss_ratio` = 200 % and `tcp_pacing_ca_ratio` = 120 % (`tcp_update_pacing_rate`).
+const PACING_SS_RATIO: u64 = 200;
+const PACING_CA_RATIO: u64 = 120;
+/// `sk_gso_max_size` = 64 KB without BIG TCP (`tcp_tso_autosize`).
+const GSO_MAX_SIZE: u64 = 65_536;
+/// `sk_pacing_shift` = 10: TSO bursts of ≈1 ms at the pacing rate.
+const PACING_SHIFT: u32 = 10;
+/// `sysctl_tcp_tso_rtt_log` = 9: the RTT allowance halves per 512 µs of min_rtt.
+const TSO_RTT_LOG: u32 = 9;
+/// "Original sch_fq does not pace first 10 MSS" (`tcp_update_skb_after_send`).
+const UNPACED_INITIAL_SEGS: u64 = 10;
+
+/// The TSval of a segment sent at `now` (RFC 7323 §3): a ms clock, +1 so that 0 means "no
+/// timestamp".
+pub(crate) fn tsval(now: Nanos) -> u32 {
+    (now / 1_000_000) as u32 + 1
+}
+
+impl Sender {
+    /// `tcp_tso_segs`: the CC's `tso_segs` hook, else `tcp_tso_autosize` with its
+    /// `min_tso_segs`: segments per burst for a paced socket.
+    fn tso_segs(&self) -> u32 {
+        if let Some(n) = self.cc.tso_segs(&self.tp) {
+            return n.max(1);
+        }
+        let mut bytes = self.tp.pacing_rate >> PACING_SHIFT;
+        let r = (self.tp.min_rtt_us as u64) >> TSO_RTT_LOG;
+        if r < 32 {
+            bytes += GSO_MAX_SIZE >> r;
+        }
+        bytes = bytes.min(GSO_MAX_SIZE);
+        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp))
+    }
+
+    /// `tcp_write_xmit` preceded by `tcp_xmit_retransmit_queue`: lost segments first, then new
+    /// data, while inflight < cwnd and pacing allows.
+    pub(super) fn transmit(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+        if self.report.finished_at.is_some() || self.report.started_at.is_none() {
+            return;
+        }
+        let now = sched.now();
+        self.sync_tp(now);
+        let mut sent_new = false;
+        let mut sent_any = false;
+        let mut retransmitted_head = false;
+        loop {
+            if self.tp.paced && self.data_segs_out >= UNPACED_INITIAL_SEGS && self.wstamp_ns > now {
+                self.pacing_timer.arm(sched, self.wstamp_ns, Event::PacingTimer(self.flow));
+                break;
+            }
+            let burst = if self.tp.paced { self.tso_segs() } else { u32::MAX };
+            let mut n = 0u32;
+            let mut burst_bytes = 0u64;
+            while n < burst {
+                if self.inflight() >= self.tp.cwnd {
+                    break;
+                }
+                let pkt = if let Some(seq) = self.next_lost() {
+                    retransmitted_head |= seq == self.tp.snd_una;
+                    self.retransmit(seq, now)
+                } else if self.has_new_data() {
+                    sent_new = true;
+                    self.send_new(now, sched)
+                } else {
+                    break;
+                };
+                burst_bytes += (pkt.payload + TCP_HEADER_BYTES) as u64;
+                out.push(pkt);
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            sent_any = true;
+            if !self.tp.paced {
+                break;
+            }
+            self.advance_pacing(now, burst_bytes, n);
+        }
+        let is_cwnd_limited = self.inflight() >= self.tp.cwnd;
+        if sent_any || is_cwnd_limited {
+            self.cwnd_validate(is_cwnd_limited);
+        }
+        if retransmitted_head && self.xmit_kind != XmitTimer::ReoTimeout {
+            self.rearm_rto(sched);
+        }
+        if sent_new {
+            // Send one loss probe per tail loss episode.
+            self.schedule_loss_probe(sched, false);
+        }
+        self.tp.inflight = self.inflight();
+    }
+
+    /// `tcp_update_skb_after_send` for a burst (one TSO skb) of `bytes` (TCP payload+header):
+    /// the earliest departure time advances by bytes/rate, less a credit of at most half of
+    /// that for lateness. The first 10 data segments are not paced.
+    fn advance_pacing(&mut self, now: Nanos, bytes: u64, segs: u32) {
+        let prior = self.wstamp_ns;
+        self.wstamp_ns = self.wstamp_ns.max(now);
+        let rate = self.tp.pacing_rate;
+        if rate > 0 && self.data_segs_out >= UNPACED_INITIAL_SEGS + segs as u64 {
+            let mut len_ns = bytes * 1_000_000_000 / rate;
+            let credit = self.wstamp_ns - prior;
+            len_ns -= (len_ns / 2).min(credit);
+            self.wstamp_ns += len_ns;
+        }
+    }
+
+    /// Send new segment `snd_nxt` (`tcp_transmit_skb`, `tcp_event_new_data_sent`).
+    pub(super) fn send_new(&mut self, now: Nanos, sched: &mut Scheduler) -> DataPkt {
+        let seq = self.tp.snd_nxt;
+        if self.tp.packets_out == 0 {
+            // tcp_event_data_sent: (re)start after idle.
+            self.cc.cwnd_event(&mut self.tp, CaEvent::TxStart);
+        }
+        let prior_packets = self.tp.packets_out;
+        let tx = if self.rate_sampling {
+            let inflight = self.inflight();
+            rate::skb_sent(&mut self.tp, inflight, now)
+        } else {
+            TxSnapshot::default()
+        };
+        self.segs.push_back(Seg { sent_ns: now, flags: 0, prev: NONE, next: NONE, tx });
+        self.tp.snd_nxt += 1;
+        self.tp.packets_out += 1;
+        self.ts_push_tail(seq);
+        if self.in_cwnd_reduction() {
+            self.prr_out += 1;
+        }
+        self.data_segs_out += 1;
+        // tcp_event_new_data_sent: arm the RTO when nothing was outstanding (or a probe was
+        // pending); the loss probe is scheduled after the burst.
+        if prior_packets == 0 || self.xmit_kind == XmitTimer::LossProbe {
+            self.rearm_rto(sched);
+        }
+        let mut f = 0;
+        let ecn = if self.ecn_ok {
+            if self.queue_cwr {
+                self.queue_cwr = false;
+                f |= flags::CWR;
+            }
+            self.ect()
+        } else {
+            Ecn::NotEct
+        };
+        self.make_pkt(seq, ecn, f, now)
+    }
+
+    /// The ECT codepoint this sender uses.
+    fn ect(&self) -> Ecn {
+        if self.ecn_use == EcnUse::L4s {
+            Ecn::Ect1
+        } else {
+            Ecn::Ect0
+        }
+    }
+
+    /// Retransmit segment `seq` (`__tcp_retransmit_skb`).
+    pub(super) fn retransmit(&mut self, seq: u32, now: Nanos) -> DataPkt {
+        let tx = if self.rate_sampling {
+            let inflight = self.inflight();
+            rate::skb_sent(&mut self.tp, inflight, now)
+        } else {
+            TxSnapshot::default()
+        };
+        {
+            let s = self.seg_mut(seq);
+            s.tx = tx;
+            s.flags |= sb::RETRANS_OUT | sb::EVER_RETRANS;
+            s.sent_ns = now;
+        }
+        self.retrans_out += 1;
+        self.ts_remove(seq);
+        self.ts_push_tail(seq);
+        if self.in_cwnd_reduction() {
+            self.prr_out += 1;
+        }
+        self.report.stats.retrans_segs += 1;
+        // tcp_ecn_send: retransmissions are Not-ECT unless the CC needs ECN
+        // (TCP_CONG_NEEDS_ECN: DCTCP, Prague) — not for CE-event-only CCs such as BBRv2.
+        let ecn = if self.ecn_ok && matches!(self.ecn_use, EcnUse::Dctcp | EcnUse::L4s) { self.ect() } else { Ecn::NotEct };
+        self.make_pkt(seq, ecn, flags::RETRANS, now)
+    }
+
+    /// The packet for segment `seq`, counted as sent at `now`.
+    fn make_pkt(&mut self, seq: u32, ecn: Ecn, f: u8, now: Nanos) -> DataPkt {
+        let payload = self.payload_of(seq);
+        let wire_len = payload + TCP_IP_HEADER_BYTES;
+        self.report.stats.segs_sent += 1;
+        self.report.stats.wire_bytes_sent += wire_len as u64;
+        self.tp.lsndtime_ns = now;
+        DataPkt {
+            flow: self.flow,
+            seq,
+            payload,
+            wire_len,
+            ecn,
+            flags: f,
+            hop: 0,
+            enqueue_ns: 0,
+            value: 0,
+            tsval: tsval(now),
+        }
+    }
+
+    /// `tcp_cwnd_validate`: remember whether the window was fully used in this window of data.
+    fn cwnd_validate(&mut self, is_cwnd_limited: bool) {
+        if self.tp.snd_una >= self.cwnd_usage_seq
+            || is_cwnd_limited
+            || (!self.tp.is_cwnd_limited && self.tp.packets_out > self.tp.max_packets_out)
+        {
+            self.tp.is_cwnd_limited = is_cwnd_limited;
+            self.tp.max_packets_out = self.tp.packets_out;
+            self.cwnd_usage_seq = self.tp.snd_nxt;
+        }
+    }
+
+    /// `tcp_update_pacing_rate` (CCs without `cong_control`).
+    pub(super) fn update_pacing_rate(&mut self) {
+        let ratio = if self.tp.cwnd < self.tp.ssthresh / 2 { PACING_SS_RATIO } else { PACING_CA_RATIO };
+        let w = self.tp.cwnd.max(self.tp.packets_out) as u64;
+        let srtt_us = self.rtt.srtt().max(1);
+        self.tp.pacing_rate = self.tp.mss as u64 * ratio * w * 1_000_000 / (100 * srtt_us);
+    }
+
+    /// The pacing timer fired (`tcp_pace_kick`).
+    pub fn on_pacing_timer(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+        let now = sched.now();
+        if self.pacing_timer.on_fire(sched, now, Event::PacingTimer(self.flow)) {
+            self.transmit(sched, out);
+        }
+    }
+}
