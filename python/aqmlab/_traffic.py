@@ -276,7 +276,7 @@ class CbrFlow(_Flow):
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
         self.rate_bps: int = spec["rate_bps"]
-        #: Datagrams of a finite flow, and its last one's payload (the simulator's new_cbr).
+        #: Datagrams of a finite flow, and its last one's payload (the simulator's CbrSender::new).
         self.total: int | None = None
         self.last_payload = CBR_PAYLOAD_BYTES
         if self.size_bytes is not None:
