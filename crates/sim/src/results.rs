@@ -81,18 +81,7 @@ pub struct SampleRow {
     pub cc: crate::cc::CcProbe,
 }
 
-/// A bottleneck time-series sample.
-#[derive(Clone, Debug)]
-pub struct QueueRow {
-    pub t_ns: u64,
-    pub qlen_pkts: u64,
-    pub backlog_bytes: u64,
-    pub sojourn_mean_ns: Option<f64>,
-    pub sojourn_max_ns: Option<u64>,
-    pub link_bytes: f64,
-    pub drops: u64,
-    pub marks: u64,
-}
+pub use link::measure::QueueRow;
 
 #[derive(Clone, Debug)]
 pub struct RunResult {

@@ -1,7 +1,6 @@
 //! The simulated world: flows, the dumbbell topology, the event loop and the results.
 //!
-//! Topology (DESIGN.md, issue "Simulator core" item 3): each flow class has its own base RTT
-//! R. A sender's packets reach the bottleneck at once (no access delay), are queued and
+//! Topology (docs/model.md): each flow class has its own base RTT R. A sender's packets reach the bottleneck at once (no access delay), are queued and
 //! serialized at rate C, then travel R/2 to the receiver; ACKs travel R − R/2 back,
 //! uncongested. Routes are lists of hops ([`Hop`]), so a reverse-path bottleneck or a second
 //! bottleneck is a longer route, not a change to hosts or flows.
@@ -12,6 +11,7 @@ use rand_core::Rng as _;
 use crate::config::{EngineConfig, StartConfig};
 use crate::engine::{Event, Nanos, Scheduler};
 use crate::marker::FlowMarker;
+use link::seed::{SEED_CC, SEED_MARKER, SEED_QDISC, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
@@ -72,9 +72,8 @@ pub struct World {
     start_order: Vec<u32>,
     next_start: usize,
     /// Flows the time series may still show, in id order: those whose start time has come,
-    /// less those done for good (`take_sample`'s skip test, once true, stays true). Scanning
-    /// every flow at each sample touched thousands of finished workload flows' cold state:
-    /// 80 % of the L1 misses of issue 7's dynamic benchmark (callgrind --cache-sim).
+    /// less those done for good (`take_sample`'s skip test, once true, stays true), so a
+    /// sample does not touch the cold state of a workload's thousands of finished flows.
     sampled: Vec<u32>,
     /// Every flow by (start time, id), and the next one to add to `sampled`.
     sample_order: Vec<u32>,
@@ -98,25 +97,8 @@ fn schedule_time(s: &StartConfig, i: u64, rng: &mut aqm::Rng) -> Nanos {
     }
 }
 
-/// Derive a component's seed from the run seed (SplitMix64 finalizer), so adding a component
-/// never shifts another's random stream.
-pub fn derive_seed(run_seed: u64, component: u64) -> u64 {
-    let mut z = run_seed ^ component.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-const SEED_QDISC: u64 = 1;
-const SEED_STARTS: u64 = 2;
-/// Uniform stop draws (their own stream: adding stops never moves the starts).
-const SEED_STOPS: u64 = 4;
-/// Per-flow CC streams: SEED_CC + flow id.
-const SEED_CC: u64 = 1 << 32;
-/// Per-class workload streams: SEED_WORKLOAD + class index.
-const SEED_WORKLOAD: u64 = 3 << 32;
-/// Per-flow packet-value marker streams: SEED_MARKER + flow id.
-const SEED_MARKER: u64 = 2 << 32;
+/// A component's seed from the run seed ([`link::seed`], shared with the emulator's router).
+pub use link::seed::derive_seed;
 
 /// One flow as the run plans it before anything is simulated: its class, when it starts and
 /// (bulk and CBR classes with a `stop`) stops, and its size (finite flows; None = bulk).
@@ -176,8 +158,9 @@ impl World {
         let limit = PhysicalLimit { packets: cfg.bottleneck.buffer_packets, bytes: cfg.bottleneck.buffer_bytes };
         let bottleneck = Bottleneck::new(0, cfg.bottleneck.rate_bps, limit, qdisc);
         let n = cfg.classes.len();
-        // PPV and CSAQM need every packet valued before the bottleneck (aqm.md §9.2): a marker
-        // hop at the head of each forward route, equal sharing unless the config says otherwise.
+        // PPV and CSAQM need every packet valued before the bottleneck (ppv.elte.hu: the marker
+        // requirement): a marker hop at the head of each forward route, equal sharing unless
+        // the config says otherwise.
         let marker_cfg = cfg.bottleneck.aqm.reads_packet_values().then(|| cfg.marker.clone().unwrap_or_default());
         let mut fwd_lines = Vec::new();
         let mut rev_lines = Vec::new();
@@ -196,8 +179,8 @@ impl World {
         }
         // Every flow's plan (class, start, stop, size) — the one definition of the draws,
         // shared with the emulator (`flow_plan`). Drawn before any flow is built so `flows` is
-        // allocated once at its final size (a growing vector of ~6,000 flows copies them and
-        // faults in pages each time it doubles: issue 7's dynamic case).
+        // allocated once at its final size (a growing vector of a workload's thousands of
+        // flows would copy them each time it doubles).
         let plan = flow_plan(&cfg);
         let mut flows = Vec::with_capacity(plan.len());
         for PlannedFlow { class: c, start_ns, stop_ns, size_bytes } in plan {
@@ -428,7 +411,7 @@ impl World {
         let class = self.flows[pkt.flow as usize].class;
         // The marker is the route's first hop (see `World::new`): mark and go on in place.
         if let Hop::Marker = self.fwd_routes[class][pkt.hop as usize] {
-            self.markers[pkt.flow as usize].mark(&mut pkt, self.sched.now());
+            pkt.value = self.markers[pkt.flow as usize].value_for(pkt.wire_len, self.sched.now());
             pkt.hop += 1;
         }
         match self.fwd_routes[class][pkt.hop as usize] {
