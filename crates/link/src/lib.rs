@@ -9,16 +9,25 @@
 //! - [`serializer`]: exact link serialization timing;
 //! - [`marker`]: the packet-value marker;
 //! - [`measure`]: queue measurement (sojourn histogram, link bytes, drop and mark reasons);
-//! - [`seed`]: seed derivation, and every component's stream number.
+//! - [`seed`]: seed derivation, and every component's stream number;
+//! - [`record`], [`metrics`], [`tables`]: a run's records and the summary and tables computed
+//!   from them, for both backends; [`emu`] builds the emulator's records from the router's
+//!   report and the traffic's measurements.
 //!
-//! It knows nothing of TCP.
+//! It knows nothing of the TCP model.
 
 pub mod config;
+pub mod emu;
 pub mod marker;
 pub mod measure;
+pub mod metrics;
+pub mod record;
 pub mod seed;
 pub mod serializer;
+pub mod tables;
 
 pub use config::LinkConfig;
 pub use seed::derive_seed;
+pub use record::RunRecord;
 pub use serializer::Serializer;
+pub use tables::{collect, Column, RunResult, Table};

@@ -128,7 +128,7 @@ impl QueueMeasure {
     }
 
     /// Iterate non-empty bins as (lower edge ns, width ns, count).
-    pub fn bins(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+    fn bins(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         // Bins above the one holding the maximum are empty: skip them (there are 10^6 fine bins).
         let fine_end = if self.sojourn_count == 0 { 0 } else { ((self.sojourn_max_ns / FINE_BIN_NS) as usize + 1).min(FINE_BINS) };
         let fine = self.fine[..fine_end].iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i as u64 * FINE_BIN_NS, FINE_BIN_NS, c as u64));
@@ -138,42 +138,24 @@ impl QueueMeasure {
         fine.chain(coarse)
     }
 
-    /// The q-quantile of the sojourn distribution, ns: the midpoint of the bin holding the
-    /// ⌈q·n⌉-th smallest sample (exact to ±0.5 µs below 1 s, ±0.5 ms above), never above the
-    /// observed maximum.
+    /// The histogram of the window's sojourns (non-empty bins), with the quantile rule.
+    pub fn hist(&self) -> SojournHist {
+        SojournHist { bins: self.bins().collect(), count: self.sojourn_count, max_ns: self.sojourn_max_ns }
+    }
+
+    /// The q-quantile of the sojourn distribution, ns ([`SojournHist::quantile_ns`]: exact to
+    /// ±0.5 µs below 1 s, ±0.5 ms above).
     pub fn quantile_ns(&self, q: f64) -> Option<f64> {
-        if self.sojourn_count == 0 {
-            return None;
-        }
-        let rank = ((q * self.sojourn_count as f64).ceil() as u64).clamp(1, self.sojourn_count);
-        let mut cum = 0;
-        for (lo, w, c) in self.bins() {
-            cum += c;
-            if cum >= rank {
-                return Some((lo as f64 + w as f64 / 2.0).min(self.sojourn_max_ns as f64));
-            }
-        }
-        Some(self.sojourn_max_ns as f64)
+        self.hist().quantile_ns(q)
     }
 
     pub fn mean_ns(&self) -> Option<f64> {
         (self.sojourn_count > 0).then(|| self.sojourn_sum_ns as f64 / self.sojourn_count as f64)
     }
 
-    /// The histogram re-binned at `bin_ns`: (lower edge ns, count) for every bin from 0 up to
-    /// the one holding the maximum (empty bins included, so the table plots directly).
-    /// Coarse (1 ms) source bins are placed by their lower edge.
+    /// The histogram re-binned at `bin_ns` ([`SojournHist::rebinned`]).
     pub fn rebinned(&self, bin_ns: u64) -> Vec<(u64, u64)> {
-        if self.sojourn_count == 0 {
-            return Vec::new();
-        }
-        let n = (self.sojourn_max_ns / bin_ns + 1) as usize;
-        let mut out = vec![0u64; n];
-        for (lo, _, c) in self.bins() {
-            let k = ((lo / bin_ns) as usize).min(n - 1);
-            out[k] += c;
-        }
-        out.into_iter().enumerate().map(|(k, c)| (k as u64 * bin_ns, c)).collect()
+        self.hist().rebinned(bin_ns)
     }
 
     /// A transmission of `bytes` over [start, end) completed: credit the part after the last
@@ -242,6 +224,62 @@ pub struct QueueRow {
     pub marks: u64,
 }
 
+/// A sojourn-time histogram: non-empty bins in increasing order, the number of samples and
+/// their maximum.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SojournHist {
+    /// (lower edge ns, width ns, count).
+    pub bins: Vec<(u64, u64, u64)>,
+    pub count: u64,
+    pub max_ns: u64,
+}
+
+impl SojournHist {
+    /// From bins of one width given as (index, count), in any order (the router's report):
+    /// empty ones are skipped. Without the exact maximum, the top of the highest non-empty bin
+    /// bounds it (to within a bin).
+    pub fn from_indexed(bin_ns: u64, bins: &[(u64, u64)], max_ns: Option<u64>) -> SojournHist {
+        let mut b: Vec<(u64, u64)> = bins.iter().copied().filter(|&(_, c)| c > 0).collect();
+        b.sort_unstable();
+        let count = b.iter().map(|&(_, c)| c).sum();
+        let max_ns = max_ns.unwrap_or_else(|| b.last().map_or(0, |&(i, _)| (i + 1) * bin_ns - 1));
+        SojournHist { bins: b.into_iter().map(|(i, c)| (i * bin_ns, bin_ns, c)).collect(), count, max_ns }
+    }
+
+    /// The q-quantile, ns: the midpoint of the bin holding the ⌈q·n⌉-th smallest sample, never
+    /// above the maximum.
+    pub fn quantile_ns(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let mut cum = 0;
+        for &(lo, w, c) in &self.bins {
+            cum += c;
+            if cum >= rank {
+                return Some((lo as f64 + w as f64 / 2.0).min(self.max_ns as f64));
+            }
+        }
+        Some(self.max_ns as f64)
+    }
+
+    /// The histogram re-binned at `bin_ns`: (lower edge ns, count) for every bin from 0 up to
+    /// the one holding the maximum (empty bins included, so the table plots directly). A
+    /// source bin wider than `bin_ns` is placed by its lower edge.
+    pub fn rebinned(&self, bin_ns: u64) -> Vec<(u64, u64)> {
+        if self.count == 0 {
+            return Vec::new();
+        }
+        let n = (self.max_ns / bin_ns + 1) as usize;
+        let mut out = vec![0u64; n];
+        for &(lo, _, c) in &self.bins {
+            let k = ((lo / bin_ns) as usize).min(n - 1);
+            out[k] += c;
+        }
+        out.into_iter().enumerate().map(|(k, c)| (k as u64 * bin_ns, c)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,5 +330,22 @@ mod tests {
         q.record_sojourn(5_000, false);
         assert_eq!(q.sojourn_count, 0);
         assert_eq!(q.iv_sojourn_count, 1);
+    }
+
+    #[test]
+    fn the_routers_sparse_histogram_follows_the_simulators_quantile_rule() {
+        // Sojourns 1, 2, ..., 100 ms in 1 µs bins: p50 is the 50th (its bin's midpoint
+        // 50.0005 ms), p99 the 99th; p100 is the midpoint clamped to the maximum.
+        let bins: Vec<(u64, u64)> = (1..=100).map(|k| (k * 1000, 1)).collect();
+        let h = SojournHist::from_indexed(1000, &bins, Some(100_000_000));
+        assert_eq!(h.quantile_ns(0.5), Some(50_000_500.0));
+        assert_eq!(h.quantile_ns(0.99), Some(99_000_500.0));
+        assert_eq!(h.quantile_ns(1.0), Some(100_000_000.0));
+        // 10 ms bins: 1..9 ms in the first, 100 ms alone in the last.
+        let r = h.rebinned(10_000_000);
+        assert_eq!((r[0], r[r.len() - 1], r.iter().map(|(_, c)| c).sum::<u64>()), ((0, 9), (100_000_000, 1), 100));
+        // Without the exact maximum, the top of the highest bin bounds it: bin 3 of 1 µs.
+        assert_eq!(SojournHist::from_indexed(1000, &[(3, 2)], None).max_ns, 3999);
+        assert_eq!(SojournHist::from_indexed(1000, &[], None).quantile_ns(0.5), None);
     }
 }

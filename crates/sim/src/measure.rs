@@ -73,24 +73,3 @@ impl Verdicts<DataPkt> for Sink<'_> {
         }
     }
 }
-
-/// Jain's fairness index (Σx)² / (n·Σx²); None for no flows or all-zero throughput.
-pub fn jain(xs: &[f64]) -> Option<f64> {
-    let n = xs.len() as f64;
-    let s: f64 = xs.iter().sum();
-    let s2: f64 = xs.iter().map(|x| x * x).sum();
-    (n > 0.0 && s2 > 0.0).then(|| s * s / (n * s2))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jain_of_equal_shares_is_one_and_of_one_hog_is_one_over_n() {
-        assert_eq!(jain(&[5.0, 5.0, 5.0, 5.0]), Some(1.0));
-        // One flow takes everything: (x)²/(4·x²) = 1/4.
-        assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), Some(0.25));
-        assert_eq!(jain(&[]), None);
-    }
-}

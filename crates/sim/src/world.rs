@@ -16,6 +16,7 @@ use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
 use crate::results::{RunResult, SampleRow};
+use link::record::{ClassRecord, FlowRecord, RunRecord, SampleRecord};
 use crate::tcp::{EcnFeedback, Receiver, Sender, SenderConfig};
 
 /// One connection.
@@ -301,7 +302,7 @@ impl World {
             self.mark_window_start();
         }
         progress(1.0);
-        Ok(crate::results::collect(self))
+        Ok(link::collect(self.into_record()))
     }
 
     fn mark_window_start(&mut self) {
@@ -526,5 +527,120 @@ impl World {
             drops,
             marks,
         });
+    }
+
+    /// The run's records, for the summary and tables ([`link::collect`]). The packets still
+    /// in the network are counted per flow (for the conservation identity sent = received +
+    /// dropped + in network), and the part of a transmission in progress that falls inside
+    /// the window is credited to the link.
+    pub fn into_record(mut self) -> RunRecord {
+        let cfg = &self.cfg;
+        let mut in_network = vec![0u64; self.flows.len()];
+        for p in self.bottleneck.qdisc.reset() {
+            in_network[p.flow as usize] += 1;
+        }
+        if let Some(p) = self.bottleneck.in_tx() {
+            in_network[p.flow as usize] += 1;
+            let (s, e, len) = (self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns, p.wire_len);
+            self.qm.record_tx(len, s, e, cfg.warmup_ns, cfg.duration_ns);
+        }
+        for line in &self.fwd_lines {
+            for p in line.iter() {
+                in_network[p.flow as usize] += 1;
+            }
+        }
+        let flows: Vec<FlowRecord> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(f, flow)| {
+                let m = &self.fm[f];
+                let st = &flow.sender.stats;
+                FlowRecord {
+                    class: flow.class,
+                    cc: flow.sender.kind_name().to_string(),
+                    start_ns: flow.start_ns,
+                    stop_ns: flow.stop_ns,
+                    size_bytes: flow.size_bytes,
+                    delivered_bytes: flow.receiver.delivered_bytes - m.delivered_at_warmup.unwrap_or(0),
+                    arrived_bytes: m.arrived_bytes,
+                    dropped_bytes: m.dropped_bytes,
+                    marked_bytes: m.marked_bytes,
+                    drops: m.drops,
+                    marks: m.marks,
+                    segs_sent: Some(st.segs_sent),
+                    wire_bytes_sent: Some(st.wire_bytes_sent),
+                    retrans_segs: Some(st.retrans_segs),
+                    rto_count: Some(st.rto_count),
+                    tlp_count: Some(st.tlp_count),
+                    recoveries: Some(st.recoveries),
+                    cwr_count: Some(st.cwr_count),
+                    segs_received: Some(flow.receiver.segs_received),
+                    total_dropped_pkts: Some(m.total_dropped_pkts),
+                    total_marked_pkts: Some(m.total_marked_pkts),
+                    end_in_network_pkts: Some(in_network[f]),
+                    fct_s: flow.sender.finished_at.map(|t| (t - flow.start_ns) as f64 / 1e9),
+                }
+            })
+            .collect();
+        let classes = cfg
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(c, class)| {
+                let idx: Vec<usize> = (0..flows.len()).filter(|&f| flows[f].class == c).collect();
+                // A class without flows (a workload with no arrival) shows the first flow's CC.
+                let cc = flows.get(*idx.first().unwrap_or(&0)).map(|f| f.cc.clone()).unwrap_or_default();
+                ClassRecord {
+                    name: class.name.clone(),
+                    cc,
+                    rtt_ns: class.rtt_ns,
+                    workload: class.workload.is_some(),
+                    sojourn_sum_ns: idx.iter().map(|&f| self.fm[f].sojourn_sum_ns).sum(),
+                    sojourn_count: idx.iter().map(|&f| self.fm[f].sojourn_count).sum(),
+                }
+            })
+            .collect();
+        let samples = std::mem::take(&mut self.samples)
+            .into_iter()
+            .map(|r| SampleRecord {
+                t_ns: r.t_ns,
+                flow: r.flow as u64,
+                class: r.class as usize,
+                throughput_bps: Some(r.throughput_bps),
+                cwnd: Some(r.cwnd as u64),
+                ssthresh: Some(r.ssthresh as u64),
+                inflight: Some(r.inflight as u64),
+                srtt_ms: Some(r.srtt_us as f64 / 1e3),
+                pacing_rate_bps: Some(r.pacing_rate_bps),
+                ca_state: Some(r.ca_state.to_string()),
+                cc_phase: r.cc.phase.map(str::to_string),
+                cc_bw_bps: r.cc.bw_bps,
+                inflight_hi: r.cc.inflight_hi.map(f64::from),
+                cc_alpha: r.cc.alpha,
+            })
+            .collect();
+        let mut counters = serde_json::Map::new();
+        counters.insert("events".into(), self.sched.events_run.into());
+        counters.insert("bottleneck_pkts".into(), self.bottleneck_pkts.into());
+        counters.insert("dropped_pkts".into(), self.dropped_total.into());
+        RunRecord {
+            warmup_ns: cfg.warmup_ns,
+            duration_ns: cfg.duration_ns,
+            rate_bps: cfg.bottleneck.rate_bps,
+            delay_target_ns: cfg.bottleneck.delay_target_ns,
+            interval_ns: cfg.measure.interval_ns,
+            hist_bin_ns: cfg.measure.hist_bin_ns,
+            fct_bins_bytes: cfg.measure.fct_bins_bytes.clone(),
+            classes,
+            flows,
+            samples,
+            queue_samples: std::mem::take(&mut self.queue_samples),
+            sojourn: self.qm.hist(),
+            sojourn_sum_ns: self.qm.sojourn_sum_ns,
+            sojourn_count: self.qm.sojourn_count,
+            link_bytes: self.qm.link_bytes,
+            counters,
+        }
     }
 }
