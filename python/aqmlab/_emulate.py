@@ -14,7 +14,8 @@ torn down — processes, namespaces (and with them every device) — on success,
 SIGTERM/SIGINT; a run killed with SIGKILL leaves a stale testbed that ``cleanup()``
 (``aqmlab emulate --cleanup``) finds by its names and removes.
 
-This module orchestrates; ``_emu_results`` assembles the results; nothing here simulates.
+This module orchestrates; ``_emu_results`` hands the measurements to the simulator's own result
+code (``_native.tables_from_records``); nothing here simulates or computes a metric.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ._emu_results import NULL_COLUMNS, PORT, SCHEMAS, SojournHist, assemble, fair_shares, save_extra
+from ._emu_results import PORT, assemble, save_extra
 from ._results import Result
 from ._scenario import Scenario, ScenarioError, load_scenario
 
 __all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
            # re-exported from _emu_results (the assembly of the results)
-           "assemble", "SCHEMAS", "NULL_COLUMNS", "SojournHist", "fair_shares"]
+           "assemble"]
 
 #: Names of everything a run creates: aqS<i>-<tag>, aqR-<tag>, aqD-<tag> (and the probe aqP-<tag>
 #: of the preflight check); <tag> = 8 hex digits.
@@ -535,7 +536,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     work = tb.work
     cpus = _cpus()
     # Router on one core, all traffic on another: a sender migrating between cores reorders
-    # packets on the veths (issue 6); with a single core nothing is pinned.
+    # packets on the veths; with a single core nothing is pinned.
     router_cpu, traffic_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
     duration_ns, warmup_ns = config["duration_ns"], config["warmup_ns"]
     interval_ns = config["measure"]["interval_ns"]

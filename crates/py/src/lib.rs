@@ -19,6 +19,7 @@ fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>>
         Column::F64(v) => PyList::new(py, v)?.into_any(),
         Column::OptF64(v) => PyList::new(py, v)?.into_any(),
         Column::U64(v) => PyList::new(py, v)?.into_any(),
+        Column::OptU64(v) => PyList::new(py, v)?.into_any(),
         Column::Str(v) => PyList::new(py, v)?.into_any(),
         Column::OptStr(v) => PyList::new(py, v)?.into_any(),
         Column::Bool(v) => PyList::new(py, v)?.into_any(),
@@ -91,6 +92,12 @@ fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAn
         }
         Err(e) => return Err(PyValueError::new_err(e.to_string())),
     };
+    result_to_py(py, &result)
+}
+
+/// A run's results as `run` returns them: `metrics`, `classes`, `fct`, `counters`, and
+/// `tables` (name → column → values).
+fn result_to_py<'py>(py: Python<'py>, result: &sim::RunResult) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     let summary = json_to_py(py, &result.summary)?;
     out.set_item("metrics", summary.get_item("metrics")?)?;
@@ -106,6 +113,30 @@ fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAn
         tables.set_item(name, t)?;
     }
     out.set_item("tables", tables)?;
+    Ok(out)
+}
+
+/// The emulator's summary and tables, computed by the simulator's own code (`link::collect`)
+/// from its records (`link::emu::record`: the engine config, the router's report, the
+/// receiver's and senders' measurements and the testbed's addresses, as one JSON object).
+/// Returns what `run` returns, plus `types` (table → column → Arrow type name), since a
+/// column the emulator cannot fill is all null and carries no type of its own.
+/// Raises ValueError for records it cannot read.
+#[pyfunction]
+fn tables_from_records<'py>(py: Python<'py>, records_json: &str) -> PyResult<Bound<'py, PyDict>> {
+    let input: serde_json::Value = serde_json::from_str(records_json).map_err(|e| PyValueError::new_err(format!("emulator records: {e}")))?;
+    let record = link::emu::record(&input).map_err(PyValueError::new_err)?;
+    let result = link::collect(record);
+    let out = result_to_py(py, &result)?;
+    let types = PyDict::new(py);
+    for (name, table) in &result.tables {
+        let t = PyDict::new(py);
+        for (col, c) in &table.columns {
+            t.set_item(col, c.arrow_type())?;
+        }
+        types.set_item(name, t)?;
+    }
+    out.set_item("types", types)?;
     Ok(out)
 }
 
@@ -133,6 +164,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_cc, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(flow_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(tables_from_records, m)?)?;
     m.add_function(wrap_pyfunction!(ccs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;

@@ -1,4 +1,4 @@
-//! The router's pipeline cost per packet (issue 6 §Speed: "its CPU cost per packet"), without
+//! The router's pipeline cost per packet, without
 //! the TUN device: parse, classify, flow lookup, discipline, link, delay line and emission,
 //! under a virtual clock.
 //!
@@ -15,18 +15,18 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use router::config::Prefix;
 use router::ipv4::header_checksum;
 use router::Pipeline;
-use sim::EngineConfig;
+use link::LinkConfig;
 
 const BATCH: u64 = 10_000;
 
-fn engine(aqm: &str) -> EngineConfig {
+fn engine(aqm: &str) -> LinkConfig {
     let class = |i: usize, rtt: u64| {
         format!(
             r#"{{"name": "c{i}", "cc": {{"name": "cubic"}}, "count": 8, "rtt_ns": {rtt}, "ecn": true,
                 "start": {{"kind": "fixed", "at_ns": 0}}, "size_bytes": null, "fq_pacing": false}}"#
         )
     };
-    EngineConfig::from_json(&format!(
+    LinkConfig::from_json(&format!(
         r#"{{"name": "bench", "seed": 1, "duration_ns": 1000000000000, "warmup_ns": 0,
             "bottleneck": {{"rate_bps": 1000000000, "buffer_packets": 1000, "buffer_bytes": null, "aqm": {aqm}, "delay_target_ns": null}},
             "classes": [{}, {}], "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}}}"#,

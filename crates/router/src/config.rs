@@ -1,17 +1,18 @@
 //! `router.json`: the router's configuration (the router ⇄ orchestrator contract).
 //!
 //! ```json
-//! { "tun": "aqtun", "engine": { ...sim::EngineConfig... },
+//! { "tun": "aqtun", "engine": { ...the simulator's engine config... },
 //!   "class_sources": ["10.77.1.0/24", "10.77.2.0/24"],
 //!   "t0_monotonic_ns": 123456789, "output": "/abs/path/router.json" }
 //! ```
 //!
-//! `engine` is parsed by the simulator's own [`sim::EngineConfig`] (unknown keys refused, range
-//! checks included), so the router takes exactly the simulator's config. Every error names the
-//! key it is about.
+//! `engine` is the simulator's engine config, read as [`link::LinkConfig`]: the bottleneck's part
+//! with the simulator's own types and range checks (unknown keys refused); of each class only
+//! the name and base RTT, the rest being the traffic's business. Every error names the key it
+//! is about.
 
 use serde_json::Value;
-use sim::EngineConfig;
+use link::LinkConfig;
 
 /// An IPv4 prefix `a.b.c.d/len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +55,7 @@ impl Prefix {
 pub struct RouterConfig {
     /// TUN device name (≤ 15 bytes, Linux IFNAMSIZ − 1).
     pub tun: String,
-    pub engine: EngineConfig,
+    pub engine: LinkConfig,
     /// Source prefix of each class, in `engine.classes` order. The first matching prefix wins.
     pub class_sources: Vec<Prefix>,
     /// CLOCK_MONOTONIC of scenario time 0; None = the router's start.
@@ -79,7 +80,7 @@ impl RouterConfig {
             None => return Err("tun: missing".into()),
         };
         let engine = match obj.get("engine") {
-            Some(e @ Value::Object(_)) => EngineConfig::from_json(&e.to_string()).map_err(|m| format!("engine: {m}"))?,
+            Some(e @ Value::Object(_)) => LinkConfig::from_json(&e.to_string()).map_err(|m| format!("engine: {m}"))?,
             Some(_) => return Err("engine: must be an object (the simulator's engine config)".into()),
             None => return Err("engine: missing".into()),
         };

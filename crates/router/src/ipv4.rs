@@ -68,7 +68,7 @@ impl FiveTuple {
     }
 
     /// A deterministic 64-bit hash of the tuple (the SplitMix64 finalizer over both halves;
-    /// the same function as `sim::world::derive_seed`'s mixer), so flow keys — and hence
+    /// the same function as `link::seed::derive_seed`'s mixer), so flow keys — and hence
     /// FQ-CoDel's bucket choice — are the same from run to run and machine to machine.
     #[inline]
     pub fn hash(&self) -> u64 {

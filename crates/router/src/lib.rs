@@ -3,8 +3,8 @@
 //! Real IPv4 packets, read from a TUN device, go through the *same* queue disciplines as the
 //! simulator (`crates/aqm`), a link with exact serialization timing at the scenario's rate,
 //! and a per-class delay line that emulates the base RTT; then they are written back to the
-//! TUN device for the kernel to route on to the receiver (issue 6 item 2; the router ⇄
-//! orchestrator contract in crates/router/README.md).
+//! TUN device for the kernel to route on to the receiver (the router ⇄ orchestrator contract
+//! is in crates/router/README.md).
 //!
 //! Layers, bottom up:
 //! - [`ipv4`]: the wire format — a parser that never panics, the header checksum, CE marking
@@ -13,7 +13,8 @@
 //! - [`pipeline`]: the data path, sans-IO (the caller passes `now`), so it runs under a
 //!   virtual clock in tests exactly as under the real clock in the binary.
 //! - [`measure`]: per-flow, per-class and queue measurements and the results JSON.
-//! - [`config`]: `router.json`, with the simulator's own `sim::EngineConfig` inside.
+//! - [`config`]: `router.json`, with the simulator's engine config inside, read as
+//!   [`link::LinkConfig`] (the bottleneck's part).
 //! - [`tun`] (Linux only): the TUN device and the clock; used by the `aqmlab-router` binary.
 
 pub mod config;

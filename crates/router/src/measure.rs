@@ -1,16 +1,16 @@
 //! What the router measures, and the results file (the contract's output JSON).
 //!
-//! The quantities are the simulator's (crates/sim/src/measure.rs): per flow the bytes and
-//! packets arriving at the bottleneck, leaving on the link, marked and dropped (by reason), and
-//! the sum of the flow's sojourns; the sojourn histogram and the per-interval queue series come
-//! from the simulator's own [`QueueMeasure`]. Counts cover the measurement window
+//! The quantities are the simulator's: per flow the bytes and packets arriving at the
+//! bottleneck, leaving on the link, marked and dropped (by reason), and the sum of the flow's
+//! sojourns; the sojourn histogram and the per-interval queue series come from the
+//! simulator's own [`QueueMeasure`] (`crates/link`). Counts cover the measurement window
 //! [warmup_ns, duration_ns) of *scenario* time; an event belongs to the window by the virtual
 //! time at which it happens (arrival, mark/drop, dequeue, end of transmission). The `queue`
 //! series and the `counters` cover the whole run.
 
 use aqm::{DropReason, MarkReason, Nanos};
 use serde_json::{json, Value};
-use sim::measure::{QueueMeasure, DROP_REASONS, MARK_REASONS};
+use link::measure::{drop_index, mark_index, QueueMeasure, DROP_REASONS, MARK_REASONS};
 
 use crate::ipv4::FiveTuple;
 
@@ -62,13 +62,13 @@ impl FlowStats {
     pub fn count_drop(&mut self, len: u32, reason: DropReason) {
         self.dropped_pkts += 1;
         self.dropped_bytes += len as u64;
-        self.drops[DROP_REASONS.iter().position(|(r, _)| *r == reason).expect("every reason is listed")] += 1;
+        self.drops[drop_index(reason)] += 1;
     }
 
     pub fn count_mark(&mut self, len: u32, reason: MarkReason) {
         self.marked_pkts += 1;
         self.marked_bytes += len as u64;
-        self.marks[MARK_REASONS.iter().position(|(r, _)| *r == reason).expect("every reason is listed")] += 1;
+        self.marks[mark_index(reason)] += 1;
     }
 
     fn to_json(&self) -> Value {
@@ -91,7 +91,7 @@ impl FlowStats {
 
 /// One row of the queue time series: the simulator's own `QueueRow`, so both backends sample
 /// the same quantities.
-pub use sim::results::QueueRow as QueueSample;
+pub use link::measure::QueueRow as QueueSample;
 
 /// Whole-run counters of the router itself.
 #[derive(Clone, Debug, Default)]

@@ -1,7 +1,7 @@
 //! The router's data path, sans-IO: every call takes the scenario time `now` (ns), so the
 //! whole pipeline runs under a virtual clock in tests and under CLOCK_MONOTONIC in the binary.
 //!
-//! Per packet, in order (issue 6 item 2):
+//! Per packet, in order:
 //!
 //! 1. **parse** ([`crate::ipv4::parse`]); non-IPv4 and malformed packets, and IPv4 packets whose
 //!    source matches no class prefix, bypass everything below and are emitted at once,
@@ -9,14 +9,13 @@
 //! 2. **classify** by source prefix (first matching prefix of `class_sources`), and find the
 //!    packet's flow by 5-tuple (flows are numbered in order of first sight).
 //! 3. **packet-value marker** for the disciplines that read values (PPV, CSAQM): the
-//!    simulator's own [`sim::marker::FlowMarker`], one per flow, seeded like the simulator's
-//!    (`derive_seed(seed, 2<<32 + flow)`, world.rs `SEED_MARKER`) — here the flow number is the
-//!    order of first sight, not the simulator's flow id.
+//!    simulator's own [`link::marker::FlowMarker`], one per flow, seeded as the simulator seeds
+//!    its markers (`derive_seed(seed, SEED_MARKER + flow)`, [`link::seed`]) — here the flow
+//!    number is the order of first sight, not the simulator's flow id.
 //! 4. **buffer and discipline**: [`aqm::PhysicalLimit::offer`] into the [`aqm::AnyQdisc`] built
-//!    from `engine.bottleneck.aqm`, seeded `derive_seed(seed, 1)` as the simulator's world.rs
-//!    (`SEED_QDISC`).
-//! 5. **the link**: exact serialization at `rate_bps` in virtual time, as crates/sim/src/net.rs
-//!    `Bottleneck::try_start` — `bits·1e9/rate` ns with the remainder carried while the link
+//!    from `engine.bottleneck.aqm`, seeded `derive_seed(seed, SEED_QDISC)` as the simulator's.
+//! 5. **the link**: exact serialization at `rate_bps` in virtual time with the simulator's
+//!    [`link::Serializer`] — `bits·1e9/rate` ns with the remainder carried while the link
 //!    stays busy (dropped when it goes idle), so a busy period of n packets lasts exactly
 //!    Σbits/C. The next packet is dequeued at the virtual instant the link frees, whatever
 //!    the wall clock says when the binary gets round to it; arrivals are processed in time
@@ -34,20 +33,16 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use aqm::{AnyQdisc, DropReason, MarkReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
-use sim::config::MarkerConfig;
-use sim::marker::FlowMarker;
-use sim::measure::QueueMeasure;
-use sim::world::derive_seed;
-use sim::EngineConfig;
+use link::config::MarkerConfig;
+use link::marker::FlowMarker;
+use link::measure::QueueMeasure;
+use link::seed::{derive_seed, SEED_MARKER, SEED_QDISC};
+use link::{LinkConfig, Serializer};
 
 use crate::config::Prefix;
 use crate::ipv4::{self, Parse};
 use crate::measure::{Counters, FlowStats, Lateness, QueueSample, Report};
 use crate::packet::RouterPkt;
-
-/// The simulator's seed components (crates/sim/src/world.rs `SEED_QDISC`, `SEED_MARKER`).
-const SEED_QDISC: u64 = 1;
-const SEED_MARKER: u64 = 2 << 32;
 
 /// Capacity of a fresh packet buffer: an Ethernet MTU (1500) with room to spare; larger
 /// packets grow it.
@@ -96,12 +91,10 @@ struct Flow {
 
 /// The link: at most one packet serializing, from `tx_start` to `tx_end`.
 struct Link {
-    rate_bps: u64,
+    serializer: Serializer,
     in_tx: Option<RouterPkt>,
     tx_start: Nanos,
     tx_end: Nanos,
-    /// Remainder (bit·ns units, < rate) carried between back-to-back transmissions.
-    carry: u64,
 }
 
 pub struct Pipeline {
@@ -164,14 +157,14 @@ impl Verdicts<RouterPkt> for Sink<'_> {
 
 impl Pipeline {
     /// Build the pipeline for `engine` with one source prefix per class.
-    pub fn new(engine: &EngineConfig, sources: Vec<Prefix>) -> Result<Pipeline, String> {
+    pub fn new(engine: &LinkConfig, sources: Vec<Prefix>) -> Result<Pipeline, String> {
         engine.check()?;
         if sources.len() != engine.classes.len() {
             return Err(format!("class_sources: {} prefixes for {} classes", sources.len(), engine.classes.len()));
         }
         let b = &engine.bottleneck;
         let qdisc = b.aqm.build(derive_seed(engine.seed, SEED_QDISC)).map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
-        let marker = b.aqm.reads_packet_values().then(|| engine.marker.clone().unwrap_or_default());
+        let marker = engine.marker();
         let interval = engine.measure.interval_ns;
         Ok(Pipeline {
             warmup_ns: engine.warmup_ns,
@@ -183,7 +176,7 @@ impl Pipeline {
             seed: engine.seed,
             limit: PhysicalLimit { packets: b.buffer_packets, bytes: b.buffer_bytes },
             qdisc,
-            link: Link { rate_bps: b.rate_bps, in_tx: None, tx_start: 0, tx_end: 0, carry: 0 },
+            link: Link { serializer: Serializer::new(b.rate_bps), in_tx: None, tx_start: 0, tx_end: 0 },
             lines: engine.classes.iter().map(|_| VecDeque::new()).collect(),
             bypass: VecDeque::new(),
             flow_index: HashMap::default(),
@@ -324,8 +317,7 @@ impl Pipeline {
         let class = pkt.class as usize;
         self.lines[class].push_back((t + self.rtt_ns[class], pkt));
         if self.qdisc.is_empty() {
-            // An idle link keeps no phase (net.rs `finish_tx`).
-            self.link.carry = 0;
+            self.link.serializer.idle();
         }
         self.start_tx(t);
     }
@@ -356,10 +348,7 @@ impl Pipeline {
             c.0 += sojourn;
             c.1 += 1;
         }
-        // Exact serialization (net.rs `try_start`): bits·1e9/rate, remainder carried.
-        let num = pkt.wire_len() as u64 * 8 * 1_000_000_000 + self.link.carry;
-        let tx_ns = num / self.link.rate_bps;
-        self.link.carry = num % self.link.rate_bps;
+        let tx_ns = self.link.serializer.tx_ns(pkt.wire_len());
         self.link.tx_start = t;
         self.link.tx_end = t + tx_ns;
         self.link.in_tx = Some(pkt);
@@ -452,7 +441,7 @@ impl Pipeline {
         Report {
             complete,
             window: (self.warmup_ns, self.duration_ns),
-            rate_bps: self.link.rate_bps,
+            rate_bps: self.link.serializer.rate_bps,
             flows: &stats,
             qm: &self.qm,
             class_sojourn: &self.class_sojourn,

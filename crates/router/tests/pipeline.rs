@@ -6,12 +6,12 @@ use router::config::Prefix;
 use router::ipv4::{header_checksum, ones_sum};
 use router::Pipeline;
 use serde_json::Value;
-use sim::EngineConfig;
+use link::LinkConfig;
 
 const MS: u64 = 1_000_000;
 
 /// An engine config with one class per RTT (sources 10.77.<i+1>.0/24), rate in bit/s.
-fn engine(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u64]) -> EngineConfig {
+fn engine(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u64]) -> LinkConfig {
     let classes: Vec<String> = rtts_ns
         .iter()
         .enumerate()
@@ -23,7 +23,7 @@ fn engine(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u64]
         })
         .collect();
     let buf = buffer_packets.map_or("null".to_string(), |b| b.to_string());
-    EngineConfig::from_json(&format!(
+    LinkConfig::from_json(&format!(
         r#"{{"name": "t", "seed": 7, "duration_ns": 10000000000, "warmup_ns": 0,
             "bottleneck": {{"rate_bps": {rate_bps}, "buffer_packets": {buf}, "buffer_bytes": null, "aqm": {aqm}, "delay_target_ns": null}},
             "classes": [{}], "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}}}"#,

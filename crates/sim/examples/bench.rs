@@ -1,4 +1,4 @@
-//! Simulator speed and memory benchmark (issue "Simulator core", §Speed and memory):
+//! Simulator speed and memory benchmark:
 //! bottleneck packets simulated per wall-clock second on one core, and the process's peak
 //! resident memory. Run one scenario per process so peak memory is the scenario's own:
 //!
@@ -9,12 +9,12 @@
 //!     `bench a KIND` runs (a) with another discipline instead of TailDrop (red, step, pie,
 //!     fq_pie, pi2, dualpi2, codel, fq_codel, choke, ckcd, gsp), for the per-discipline cost.
 //! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
-//! (c) (issue "BBR and Prague", §Speed) 1 Gbps, 10 ms, 10 bbr2 + 10 CUBIC flows, 1-BDP
+//! (c) 1 Gbps, 10 ms, 10 bbr2 + 10 CUBIC flows, 1-BDP
 //!     TailDrop, 30 s simulated; `bench c CC` puts another CC (bbr, bbr3, cubic, …) in place
 //!     of bbr2, so `bench c cubic` is (a) split into two classes: the baseline for BBR's cost.
-//! (d) (issue "Traffic beyond bulk flows", §Speed) seed 002's dynamic case: 40 Mbps, 7 ms,
+//! (d) the dynamic case of De Schepper et al. (DualQ): 40 Mbps, 7 ms,
 //!     2 long CUBIC flows and 100 short flows per second (bounded Pareto
-//!     1 KB–1 MB, α 1.2), RED as seed 002's tc line, 60 s; `bench d bulk` runs the 2 long
+//!     1 KB–1 MB, α 1.2), RED as their tc line, 60 s; `bench d bulk` runs the 2 long
 //!     flows alone, the per-packet baseline.
 //!
 //! `bench SCENARIO [ARG] --config` prints the scenario's engine config instead of running it

@@ -4,8 +4,13 @@
 //! `"0.5bdp"`, `"0.17rtt"`) and lowers it to this JSON form; the engine never parses units.
 //! Unknown keys are refused here too (`deny_unknown_fields`), so a front-end bug cannot
 //! silently drop a setting. Errors name the dotted key path.
+//!
+//! The bottleneck's part (its config, the marker, the measurement settings, and the checks
+//! that concern them) is `link::config`, which the emulator's router reads from the same JSON.
 
 use serde::Deserialize;
+
+pub use link::config::{BottleneckConfig, MarkerConfig, MeasureConfig};
 
 use crate::cc::CcConfig;
 
@@ -25,60 +30,6 @@ pub struct EngineConfig {
     #[serde(default)]
     pub marker: Option<MarkerConfig>,
     pub measure: MeasureConfig,
-}
-
-/// The packet-value marker (crates/sim/src/marker.rs; aqm.md §9.2).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MarkerConfig {
-    /// T_m of the per-flow rate estimator, ns.
-    #[serde(default = "default_rate_window")]
-    pub rate_window_ns: u64,
-    /// The TVF weight w_c of each class, in class order (V_c(x) = V(x / w_c)); empty = 1 for
-    /// every class, i.e. equal sharing.
-    #[serde(default)]
-    pub class_weights: Vec<f64>,
-    /// A custom TVF per class, in class order: (throughput bit/s, packet value) points,
-    /// throughput increasing and value decreasing, interpolated log-linearly in throughput
-    /// (`marker::Tvf`); `None` (or an empty list) = the default log-linear TVF with the class's
-    /// weight. Not combined with `class_weights` (the front refuses both at once).
-    #[serde(default)]
-    pub class_curves: Vec<Option<Vec<(f64, f64)>>>,
-}
-
-impl MarkerConfig {
-    /// The TVF of flow class `class`.
-    pub fn tvf(&self, class: usize) -> crate::marker::Tvf {
-        match self.class_curves.get(class) {
-            Some(Some(points)) => crate::marker::Tvf::curve(points),
-            _ => crate::marker::Tvf::log_linear(self.class_weights.get(class).copied().unwrap_or(1.0)),
-        }
-    }
-}
-
-fn default_rate_window() -> u64 {
-    crate::marker::DEFAULT_RATE_WINDOW_NS
-}
-
-impl Default for MarkerConfig {
-    fn default() -> Self {
-        MarkerConfig { rate_window_ns: default_rate_window(), class_weights: Vec::new(), class_curves: Vec::new() }
-    }
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BottleneckConfig {
-    /// Link rate C, bit/s.
-    pub rate_bps: u64,
-    /// Physical buffer beneath the discipline: at most this many packets...
-    pub buffer_packets: Option<u64>,
-    /// ...and at most this many bytes (a time-sized buffer arrives here converted at line rate).
-    pub buffer_bytes: Option<u64>,
-    /// The queue discipline and its parameters, `{"kind": "red", ...}` (see `aqm::QdiscConfig`).
-    pub aqm: aqm::QdiscConfig,
-    /// The discipline's delay target, ns, where it has one (for "mean delay / target").
-    pub delay_target_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -117,8 +68,8 @@ pub struct ClassConfig {
     pub workload: Option<WorkloadConfig>,
 }
 
-/// Poisson arrivals of finite flows (issue "Traffic beyond bulk flows"; seed 002's dynamic
-/// case: 10 or 100 flows/s, bounded Pareto sizes 1 KB–1 MB).
+/// Poisson arrivals of finite flows (as the dynamic case of De Schepper et al. (DualQ): 10 or
+/// 100 flows/s, bounded Pareto sizes 1 KB–1 MB).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadConfig {
@@ -239,23 +190,6 @@ impl StartConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MeasureConfig {
-    /// Time-series sampling interval, ns (0 = no time series).
-    pub interval_ns: u64,
-    /// Bin width of the reported sojourn histogram, ns (1 ms like the seeds by default).
-    pub hist_bin_ns: u64,
-    /// Upper edges of the flow-size bins the completion-time summary uses, bytes (the last
-    /// bin is open: default < 100 KB, 100 KB–1 MB, ≥ 1 MB).
-    #[serde(default = "default_fct_bins")]
-    pub fct_bins_bytes: Vec<u64>,
-}
-
-fn default_fct_bins() -> Vec<u64> {
-    vec![100_000, 1_000_000]
-}
-
 impl EngineConfig {
     pub fn from_json(s: &str) -> Result<Self, String> {
         let cfg: EngineConfig = serde_json::from_str(s).map_err(|e| format!("engine config: {e}"))?;
@@ -265,22 +199,9 @@ impl EngineConfig {
 
     /// Range checks the type system cannot express. Messages name the dotted key.
     pub fn check(&self) -> Result<(), String> {
-        if self.duration_ns == 0 {
-            return Err("duration: must be positive".into());
-        }
-        if self.warmup_ns >= self.duration_ns {
-            return Err("warmup: must be shorter than duration".into());
-        }
-        if self.bottleneck.rate_bps == 0 {
-            return Err("bottleneck.rate: must be positive".into());
-        }
-        if self.classes.is_empty() {
-            return Err("flows: at least one flow class is needed".into());
-        }
+        link::config::check_run(self.duration_ns, self.warmup_ns, &self.bottleneck, self.classes.len())?;
         for (i, c) in self.classes.iter().enumerate() {
-            if c.rtt_ns == 0 {
-                return Err(format!("flows[{i}].rtt: must be positive"));
-            }
+            link::config::check_rtt(i, c.rtt_ns)?;
             if let StartConfig::Uniform { lo_ns, hi_ns } = c.start {
                 if lo_ns > hi_ns {
                     return Err(format!("flows[{i}].start: uniform(a, b) needs a <= b"));
@@ -331,33 +252,42 @@ impl EngineConfig {
             }
         }
         if let Some(m) = &self.marker {
-            if !self.bottleneck.aqm.reads_packet_values() {
-                return Err("marker: only the ppv and csaqm disciplines read packet values; remove the marker or use one of them".into());
-            }
-            if m.rate_window_ns == 0 {
-                return Err("marker.rate_window: must be positive".into());
-            }
-            if !m.class_weights.is_empty() && m.class_weights.len() != self.classes.len() {
-                return Err(format!("marker.weights: {} weights for {} flow classes", m.class_weights.len(), self.classes.len()));
-            }
-            if let Some(w) = m.class_weights.iter().find(|w| !(w.is_finite() && **w > 0.0)) {
-                return Err(format!("marker.weights: {w} must be positive"));
-            }
-            if !m.class_curves.is_empty() && m.class_curves.len() != self.classes.len() {
-                return Err(format!("marker.curves: {} curves for {} flow classes", m.class_curves.len(), self.classes.len()));
-            }
-            for (c, points) in m.class_curves.iter().enumerate() {
-                if let Some(points) = points {
-                    crate::marker::Tvf::check_curve(points).map_err(|e| format!("marker.curves.{}: {e}", self.classes[c].name))?;
-                }
-            }
+            let names: Vec<&str> = self.classes.iter().map(|c| c.name.as_str()).collect();
+            m.check(&self.bottleneck.aqm, &names)?;
         }
-        if self.measure.hist_bin_ns == 0 {
-            return Err("measure.hist_bin: must be positive".into());
-        }
-        if self.measure.fct_bins_bytes.windows(2).any(|w| w[0] >= w[1]) || self.measure.fct_bins_bytes.first() == Some(&0) {
-            return Err("measure.fct_bins: must be increasing positive sizes".into());
-        }
-        Ok(())
+        self.measure.check()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_routers_view_of_an_engine_config_is_its_bottleneck_part() {
+        // A config with every kind of class (TCP with a stop, CBR, workload) and a marker: the
+        // emulator's router reads the same JSON as `link::LinkConfig`, and both agree on what
+        // the bottleneck needs.
+        let json = r#"{"name": "t", "seed": 9, "duration_ns": 3000000000, "warmup_ns": 1000000000,
+            "bottleneck": {"rate_bps": 20000000, "buffer_packets": null, "buffer_bytes": 50000, "aqm": {"kind": "ppv"}, "delay_target_ns": null},
+            "classes": [
+              {"name": "a", "cc": {"name": "cubic"}, "count": 2, "rtt_ns": 10000000, "ecn": false, "start": {"kind": "fixed", "at_ns": 0},
+               "stop": {"kind": "fixed", "at_ns": 2000000000}, "size_bytes": null, "fq_pacing": false},
+              {"name": "b", "cbr_rate_bps": 1000000, "count": 1, "rtt_ns": 30000000, "ecn": false, "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false},
+              {"name": "c", "cc": {"name": "reno"}, "count": 0, "rtt_ns": 20000000, "ecn": true, "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false,
+               "workload": {"rate_per_s": 10.0, "size": {"dist": "fixed", "bytes": 10000}, "start_ns": 0, "stop_ns": null}}],
+            "marker": {"rate_window_ns": 50000000, "class_weights": [1.0, 2.0, 3.0]},
+            "measure": {"interval_ns": 100000000, "hist_bin_ns": 1000000, "fct_bins_bytes": [5000]}}"#;
+        let e = EngineConfig::from_json(json).unwrap();
+        let l = link::LinkConfig::from_json(json).unwrap();
+        assert_eq!((l.seed, l.duration_ns, l.warmup_ns), (e.seed, e.duration_ns, e.warmup_ns));
+        assert_eq!(l.classes.iter().map(|c| (c.name.as_str(), c.rtt_ns)).collect::<Vec<_>>(), [("a", 10_000_000), ("b", 30_000_000), ("c", 20_000_000)]);
+        assert_eq!(l.bottleneck.buffer_bytes, Some(50_000));
+        assert_eq!(l.marker().unwrap().class_weights, [1.0, 2.0, 3.0]);
+        assert_eq!(l.measure.fct_bins_bytes, e.measure.fct_bins_bytes);
+        // The same bottleneck errors, word for word.
+        let bad = json.replace("\"rate_window_ns\": 50000000", "\"rate_window_ns\": 0");
+        assert_eq!(EngineConfig::from_json(&bad).unwrap_err(), "marker.rate_window: must be positive");
+        assert_eq!(link::LinkConfig::from_json(&bad).unwrap_err(), "marker.rate_window: must be positive");
     }
 }

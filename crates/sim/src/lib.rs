@@ -4,19 +4,22 @@
 //! topology (delay lines and the bottleneck link with its queue discipline from `crates/aqm`),
 //! the Linux-faithful TCP model ([`tcp`]) with its congestion controls ([`cc`]), the
 //! packet-value marker at the flows' edge ([`marker`], for PPV and CSAQM), and measurement
-//! ([`measure`]). The simulator knows nothing of files or Python: it takes an
+//! ([`measure`]). What the bottleneck shares with the emulator's router — its config types,
+//! link serialization, the marker, queue measurement and seed derivation — is `crates/link`. The simulator knows nothing of files or Python: it takes an
 //! [`config::EngineConfig`] and returns a [`results::RunResult`].
 
 pub mod cc;
 pub mod config;
 pub mod engine;
-pub mod marker;
 pub mod measure;
 pub mod net;
 pub mod packet;
 pub mod results;
 pub mod tcp;
 pub mod world;
+
+/// The packet-value marker (shared with the emulator's router).
+pub use link::marker;
 
 pub use config::EngineConfig;
 pub use results::RunResult;

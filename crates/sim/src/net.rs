@@ -2,9 +2,8 @@
 //!
 //! Both are FIFOs, so only their head needs a place in the event queue: a delay line schedules
 //! `DelayLineHead` for its oldest packet only, and the bottleneck schedules one `LinkTxDone`
-//! per packet it serializes. Serialization is exact: the remainder of `bits·1e9 / rate` is
-//! carried from packet to packet while the link stays busy, so a busy period of n packets
-//! lasts exactly `Σbits / C` (rounded once, not n times).
+//! per packet it serializes. Serialization is exact ([`link::Serializer`], shared with the
+//! emulator's router): a busy period of n packets lasts exactly `Σbits / C`.
 //!
 //! Routes: a packet carries the index of its current hop; the world looks up the next hop in
 //! the flow's route ([`Hop`]). The dumbbell of this version is
@@ -15,6 +14,7 @@
 use std::collections::VecDeque;
 
 use aqm::{AnyQdisc, PhysicalLimit, Qdisc, Verdicts};
+use link::Serializer;
 
 use crate::engine::{Event, Nanos, Scheduler};
 
@@ -101,8 +101,7 @@ pub struct Bottleneck<P: aqm::Packet> {
     pub qdisc: AnyQdisc<P>,
     /// The packet being serialized, if any.
     in_tx: Option<P>,
-    /// Remainder (in bit·ns units, < rate) carried between back-to-back transmissions.
-    carry: u64,
+    serializer: Serializer,
     /// Start and end of the current transmission.
     pub tx_start_ns: Nanos,
     pub tx_end_ns: Nanos,
@@ -110,7 +109,7 @@ pub struct Bottleneck<P: aqm::Packet> {
 
 impl<P: aqm::Packet + Copy> Bottleneck<P> {
     pub fn new(id: u32, rate_bps: u64, limit: PhysicalLimit, qdisc: AnyQdisc<P>) -> Self {
-        Bottleneck { id, rate_bps, limit, qdisc, in_tx: None, carry: 0, tx_start_ns: 0, tx_end_ns: 0 }
+        Bottleneck { id, rate_bps, limit, qdisc, in_tx: None, serializer: Serializer::new(rate_bps), tx_start_ns: 0, tx_end_ns: 0 }
     }
 
     /// Offer an arriving packet to the buffer and discipline.
@@ -133,10 +132,7 @@ impl<P: aqm::Packet + Copy> Bottleneck<P> {
         }
         let now = sched.now();
         let pkt = self.qdisc.dequeue(now, out)?;
-        // Exact serialization: bits·1e9/rate ns, carrying the remainder while busy.
-        let num = pkt.wire_len() as u64 * 8 * 1_000_000_000 + self.carry;
-        let tx_ns = num / self.rate_bps;
-        self.carry = num % self.rate_bps;
+        let tx_ns = self.serializer.tx_ns(pkt.wire_len());
         sched.schedule_head(now + tx_ns, Event::LinkTxDone(self.id));
         self.tx_start_ns = now;
         self.tx_end_ns = now + tx_ns;
@@ -151,7 +147,7 @@ impl<P: aqm::Packet + Copy> Bottleneck<P> {
     pub fn finish_tx(&mut self) -> P {
         let pkt = self.in_tx.take().expect("LinkTxDone without a packet in transmission");
         if self.qdisc.is_empty() {
-            self.carry = 0;
+            self.serializer.idle();
         }
         pkt
     }

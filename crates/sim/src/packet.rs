@@ -5,12 +5,14 @@
 
 use aqm::{Ecn, Nanos};
 
-/// Linux's header accounting on a 1500-byte MTU with TCP timestamps (cc.md §1.1):
+/// Linux's header accounting on a 1500-byte MTU with TCP timestamps (the 10-byte option of
+/// RFC 7323 §3 behind two NOPs, `tcp_options_write`):
 /// 20 B IPv4 + 20 B TCP + 12 B timestamp option.
 pub const TCP_IP_HEADER_BYTES: u32 = 52;
 /// IP MTU of every host interface (Ethernet).
 pub const MTU_BYTES: u32 = 1500;
-/// MSS with timestamps: 1500 − 52 = 1448 payload bytes per full segment (cc.md §1.1).
+/// MSS with timestamps: 1500 − 52 = 1448 payload bytes per full segment (Linux
+/// `tcp_current_mss`, which subtracts the options' length from the MSS).
 pub const MSS_BYTES: u32 = MTU_BYTES - TCP_IP_HEADER_BYTES;
 /// Payload of an unresponsive CBR (UDP-like) datagram: 1500 − 20 B IP − 8 B UDP.
 pub const CBR_PAYLOAD_BYTES: u32 = MTU_BYTES - 28;

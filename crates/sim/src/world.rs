@@ -1,7 +1,6 @@
 //! The simulated world: flows, the dumbbell topology, the event loop and the results.
 //!
-//! Topology (DESIGN.md, issue "Simulator core" item 3): each flow class has its own base RTT
-//! R. A sender's packets reach the bottleneck at once (no access delay), are queued and
+//! Topology (docs/model.md): each flow class has its own base RTT R. A sender's packets reach the bottleneck at once (no access delay), are queued and
 //! serialized at rate C, then travel R/2 to the receiver; ACKs travel R − R/2 back,
 //! uncongested. Routes are lists of hops ([`Hop`]), so a reverse-path bottleneck or a second
 //! bottleneck is a longer route, not a change to hosts or flows.
@@ -12,10 +11,12 @@ use rand_core::Rng as _;
 use crate::config::{EngineConfig, StartConfig};
 use crate::engine::{Event, Nanos, Scheduler};
 use crate::marker::FlowMarker;
+use link::seed::{SEED_CC, SEED_MARKER, SEED_QDISC, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
 use crate::results::{RunResult, SampleRow};
+use link::record::{ClassRecord, FlowRecord, RunRecord, SampleRecord};
 use crate::tcp::{AnySender, CbrSender, EcnFeedback, Receiver, Sender, SenderConfig};
 
 /// One connection.
@@ -72,9 +73,8 @@ pub struct World {
     start_order: Vec<u32>,
     next_start: usize,
     /// Flows the time series may still show, in id order: those whose start time has come,
-    /// less those done for good (`take_sample`'s skip test, once true, stays true). Scanning
-    /// every flow at each sample touched thousands of finished workload flows' cold state:
-    /// 80 % of the L1 misses of issue 7's dynamic benchmark (callgrind --cache-sim).
+    /// less those done for good (`take_sample`'s skip test, once true, stays true), so a
+    /// sample does not touch the cold state of a workload's thousands of finished flows.
     sampled: Vec<u32>,
     /// Every flow by (start time, id), and the next one to add to `sampled`.
     sample_order: Vec<u32>,
@@ -98,25 +98,8 @@ fn schedule_time(s: &StartConfig, i: u64, rng: &mut aqm::Rng) -> Nanos {
     }
 }
 
-/// Derive a component's seed from the run seed (SplitMix64 finalizer), so adding a component
-/// never shifts another's random stream.
-pub fn derive_seed(run_seed: u64, component: u64) -> u64 {
-    let mut z = run_seed ^ component.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-const SEED_QDISC: u64 = 1;
-const SEED_STARTS: u64 = 2;
-/// Uniform stop draws (their own stream: adding stops never moves the starts).
-const SEED_STOPS: u64 = 4;
-/// Per-flow CC streams: SEED_CC + flow id.
-const SEED_CC: u64 = 1 << 32;
-/// Per-class workload streams: SEED_WORKLOAD + class index.
-const SEED_WORKLOAD: u64 = 3 << 32;
-/// Per-flow packet-value marker streams: SEED_MARKER + flow id.
-const SEED_MARKER: u64 = 2 << 32;
+/// A component's seed from the run seed ([`link::seed`], shared with the emulator's router).
+pub use link::seed::derive_seed;
 
 /// One flow as the run plans it before anything is simulated: its class, when it starts and
 /// (bulk and CBR classes with a `stop`) stops, and its size (finite flows; None = bulk).
@@ -176,8 +159,9 @@ impl World {
         let limit = PhysicalLimit { packets: cfg.bottleneck.buffer_packets, bytes: cfg.bottleneck.buffer_bytes };
         let bottleneck = Bottleneck::new(0, cfg.bottleneck.rate_bps, limit, qdisc);
         let n = cfg.classes.len();
-        // PPV and CSAQM need every packet valued before the bottleneck (aqm.md §9.2): a marker
-        // hop at the head of each forward route, equal sharing unless the config says otherwise.
+        // PPV and CSAQM need every packet valued before the bottleneck (ppv.elte.hu: the marker
+        // requirement): a marker hop at the head of each forward route, equal sharing unless
+        // the config says otherwise.
         let marker_cfg = cfg.bottleneck.aqm.reads_packet_values().then(|| cfg.marker.clone().unwrap_or_default());
         let mut fwd_lines = Vec::new();
         let mut rev_lines = Vec::new();
@@ -196,8 +180,8 @@ impl World {
         }
         // Every flow's plan (class, start, stop, size) — the one definition of the draws,
         // shared with the emulator (`flow_plan`). Drawn before any flow is built so `flows` is
-        // allocated once at its final size (a growing vector of ~6,000 flows copies them and
-        // faults in pages each time it doubles: issue 7's dynamic case).
+        // allocated once at its final size (a growing vector of a workload's thousands of
+        // flows would copy them each time it doubles).
         let plan = flow_plan(&cfg);
         let mut flows = Vec::with_capacity(plan.len());
         for PlannedFlow { class: c, start_ns, stop_ns, size_bytes } in plan {
@@ -316,7 +300,7 @@ impl World {
             self.mark_window_start();
         }
         progress(1.0);
-        Ok(crate::results::collect(self))
+        Ok(link::collect(self.into_record()))
     }
 
     fn mark_window_start(&mut self) {
@@ -426,7 +410,7 @@ impl World {
         let class = self.flows[pkt.flow as usize].class;
         // The marker is the route's first hop (see `World::new`): mark and go on in place.
         if let Hop::Marker = self.fwd_routes[class][pkt.hop as usize] {
-            self.markers[pkt.flow as usize].mark(&mut pkt, self.sched.now());
+            pkt.value = self.markers[pkt.flow as usize].value_for(pkt.wire_len, self.sched.now());
             pkt.hop += 1;
         }
         match self.fwd_routes[class][pkt.hop as usize] {
@@ -541,5 +525,120 @@ impl World {
             drops,
             marks,
         });
+    }
+
+    /// The run's records, for the summary and tables ([`link::collect`]). The packets still
+    /// in the network are counted per flow (for the conservation identity sent = received +
+    /// dropped + in network), and the part of a transmission in progress that falls inside
+    /// the window is credited to the link.
+    pub fn into_record(mut self) -> RunRecord {
+        let cfg = &self.cfg;
+        let mut in_network = vec![0u64; self.flows.len()];
+        for p in self.bottleneck.qdisc.reset() {
+            in_network[p.flow as usize] += 1;
+        }
+        if let Some(p) = self.bottleneck.in_tx() {
+            in_network[p.flow as usize] += 1;
+            let (s, e, len) = (self.bottleneck.tx_start_ns, self.bottleneck.tx_end_ns, p.wire_len);
+            self.qm.record_tx(len, s, e, cfg.warmup_ns, cfg.duration_ns);
+        }
+        for line in &self.fwd_lines {
+            for p in line.iter() {
+                in_network[p.flow as usize] += 1;
+            }
+        }
+        let flows: Vec<FlowRecord> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(f, flow)| {
+                let m = &self.fm[f];
+                let st = &flow.sender.stats;
+                FlowRecord {
+                    class: flow.class,
+                    cc: flow.sender.kind_name().to_string(),
+                    start_ns: flow.start_ns,
+                    stop_ns: flow.stop_ns,
+                    size_bytes: flow.size_bytes,
+                    delivered_bytes: flow.receiver.delivered_bytes - m.delivered_at_warmup.unwrap_or(0),
+                    arrived_bytes: m.arrived_bytes,
+                    dropped_bytes: m.dropped_bytes,
+                    marked_bytes: m.marked_bytes,
+                    drops: m.drops,
+                    marks: m.marks,
+                    segs_sent: Some(st.segs_sent),
+                    wire_bytes_sent: Some(st.wire_bytes_sent),
+                    retrans_segs: Some(st.retrans_segs),
+                    rto_count: Some(st.rto_count),
+                    tlp_count: Some(st.tlp_count),
+                    recoveries: Some(st.recoveries),
+                    cwr_count: Some(st.cwr_count),
+                    segs_received: Some(flow.receiver.segs_received),
+                    total_dropped_pkts: Some(m.total_dropped_pkts),
+                    total_marked_pkts: Some(m.total_marked_pkts),
+                    end_in_network_pkts: Some(in_network[f]),
+                    fct_s: flow.sender.finished_at.map(|t| (t - flow.start_ns) as f64 / 1e9),
+                }
+            })
+            .collect();
+        let classes = cfg
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(c, class)| {
+                let idx: Vec<usize> = (0..flows.len()).filter(|&f| flows[f].class == c).collect();
+                // A class without flows (a workload with no arrival) shows the first flow's CC.
+                let cc = flows.get(*idx.first().unwrap_or(&0)).map(|f| f.cc.clone()).unwrap_or_default();
+                ClassRecord {
+                    name: class.name.clone(),
+                    cc,
+                    rtt_ns: class.rtt_ns,
+                    workload: class.workload.is_some(),
+                    sojourn_sum_ns: idx.iter().map(|&f| self.fm[f].sojourn_sum_ns).sum(),
+                    sojourn_count: idx.iter().map(|&f| self.fm[f].sojourn_count).sum(),
+                }
+            })
+            .collect();
+        let samples = std::mem::take(&mut self.samples)
+            .into_iter()
+            .map(|r| SampleRecord {
+                t_ns: r.t_ns,
+                flow: r.flow as u64,
+                class: r.class as usize,
+                throughput_bps: Some(r.throughput_bps),
+                cwnd: Some(r.cwnd as u64),
+                ssthresh: Some(r.ssthresh as u64),
+                inflight: Some(r.inflight as u64),
+                srtt_ms: Some(r.srtt_us as f64 / 1e3),
+                pacing_rate_bps: Some(r.pacing_rate_bps),
+                ca_state: Some(r.ca_state.to_string()),
+                cc_phase: r.cc.phase.map(str::to_string),
+                cc_bw_bps: r.cc.bw_bps,
+                inflight_hi: r.cc.inflight_hi.map(f64::from),
+                cc_alpha: r.cc.alpha,
+            })
+            .collect();
+        let mut counters = serde_json::Map::new();
+        counters.insert("events".into(), self.sched.events_run.into());
+        counters.insert("bottleneck_pkts".into(), self.bottleneck_pkts.into());
+        counters.insert("dropped_pkts".into(), self.dropped_total.into());
+        RunRecord {
+            warmup_ns: cfg.warmup_ns,
+            duration_ns: cfg.duration_ns,
+            rate_bps: cfg.bottleneck.rate_bps,
+            delay_target_ns: cfg.bottleneck.delay_target_ns,
+            interval_ns: cfg.measure.interval_ns,
+            hist_bin_ns: cfg.measure.hist_bin_ns,
+            fct_bins_bytes: cfg.measure.fct_bins_bytes.clone(),
+            classes,
+            flows,
+            samples,
+            queue_samples: std::mem::take(&mut self.queue_samples),
+            sojourn: self.qm.hist(),
+            sojourn_sum_ns: self.qm.sojourn_sum_ns,
+            sojourn_count: self.qm.sojourn_count,
+            link_bytes: self.qm.link_bytes,
+            counters,
+        }
     }
 }

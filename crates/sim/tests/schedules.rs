@@ -1,4 +1,4 @@
-//! Schedules with stops (issue "Traffic beyond bulk flows" §2): bulk and CBR flows that stop
+//! Schedules with stops: bulk and CBR flows that stop
 //! at given times, and the fair shares of flows active for part of the window.
 
 mod common;

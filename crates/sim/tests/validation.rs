@@ -1,5 +1,5 @@
-//! Whole-simulator validation: conservation laws, analytic oracles (../shared/reference/cc.md
-//! §8), behaviour the literature documents, and determinism. Run in release mode
+//! Whole-simulator validation: conservation laws, analytic oracles (the steady-state window
+//! laws of Reno, CUBIC and DCTCP), behaviour the literature documents, and determinism. Run in release mode
 //! (`cargo test --release`); each test simulates seconds to minutes of traffic.
 
 mod common;
@@ -66,7 +66,7 @@ fn conservation_with_marks_and_drops() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Analytic oracles (cc.md §8)
+// Analytic oracles: steady-state window laws
 // ---------------------------------------------------------------------------------------------
 
 /// Goodput of the single flow of a run, in segments per RTT.
@@ -77,7 +77,7 @@ fn window_segments(r: &sim::RunResult, rtt_s: f64) -> f64 {
 
 #[test]
 fn reno_matches_mathis_under_random_loss() {
-    // Mathis et al. 1997: W = √(3/(2p)) ≈ 1.22/√p segments per RTT (cc.md §8.1; Linux counts
+    // Mathis et al. 1997: W = √(3/(2p)) ≈ 1.22/√p segments per RTT (Mathis, Semke, Mahdavi, Ott, CCR 1997; Linux counts
     // acked segments, so delayed ACKs do not change the constant). A 10 Gbps link keeps the
     // flow far below capacity, so the RTT is the 50 ms base RTT and losses come only from the
     // Bernoulli dropper.
@@ -95,7 +95,7 @@ fn reno_matches_mathis_under_random_loss() {
 #[test]
 fn cubic_matches_rfc9438_response() {
     // RFC 9438 §5.1 with Linux's β = 717/1024 and C = 0.4: W = 1.054·(R/p)^¾ ... precisely
-    // W = 1.054·R^0.75/p^0.75, never below the Reno-friendly √(3/(2p)) (cc.md §8.2).
+    // W = 1.054·R^0.75/p^0.75, never below the Reno-friendly √(3/(2p)) (RFC 9438 §5.1).
     for (rtt_ms, p, secs) in [(100.0, 1e-5, 900.0), (100.0, 1e-4, 300.0), (10.0, 1e-3, 120.0)] {
         let rtt = rtt_ms / 1000.0;
         let cfg = config(10 * GBPS, None, None, bernoulli(p, 0.0), &[class("cubic", 1, rtt_ms)], secs, 30.0, 5);
@@ -112,7 +112,7 @@ fn cubic_matches_rfc9438_response() {
 
 #[test]
 fn dctcp_under_fixed_marking_lands_in_the_linux_band() {
-    // cc.md §8.3b: the idealised law is W = 2/p; Linux DCTCP suspends additive increase
+    // De Schepper et al., PI2, CoNEXT 2016 (and RFC 9332 §2.1): the idealised law is W = 2/p; Linux DCTCP suspends additive increase
     // during the CWR round and cannot reduce again until CWR ends, which a mean-field argument
     // puts at W ≈ √2/p. Expect 1.4/p ≤ W ≤ 2/p where Linux's α can resolve p. The flow sees
     // no loss (marks only) and runs far below the 10 Gbps link.
@@ -204,7 +204,7 @@ fn reno_favours_the_short_rtt_flow() {
 
 #[test]
 fn step_keeps_the_dctcp_queue_near_its_threshold() {
-    // DCTCP's fluid model (Alizadeh et al. 2010 §3.3; cc.md §8.3a): N synchronized flows over
+    // DCTCP's fluid model (Alizadeh et al., SIGCOMM 2010 §3.3): N synchronized flows over
     // a STEP marker at K packets keep the queue between K + N − A and K + N, where
     // A = ½·√(2N(C·R + K)), and the link full when K > C·R/7.
     // 1 Gbps, 5 ms: C·R = 625000 B ≈ 416.7 packets of 1500 B; K = 0.17·C·R = 106250 B
@@ -261,7 +261,7 @@ fn same_scenario_and_seed_give_identical_results_on_any_thread() {
 #[test]
 fn a_finite_flow_completes_in_the_slow_start_rounds_predicted_by_hand() {
     // 100 full segments (144 800 B) on an idle 1 Gbit/s path with a 100 ms RTT. IW 10 and
-    // slow start doubling per round (ABC, and delayed ACKs do not slow it: cc.md §1.4) send
+    // slow start doubling per round (ABC without a per-ACK limit, RFC 3465 and Linux `tcp_slow_start`, so delayed ACKs do not slow it) send
     // 10, 20, 40 and then the last 30 segments: 4 rounds. The last segment leaves in the 4th
     // round, ≈ 3 RTTs after the start, arrives RTT/2 later and its ACK (the 100th segment: an
     // even count, acknowledged at once) reaches the sender RTT/2 after that. The FCT — start
@@ -329,9 +329,9 @@ fn choke_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
 
 #[test]
 fn gsp_holds_the_cubic_queue_near_its_threshold() {
-    // Seed 004 §3: with many flows GSP "acts like an on-off controller keeping a given queuing
+    // Fejes et al. 2019 §3: with many flows GSP "acts like an on-off controller keeping a given queuing
     // delay". 10 CUBIC flows, 100 Mbit/s, 20 ms, a 1-BDP buffer (250 000 B = 20 ms), θ = 0.75
-    // of it (187 500 B = 15 ms, seed 004's rule). Expect a full link, the mean sojourn within
+    // of it (187 500 B = 15 ms, the rule of Fejes et al. 2019). Expect a full link, the mean sojourn within
     // [0.75, 1.1] × 15 ms, and no overflow (GSP's single drops keep the queue off the limit).
     let mut c = class("cubic", 10, 20.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
@@ -348,7 +348,7 @@ fn gsp_holds_the_cubic_queue_near_its_threshold() {
 
 #[test]
 fn ckcd_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
-    // Seed 001 motivates CKCD's enqueue phase with CHOKe's containment of unresponsive flows.
+    // Liu et al. (CKCD) motivate CKCD's enqueue phase with CHOKe's containment of unresponsive flows.
     // The CHOKe test's setting (32 Reno + one 200 Mbit/s CBR flow, 100 Mbit/s, 300 packets)
     // with CKCD's defaults (q_min = min(BDP, B/3) = 100, q_max = min(3·BDP, B) = 300 packets,
     // D = 5 ms, Δ = 100 ms, d_max = the 36 ms buffer time): the CBR flow, nearly alone under
@@ -427,7 +427,7 @@ fn pie_holds_the_cubic_sojourn_at_its_target() {
 
 #[test]
 fn pi2_holds_the_dctcp_sojourn_at_its_target() {
-    // Seed 003's setting: 10 DCTCP flows (ECT(0), so ecn_mask = any_ect), 1 Gbit/s, 5 ms,
+    // The setting of Fejes et al. 2020: 10 DCTCP flows (ECT(0), so ecn_mask = any_ect), 1 Gbit/s, 5 ms,
     // 500 ms buffer, PI2 with tupdate 10 ms, α 0.16, β 3.2, target K·RTT with K = 0.5
     // (2.5 ms). The PI controller's integral action drives the mean queueing delay to the
     // target (De Schepper et al. 2016 §4); expect it within ±10 % and a full link.
@@ -457,7 +457,7 @@ fn fq_pie_evens_out_mixed_ccs_and_rtts() {
 
 #[test]
 fn dualpi2_brings_dctcp_and_cubic_far_closer_than_a_shared_red_queue() {
-    // Seed 002 (DCTCP vs Cubic at 40 Mbit/s, 7 ms): in one RED queue with ECN (the slides' tc
+    // De Schepper et al. (DualQ) (DCTCP vs Cubic at 40 Mbit/s, 7 ms): in one RED queue with ECN (the slides' tc
     // line) DCTCP starves Cubic; the DualQ's coupling (p_C = (p_L/k)², k = 2; RFC 9332 §2.1)
     // brings their rates close while the queue stays short. 2 + 2 flows; DCTCP classified by
     // ECN (any_ect), as in the demo. Expect the DCTCP/Cubic ratio under 3 with DualPI2 (over
@@ -490,12 +490,12 @@ fn dualpi2_pair(scalable: &str, classic: &str, rtt_ms: f64, seed: u64) -> (f64, 
 
 #[test]
 fn dualpi2_coupling_equalizes_windows_so_rates_are_equal_where_rtts_are() {
-    // What the coupling promises (RFC 9332 §2.1, aqm.md §4): with p_C = (p_L/k)², k = 2, a
-    // DCTCP flow (W = 2/p_L, cc.md §8.3) and a Reno-friendly classic flow (W = 1.22/√p_C =
+    // What the coupling promises (RFC 9332 §2.1): with p_C = (p_L/k)², k = 2, a
+    // DCTCP flow (W = 2/p_L, De Schepper et al., PI2, CoNEXT 2016) and a Reno-friendly classic flow (W = 1.22/√p_C =
     // 2.44/p_L, Mathis) get roughly equal *windows*. Their rates then differ by their RTTs —
     // base RTT plus their own queue: the classic queue sits at DualPI2's 15 ms target, the L
     // queue below its 1 ms step — so the fluid prediction of the DCTCP/classic rate ratio is
-    // RTT_C / (1.22 · RTT_L). At seed 002's 7 ms that is ≈ 2.4 (the RTTs differ threefold); at
+    // RTT_C / (1.22 · RTT_L). At the 7 ms of De Schepper et al. (DualQ) that is ≈ 2.4 (the RTTs differ threefold); at
     // 50 ms it is ≈ 1 ("roughly equal throughput"). Tolerances: ±35 % around the prediction at
     // 7 ms (the fluid model ignores DCTCP's W·p below 2 under random marks — 1.75–1.85 in
     // `dctcp_under_fixed_marking_lands_in_the_linux_band` — and delayed ACKs), [2/3, 3/2] for
@@ -514,9 +514,10 @@ fn dualpi2_coupling_equalizes_windows_so_rates_are_equal_where_rtts_are() {
 }
 
 #[test]
-fn dualpi2_gives_prague_and_cubic_equal_rates_at_seed_002s_short_rtt() {
+fn dualpi2_gives_prague_and_cubic_equal_rates_at_a_short_rtt() {
     // L4S's partner for DualPI2 is a scalable CC that is RTT-independent below 25 ms (TCP
-    // Prague's reference RTT, cc.md §9; RFC 9331 §4.3 "reduce RTT dependence"): at seed 002's
+    // Prague's reference RTT, `prague_rtt_target` in Linux `tcp_prague.c`; RFC 9331 §4.3 "reduce RTT
+    // dependence"): at De Schepper et al. (DualQ)'s
     // 40 Mbit/s, 7 ms, where DCTCP's rate exceeds Cubic's by the RTT ratio (test above), Prague
     // and Cubic get roughly equal rates ([2/3, 3/2]; measured 0.87–1.01 over seeds 1–3) and
     // Prague's queue stays under the 1 ms step.
@@ -538,9 +539,9 @@ fn spread(mut c: Class) -> Class {
 
 #[test]
 fn ppv_evens_out_a_cubic_flow_and_an_unresponsive_cbr_flow_unlike_taildrop() {
-    // The marker requirement (aqm.md §9.1): with equal TVFs, a node that drops the packets
-    // valued below a threshold leaves each flow the same throughput, whatever its CC — seed
-    // 004 §3: PPV "can provide fairness between connections even with different CCs". Here
+    // The marker requirement (ppv.elte.hu): with equal TVFs, a node that drops the packets
+    // valued below a threshold leaves each flow the same throughput, whatever its CC — Fejes
+    // et al. 2019 §3: PPV "can provide fairness between connections even with different CCs". Here
     // one CUBIC flow beside a 150 Mbit/s CBR flow on 100 Mbit/s, 20 ms, a 1-BDP buffer
     // (250 000 B). TailDrop: the CBR flow takes the link (share > 0.95). PPV: the CBR flow
     // keeps its packets valued above the common threshold only; CUBIC's sawtooth under that
@@ -562,11 +563,11 @@ fn ppv_evens_out_a_cubic_flow_and_an_unresponsive_cbr_flow_unlike_taildrop() {
 
 #[test]
 fn ppv_brings_bbr_and_cubic_close_in_a_small_buffer() {
-    // Seed 004 §5: with small buffers BBR suppresses Cubic under TailDrop ("16 times or more"
+    // Fejes et al. 2019 §5: with small buffers BBR suppresses Cubic under TailDrop ("16 times or more"
     // in the 1 Gbit/s cases), while "PPV shows very good fairness even with small buffer
     // sizes". 2 BBR + 2 CUBIC flows, 100 Mbit/s, 10 ms, buffer 0.2 BDP (25 000 B). This BBR is
-    // v1 (the seed ran BBRv2, which backs off on loss and is gentler), so TailDrop's ratio is
-    // larger than the seed's; expect BBR/CUBIC above 8 under TailDrop and below 2 under PPV
+    // v1 (the paper ran BBRv2, which backs off on loss and is gentler), so TailDrop's ratio is
+    // larger than the paper's; expect BBR/CUBIC above 8 under TailDrop and below 2 under PPV
     // (measured ≈ 19–23 and 1.50–1.56 over seeds 1–5).
     let classes = [spread(class("cubic", 2, 10.0)), spread(class("bbr", 2, 10.0))];
     let ratio = |aqm: serde_json::Value| {
@@ -584,7 +585,7 @@ fn ppv_brings_bbr_and_cubic_close_in_a_small_buffer() {
 
 #[test]
 fn csaqm_holds_the_dctcp_sojourn_near_k_rtt_and_spares_flows_below_their_share() {
-    // Seed 003 §III–IV: CSAQM marks the lowest-valued packets so that the unmarked ones fit
+    // Fejes et al. 2020 §III–IV: CSAQM marks the lowest-valued packets so that the unmarked ones fit
     // D_target = K·RTT, and "the target delay is properly kept by STEP and CSAQM". 10 DCTCP
     // flows, 1 Gbit/s, 5 ms, 500 ms buffer, K = 0.5: D_target = 2.5 ms, L_target = 312 500 B,
     // CTV every 5 ms. Expect the mean sojourn within ±30 % of 2.5 ms and a full link
@@ -599,7 +600,7 @@ fn csaqm_holds_the_dctcp_sojourn_near_k_rtt_and_spares_flows_below_their_share()
     assert!(j > 0.99, "Jain {j}");
     assert!(col_u64(&r, "flows", "marks_ctv").iter().all(|&m| m > 0));
     // "CSAQM by design does not mark packets from connections with throughput below their
-    // fair share" (seed 003 §III): a 20 Mbit/s CBR flow (fair share ≈ 100 Mbit/s) beside 9
+    // fair share" (Fejes et al. 2020 §III): a 20 Mbit/s CBR flow (fair share ≈ 100 Mbit/s) beside 9
     // DCTCP flows loses nothing in the window (its Not-ECT packets would be dropped, not
     // marked, below the CTV).
     let r = run(&config(GBPS, Some(62_500_000), None, aqm, &[spread(class("dctcp", 9, 5.0)), cbr(1, 5.0, 20 * MBPS)], 10.0, 3.0, 3));
@@ -611,11 +612,11 @@ fn csaqm_holds_the_dctcp_sojourn_near_k_rtt_and_spares_flows_below_their_share()
 
 #[test]
 fn a_two_to_one_tvf_splits_the_link_two_to_one() {
-    // The marker requirement with V_gold(x) = V(x/2), V_silver(x) = V(x) (aqm.md §9.1): at the
+    // The marker requirement with V_gold(x) = V(x/2), V_silver(x) = V(x) (ppv.elte.hu): at the
     // common threshold value a gold flow keeps twice a silver flow's throughput. Two classes of
     // two flows each, same CC and RTT; expect the gold/silver ratio within ±20 % of 2.
-    // PPV (drop-based, seed 004): CUBIC, 100 Mbit/s, 20 ms, 1-BDP buffer — measured 1.77–1.89
-    // over seeds 1–5. CSAQM (ECN, seed 003): DCTCP, 1 Gbit/s, 5 ms, K = 0.5 — measured
+    // PPV (drop-based, Fejes et al. 2019): CUBIC, 100 Mbit/s, 20 ms, 1-BDP buffer — measured 1.77–1.89
+    // over seeds 1–5. CSAQM (ECN, Fejes et al. 2020): DCTCP, 1 Gbit/s, 5 ms, K = 0.5 — measured
     // 1.95–2.01.
     let weights = json!({"class_weights": [2.0, 1.0]});
     let cases = [

@@ -1,4 +1,4 @@
-//! Arrival workloads and completion-time metrics (issue "Traffic beyond bulk flows").
+//! Arrival workloads and completion-time metrics.
 
 mod common;
 
@@ -58,7 +58,7 @@ fn poisson_arrivals_and_bounded_pareto_sizes_match_their_configuration() {
 
 #[test]
 fn short_flows_finish_far_sooner_under_fq_codel_than_behind_a_deep_taildrop_queue() {
-    // The effect seed 002's dynamic experiment relies on: short flows arriving beside bulk
+    // The effect the dynamic experiment of De Schepper et al. (DualQ) relies on: short flows arriving beside bulk
     // CUBIC traffic wait behind the bulk flows' standing queue in a deep drop-tail buffer
     // (here 10 BDP ≈ 200 ms), while FQ-CoDel gives each new flow its own queue with priority.
     // Expect the < 100 KB flows' mean FCT at least 5× lower under FQ-CoDel.

@@ -1,66 +1,65 @@
-//! The packet-value marker at the network's edge (aqm.md §9.2), for the disciplines that read
-//! packet values (PPV, CSAQM).
+//! The packet-value marker at the network's edge, for the disciplines that read packet values
+//! (PPV, CSAQM). The simulator puts one on each flow's route before the bottleneck; the
+//! emulator's router runs the same marker on each flow it sees.
 //!
-//! Sources: Nádas, Turányi, Rácz, "Per Packet Value", GLOBECOM 2016, and ppv.elte.hu (the
-//! concept and the marker requirement, aqm.md §9.1); seeds 003/004 ("packets are marked with a
-//! packet value before the bottleneck (e.g. at the edge of the network) where the value is
-//! derived from the per connection resource sharing policy"; "We configured equal resource
-//! sharing for all flows").
+//! Sources: Nádas, Turányi, Rácz, "Per Packet Value: A Practical Concept for Network Resource
+//! Sharing", IEEE GLOBECOM 2016, and the project page ppv.elte.hu (the concept and the marker
+//! requirement); Fejes et al. 2019 and Fejes et al. 2020 ("packets are marked with a packet
+//! value before the bottleneck (e.g. at the edge of the network) where the value is derived
+//! from the per connection resource sharing policy"; "We configured equal resource sharing for
+//! all flows").
 //!
 //! Policy is a throughput-value function (TVF) V_c(x) per flow class, strictly decreasing in
 //! the throughput x. The marker requirement: if a node drops (or marks) every packet valued
 //! below a threshold v, each flow keeps throughput V_c⁻¹(v) — equal TVFs give equal shares,
 //! and V_c(x) = V(x / w_c) gives shares ∝ w_c.
 //!
-//! Which marker [ours, aqm.md §9.2 (a), the digest's recommendation]: the random marker from
-//! the measured rate. Per packet of a flow measured at rate R (bit/s), draw u ~ U(0, 1) and
-//! give the packet PV = V_c(u·R): the packets valued at least v then carry exactly V_c⁻¹(v) of the
-//! flow's R (for v ≥ V_c(R)), which is the requirement. The token-bucket marker (aqm.md §9.2
-//! (b)) is not implemented. The seeds do not say which their testbeds used (aqm.md §14 item 5);
-//! under equal sharing the choice does not change the shares.
+//! Which marker (aqmlab's choice; the papers above do not say which their testbeds used): the
+//! random marker from the measured rate. Per packet of a flow measured at rate R (bit/s), draw
+//! u ~ U(0, 1) and give the packet PV = V_c(u·R): the packets valued at least v then carry
+//! exactly V_c⁻¹(v) of the flow's R (for v ≥ V_c(R)), which is the requirement. The
+//! token-bucket marker sketched on ppv.elte.hu is not implemented; under equal sharing the
+//! choice does not change the shares.
 //!
-//! Rate estimator [ours; aqm.md §9.2 suggests an EWMA over `T_m`, updated per packet]: an
-//! exponentially weighted average, time constant `T_m` (100 ms by default), of the flow's wire
-//! bytes per slot of T_m/64, updated when a slot ends ([`aqm::rate`], shared with CKCD). A
-//! packet is valued with the estimate at the end of the last slot that ended; during a flow's
-//! first slot R = 0, and its packets get PV_MAX. Every packet the sender puts on the wire
-//! counts, retransmissions included.
+//! Rate estimator (aqmlab's choice): an exponentially weighted average, time constant `T_m`
+//! (100 ms by default), of the flow's wire bytes per slot of T_m/64, updated when a slot ends
+//! ([`aqm::rate`], shared with CKCD), rather than an EWMA updated per packet: one update per
+//! slot instead of an exponential per packet. A packet is valued with the estimate at the end
+//! of the last slot that ended; during a flow's first slot R = 0, and its packets get PV_MAX.
+//! Every packet the sender puts on the wire counts, retransmissions included.
 //!
-//! Cost: every packet of a valued run is valued. A decay e^(−Δt/T_m) and a logarithm (of u·R)
-//! per packet cost ≈ 16 % of a whole TailDrop simulation at 1 Gbps; the common path takes none:
+//! Every packet of a valued run is valued, so the common path takes no logarithm:
 //! - Within a slot, R and so ln R are fixed: one ln per slot, not per packet.
 //! - ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1), drawn by the ziggurat method
 //!   ([`aqm::ziggurat`]): values have the same distribution as V_c(u·8R) with u drawn
 //!   uniformly, without a logarithm of u.
 //!
-//! TVF [ours, aqm.md §9.2]: log-linear,
+//! TVF (aqmlab's choice; any strictly decreasing V gives equal shares): log-linear,
 //! V(x) = round(PV_MAX · (ln X_MAX − ln x) / (ln X_MAX − ln X_MIN)) clamped to [1, PV_MAX],
 //! with x in bit/s: constant relative resolution (≈ 0.025 % per code) over the seven decades
 //! from 10 kbit/s to 100 Gbit/s.
 //!
 //! Determinism: each flow's draws come from its own PCG stream, seeded from the run seed and
-//! the flow id (`world::derive_seed`).
+//! the flow number ([`crate::seed`], `SEED_MARKER`).
 
 use aqm::math::ln;
 use aqm::rate::{SlotClock, SlotRate};
 use aqm::ziggurat::exp1;
 use aqm::{Nanos, Rng};
 
-use crate::packet::DataPkt;
-
-/// Largest packet value: PVs are u16 on the packet (aqm.md §9.2 table, [ours]); 0 = unmarked.
+/// Largest packet value: PVs fit a u16 on the packet (aqmlab's encoding); 0 = unmarked.
 pub const PV_MAX: u32 = 65_535;
-/// Throughput (bit/s) at and below which the TVF gives PV_MAX (aqm.md §9.2, [ours]).
+/// Throughput (bit/s) at and below which the TVF gives PV_MAX.
 pub const X_MIN_BPS: f64 = 10e3;
-/// Throughput (bit/s) at and above which the TVF gives 1 (aqm.md §9.2, [ours]).
+/// Throughput (bit/s) at and above which the TVF gives 1.
 pub const X_MAX_BPS: f64 = 100e9;
-/// T_m, the rate estimator's time constant (aqm.md §9.2 table, [ours]).
+/// T_m, the rate estimator's time constant.
 pub const DEFAULT_RATE_WINDOW_NS: Nanos = 100_000_000;
 
 /// A throughput-value function V_c(x): strictly decreasing in the throughput x (bit/s).
 ///
 /// Two forms. The default is the log-linear V above with a class weight, V_c(x) = V(x / w_c)
-/// (`weight` 1 for every class = equal sharing; seeds 003/004). A custom curve is given by
+/// (`weight` 1 for every class = equal sharing, as in Fejes et al. 2019 and 2020). A custom curve is given by
 /// points (x_i, v_i), x increasing and v decreasing, interpolated linearly in ln x (the form of
 /// V itself, so the two-point curve [(w·X_MIN, PV_MAX), (w·X_MAX, 1)] *is* V(x / w)), constant
 /// beyond the ends; the points are the user's policy (ppv.elte.hu draws TVFs as such curves).
@@ -181,13 +180,7 @@ impl FlowMarker {
         FlowMarker { tvf, clock: SlotClock::new(window_ns), rate: SlotRate::default(), rng, ln_8r: f64::NEG_INFINITY }
     }
 
-    /// Give the packet its value: V_c(u·8R), u ~ U(0, 1).
-    pub fn mark(&mut self, pkt: &mut DataPkt, now: Nanos) {
-        pkt.value = self.value_for(pkt.wire_len, now);
-    }
-
-    /// The value of a packet of `wire_len` bytes sent at `now`, for callers with their own
-    /// packet type (the emulator's router).
+    /// The value of a packet of `wire_len` bytes sent at `now`: V_c(u·8R), u ~ U(0, 1).
     #[inline]
     pub fn value_for(&mut self, wire_len: u32, now: Nanos) -> u32 {
         if self.rate.add(&self.clock, wire_len, now) {
@@ -260,7 +253,7 @@ mod tests {
 
     #[test]
     fn packets_valued_at_least_v_carry_v_inverse_of_the_flow_rate() {
-        // The marker requirement (aqm.md §9.1): a flow at R = 100 Mbit/s, threshold at the value
+        // The marker requirement (ppv.elte.hu): a flow at R = 100 Mbit/s, threshold at the value
         // of 25 Mbit/s: a quarter of its packets are worth at least that. 100 000 packets:
         // σ = √(0.25·0.75/1e5) ≈ 0.0014; allow ±0.006.
         let mut m = FlowMarker::new(Tvf::log_linear(1.0), DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(3));
@@ -268,18 +261,13 @@ mod tests {
         let mut above = 0;
         let n = 100_000u64;
         for k in 0..n {
-            let mut p = test_pkt();
-            m.mark(&mut p, k * 120_000);
+            let value = m.value_for(1500, k * 120_000);
             // Skip the estimator's first second (10 T_m) of warm-up.
-            if k >= 8334 && p.value >= ctv {
+            if k >= 8334 && value >= ctv {
                 above += 1;
             }
         }
         let f = above as f64 / (n - 8334) as f64;
         assert!((f - 0.25).abs() < 0.006, "fraction {f}");
-    }
-
-    fn test_pkt() -> DataPkt {
-        DataPkt { flow: 0, seq: 0, payload: 1448, wire_len: 1500, ecn: aqm::Ecn::NotEct, flags: 0, hop: 0, enqueue_ns: 0, value: 0, tsval: 0 }
     }
 }

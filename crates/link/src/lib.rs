@@ -1,0 +1,33 @@
+//! # link — what the simulator and the emulator's router share about the bottleneck
+//!
+//! Both backends put the same bottleneck in front of their flows: a link of rate C behind a
+//! buffer and a queue discipline from `crates/aqm`, with a packet-value marker at the flows'
+//! edge for the disciplines that read values. This crate holds what must be the same code in
+//! both so that their results compare:
+//! - [`config`]: the bottleneck's part of the engine config (`sim::EngineConfig` embeds these
+//!   types; the router reads the same JSON as [`config::LinkConfig`]);
+//! - [`serializer`]: exact link serialization timing;
+//! - [`marker`]: the packet-value marker;
+//! - [`measure`]: queue measurement (sojourn histogram, link bytes, drop and mark reasons);
+//! - [`seed`]: seed derivation, and every component's stream number;
+//! - [`record`], [`metrics`], [`tables`]: a run's records and the summary and tables computed
+//!   from them, for both backends; [`emu`] builds the emulator's records from the router's
+//!   report and the traffic's measurements.
+//!
+//! It knows nothing of the TCP model.
+
+pub mod config;
+pub mod emu;
+pub mod marker;
+pub mod measure;
+pub mod metrics;
+pub mod record;
+pub mod seed;
+pub mod serializer;
+pub mod tables;
+
+pub use config::LinkConfig;
+pub use seed::derive_seed;
+pub use record::RunRecord;
+pub use serializer::Serializer;
+pub use tables::{collect, Column, RunResult, Table};
