@@ -19,11 +19,8 @@
 //! a packet-count threshold); drops are decided at dequeue (dualpi2's default).
 
 use crate::fifo::Fifo;
-use crate::pi2::EcnMask;
-use crate::{uniform01, DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
-
-/// At most this many missed updates replayed per call (see pi2.rs).
-const MAX_CATCHUP: u32 = 10_000;
+use crate::pi2::{EcnMask, Gains, Signal, Vars};
+use crate::{DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
@@ -96,16 +93,6 @@ impl Params {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct Vars {
-    /// The base probability p′.
-    pub prob: f64,
-    pub prev_qdelay_ns: Nanos,
-    pub next_update_ns: Nanos,
-    /// WRR credit: L is served while ≤ 0.
-    pub credit: i64,
-}
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub c_drop: u64,
@@ -119,7 +106,10 @@ pub struct Stats {
 #[derive(Clone, Debug)]
 pub struct DualPi2<P> {
     pub params: Params,
+    /// The PI2 controller ([`crate::pi2::Vars`]).
     pub vars: Vars,
+    /// WRR credit: L is served while ≤ 0.
+    pub credit: i64,
     pub stats: Stats,
     rng: Rng,
     l: Fifo<P>,
@@ -128,8 +118,8 @@ pub struct DualPi2<P> {
 
 impl<P: Packet> DualPi2<P> {
     pub fn new(params: Params, rng: Rng) -> Self {
-        let vars = Vars { prob: 0.0, prev_qdelay_ns: 0, next_update_ns: params.tupdate_ns, credit: Self::credit_init(&params) };
-        DualPi2 { params, vars, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }
+        let (vars, credit) = (Vars::new(params.tupdate_ns), Self::credit_init(&params));
+        DualPi2 { params, vars, credit, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }
     }
 
     /// `c_protection_init` = MTU·(wc − wl), wl = 100 − wc.
@@ -138,62 +128,44 @@ impl<P: Packet> DualPi2<P> {
     }
 
     pub fn is_l4s(&self, ecn: Ecn) -> bool {
-        match self.params.ecn_mask {
-            EcnMask::L4sEct => matches!(ecn, Ecn::Ect1 | Ecn::Ce),
-            EcnMask::AnyEct => ecn.is_ect_or_ce(),
-        }
+        self.params.ecn_mask.is_scalable(ecn)
     }
 
     pub fn l_len(&self) -> usize {
         self.l.len()
     }
 
-    /// One PI update at tick `t`, on the larger head age of the two queues.
-    pub fn update(&mut self, t: Nanos) {
-        let age = |h: Option<Nanos>| h.map_or(0, |h| t.saturating_sub(h));
-        let qd = age(self.c.head_enqueue_ns()).max(age(self.l.head_enqueue_ns()));
-        let s = |ns: i64| ns as f64 / 1e9;
-        let delta = self.params.alpha * s(qd as i64 - self.params.target_ns as i64) + self.params.beta * s(qd as i64 - self.vars.prev_qdelay_ns as i64);
-        self.vars.prob = (self.vars.prob + delta).clamp(0.0, 1.0);
-        self.vars.prev_qdelay_ns = qd;
-    }
-
+    /// Run the PI updates due by `now`, each on the larger head age of the two queues at its
+    /// tick (dualpi2's `get_queue_delays`).
     fn catch_up(&mut self, now: Nanos) {
-        let mut n = 0;
-        while self.vars.next_update_ns <= now {
-            if n < MAX_CATCHUP {
-                let t = self.vars.next_update_ns;
-                self.update(t);
-            }
-            n += 1;
-            self.vars.next_update_ns += self.params.tupdate_ns;
-        }
-    }
-
-    fn twice(&mut self) -> bool {
-        let p = self.vars.prob;
-        uniform01(&mut self.rng) < p && uniform01(&mut self.rng) < p
+        let p = &self.params;
+        let g = Gains { target_ns: p.target_ns, tupdate_ns: p.tupdate_ns, alpha: p.alpha, beta: p.beta };
+        let (c_head, l_head) = (self.c.head_enqueue_ns(), self.l.head_enqueue_ns());
+        self.vars.catch_up(g, now, |t| {
+            let age = |h: Option<Nanos>| h.map_or(0, |h| t.saturating_sub(h));
+            age(c_head).max(age(l_head))
+        });
     }
 
     /// Take the next packet by the WRR credit; returns (packet, from L).
     fn pick(&mut self) -> Option<(P, bool)> {
         let (l_len, c_len) = (self.l.len(), self.c.len());
         let wc = self.params.wc as i64;
-        if l_len > 0 && (c_len == 0 || self.vars.credit <= 0) {
+        if l_len > 0 && (c_len == 0 || self.credit <= 0) {
             let p = self.l.pop()?;
             if c_len > 0 {
-                self.vars.credit += wc * p.wire_len() as i64;
+                self.credit += wc * p.wire_len() as i64;
             }
             Some((p, true))
         } else if c_len > 0 {
             let p = self.c.pop()?;
             if l_len > 0 {
-                self.vars.credit -= (100 - wc) * p.wire_len() as i64;
+                self.credit -= (100 - wc) * p.wire_len() as i64;
             }
             Some((p, false))
         } else {
             // Both empty: reset the protection credit (dualpi2_reset_c_protection).
-            self.vars.credit = Self::credit_init(&self.params);
+            self.credit = Self::credit_init(&self.params);
             None
         }
     }
@@ -232,33 +204,27 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
             if backlog_before < 2 * self.params.mtu_bytes {
                 return Some(pkt);
             }
-            let overloaded = self.params.k * self.vars.prob >= 1.0;
-            if from_l {
-                if overloaded && self.twice() {
-                    self.stats.l_drop += 1;
-                    out.dropped(pkt, DropReason::Overload, now);
-                    continue;
-                }
-                if overloaded || uniform01(&mut self.rng) < self.params.k * self.vars.prob {
+            match self.vars.signal(&mut self.rng, self.params.k, from_l, pkt.ecn().is_ect_or_ce()) {
+                Signal::None => return Some(pkt),
+                Signal::Mark(why) => {
                     pkt.set_ce();
-                    self.stats.l_coupled_mark += 1;
-                    out.marked(&pkt, MarkReason::Coupled, now);
-                }
-                return Some(pkt);
-            }
-            if self.twice() {
-                if pkt.ecn().is_ect_or_ce() && !overloaded {
-                    pkt.set_ce();
-                    self.stats.c_mark += 1;
-                    out.marked(&pkt, MarkReason::Prob, now);
+                    if from_l {
+                        self.stats.l_coupled_mark += 1;
+                    } else {
+                        self.stats.c_mark += 1;
+                    }
+                    out.marked(&pkt, why, now);
                     return Some(pkt);
                 }
-                self.stats.c_drop += 1;
-                let why = if pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
-                out.dropped(pkt, why, now);
-                continue;
+                Signal::Drop(why) => {
+                    if from_l {
+                        self.stats.l_drop += 1;
+                    } else {
+                        self.stats.c_drop += 1;
+                    }
+                    out.dropped(pkt, why, now);
+                }
             }
-            return Some(pkt);
         }
     }
 
@@ -278,9 +244,8 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars.prob = 0.0;
-        self.vars.prev_qdelay_ns = 0;
-        self.vars.credit = Self::credit_init(&self.params);
+        self.vars.reset();
+        self.credit = Self::credit_init(&self.params);
         let mut all = self.l.drain();
         all.extend(self.c.drain());
         all

@@ -98,12 +98,114 @@ impl Params {
     }
 }
 
+/// The PI controller's state (RFC 9332 Appendix A.1; sch_dualpi2.c `struct dualpi2_sched_data`
+/// `pi2_prob`, `last_qdelay`, the timer), shared by PI2 and DualPI2, which differ only in the
+/// queue delay they feed it.
 #[derive(Clone, Debug)]
 pub struct Vars {
     /// The base probability p′.
     pub prob: f64,
     pub prev_qdelay_ns: Nanos,
     pub next_update_ns: Nanos,
+}
+
+/// The controller's parameters, as both disciplines' `Params` hold them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gains {
+    pub target_ns: Nanos,
+    pub tupdate_ns: Nanos,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+impl Vars {
+    /// The state at t = 0: p′ = 0, first update at t = tupdate.
+    pub(crate) fn new(tupdate_ns: Nanos) -> Self {
+        Vars { prob: 0.0, prev_qdelay_ns: 0, next_update_ns: tupdate_ns }
+    }
+
+    /// One update (`calculate_probability`): p′ += α·(qdelay − target) + β·(qdelay −
+    /// prev_qdelay), clamped to [0, 1].
+    pub(crate) fn update(&mut self, g: Gains, qd: Nanos) {
+        let s = |ns: i64| ns as f64 / 1e9;
+        let delta = g.alpha * s(qd as i64 - g.target_ns as i64) + g.beta * s(qd as i64 - self.prev_qdelay_ns as i64);
+        self.prob = (self.prob + delta).clamp(0.0, 1.0);
+        self.prev_qdelay_ns = qd;
+    }
+
+    /// Replay every update due by `now`, each at its own tick t with the queue delay
+    /// `qdelay(t)` (the queue does not change between calls, so this is what the timer would
+    /// have computed).
+    pub(crate) fn catch_up(&mut self, g: Gains, now: Nanos, qdelay: impl Fn(Nanos) -> Nanos) {
+        let mut n = 0;
+        while self.next_update_ns <= now {
+            if n < MAX_CATCHUP {
+                let t = self.next_update_ns;
+                self.update(g, qdelay(t));
+            }
+            n += 1;
+            self.next_update_ns += g.tupdate_ns;
+        }
+    }
+
+    /// Back to p′ = 0 (`dualpi2_reset`), keeping the timer.
+    pub(crate) fn reset(&mut self) {
+        self.prob = 0.0;
+        self.prev_qdelay_ns = 0;
+    }
+
+    /// The signal for one dequeued packet (sch_dualpi2.c `dualpi2_classic_marking`,
+    /// `dualpi2_scalable_marking`, `drop_overload`): a scalable packet is dropped with p′² when
+    /// k·p′ ≥ 1 (overload), else CE-marked with min(k·p′, 1); a classic one is signalled with
+    /// p′² ("think twice"), as CE if it is ECN-capable and the queue is not overloaded, as a
+    /// drop otherwise.
+    #[inline]
+    pub(crate) fn signal(&self, rng: &mut Rng, k: f64, scalable: bool, ect: bool) -> Signal {
+        let overloaded = k * self.prob >= 1.0;
+        if scalable {
+            if overloaded && self.think_twice(rng) {
+                return Signal::Drop(DropReason::Overload);
+            }
+            if overloaded || uniform01(rng) < k * self.prob {
+                return Signal::Mark(MarkReason::Coupled);
+            }
+            return Signal::None;
+        }
+        if self.think_twice(rng) {
+            if ect && !overloaded {
+                return Signal::Mark(MarkReason::Prob);
+            }
+            return Signal::Drop(if ect { DropReason::Overload } else { DropReason::Early });
+        }
+        Signal::None
+    }
+
+    /// "Think once to mark, think twice to drop" (De Schepper et al., CoNEXT 2016 §3): both
+    /// uniforms below p′, i.e. probability p′².
+    #[inline]
+    fn think_twice(&self, rng: &mut Rng) -> bool {
+        let p = self.prob;
+        uniform01(rng) < p && uniform01(rng) < p
+    }
+}
+
+/// What [`Vars::signal`] decided for a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    None,
+    Mark(MarkReason),
+    Drop(DropReason),
+}
+
+impl EcnMask {
+    /// Whether a packet with this codepoint is scalable (L4S) under the mask.
+    #[inline]
+    pub fn is_scalable(self, ecn: Ecn) -> bool {
+        match self {
+            EcnMask::L4sEct => matches!(ecn, Ecn::Ect1 | Ecn::Ce),
+            EcnMask::AnyEct => ecn.is_ect_or_ce(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,42 +228,24 @@ pub struct Pi2<P> {
 
 impl<P: Packet> Pi2<P> {
     pub fn new(params: Params, rng: Rng) -> Self {
-        let vars = Vars { prob: 0.0, prev_qdelay_ns: 0, next_update_ns: params.tupdate_ns };
+        let vars = Vars::new(params.tupdate_ns);
         Pi2 { params, vars, stats: Stats::default(), rng, queue: Fifo::default() }
     }
 
     pub fn is_scalable(&self, ecn: Ecn) -> bool {
-        match self.params.ecn_mask {
-            EcnMask::L4sEct => matches!(ecn, Ecn::Ect1 | Ecn::Ce),
-            EcnMask::AnyEct => ecn.is_ect_or_ce(),
-        }
+        self.params.ecn_mask.is_scalable(ecn)
     }
 
-    /// One controller update at tick `t`.
-    pub fn update(&mut self, t: Nanos) {
-        let qd = self.queue.head_enqueue_ns().map_or(0, |h| t.saturating_sub(h));
-        let s = |ns: i64| ns as f64 / 1e9;
-        let delta = self.params.alpha * s(qd as i64 - self.params.target_ns as i64) + self.params.beta * s(qd as i64 - self.vars.prev_qdelay_ns as i64);
-        self.vars.prob = (self.vars.prob + delta).clamp(0.0, 1.0);
-        self.vars.prev_qdelay_ns = qd;
+    fn gains(&self) -> Gains {
+        let p = &self.params;
+        Gains { target_ns: p.target_ns, tupdate_ns: p.tupdate_ns, alpha: p.alpha, beta: p.beta }
     }
 
+    /// Run the updates due by `now` on the head packet's age at each tick.
     fn catch_up(&mut self, now: Nanos) {
-        let mut n = 0;
-        while self.vars.next_update_ns <= now {
-            if n < MAX_CATCHUP {
-                let t = self.vars.next_update_ns;
-                self.update(t);
-            }
-            n += 1;
-            self.vars.next_update_ns += self.params.tupdate_ns;
-        }
-    }
-
-    /// "Think twice to drop": both uniforms below p′ (probability p′²).
-    fn classic_signal(&mut self) -> bool {
-        let p = self.vars.prob;
-        uniform01(&mut self.rng) < p && uniform01(&mut self.rng) < p
+        let g = self.gains();
+        let head = self.queue.head_enqueue_ns();
+        self.vars.catch_up(g, now, |t| head.map_or(0, |h| t.saturating_sub(h)));
     }
 }
 
@@ -185,41 +269,35 @@ impl<P: Packet> Qdisc<P> for Pi2<P> {
             if backlog_before < 2 * self.params.mtu_bytes {
                 return Some(pkt);
             }
-            let overloaded = self.params.k * self.vars.prob >= 1.0;
-            if self.is_scalable(pkt.ecn()) {
-                if overloaded && self.classic_signal() {
-                    self.stats.l4s_drop += 1;
-                    out.dropped(pkt, DropReason::Overload, now);
-                    continue;
-                }
-                if overloaded || uniform01(&mut self.rng) < self.params.k * self.vars.prob {
+            let scalable = self.is_scalable(pkt.ecn());
+            match self.vars.signal(&mut self.rng, self.params.k, scalable, pkt.ecn().is_ect_or_ce()) {
+                Signal::None => return Some(pkt),
+                Signal::Mark(why) => {
                     pkt.set_ce();
-                    self.stats.l4s_mark += 1;
-                    out.marked(&pkt, MarkReason::Coupled, now);
-                }
-                return Some(pkt);
-            }
-            if self.classic_signal() {
-                if pkt.ecn().is_ect_or_ce() && !overloaded {
-                    pkt.set_ce();
-                    self.stats.classic_mark += 1;
-                    out.marked(&pkt, MarkReason::Prob, now);
+                    if scalable {
+                        self.stats.l4s_mark += 1;
+                    } else {
+                        self.stats.classic_mark += 1;
+                    }
+                    out.marked(&pkt, why, now);
                     return Some(pkt);
                 }
-                self.stats.classic_drop += 1;
-                let why = if pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
-                out.dropped(pkt, why, now);
-                continue;
+                Signal::Drop(why) => {
+                    if scalable {
+                        self.stats.l4s_drop += 1;
+                    } else {
+                        self.stats.classic_drop += 1;
+                    }
+                    out.dropped(pkt, why, now);
+                }
             }
-            return Some(pkt);
         }
     }
 
     fifo_accessors!();
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars.prob = 0.0;
-        self.vars.prev_qdelay_ns = 0;
+        self.vars.reset();
         self.queue.drain()
     }
 }
