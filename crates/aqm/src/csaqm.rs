@@ -36,6 +36,8 @@
 //!   tail-drops as `Overflow`.
 
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 
 /// Seed 003 §III: "calculating a Congestion Threshold Value (CTV) periodically (every 5 ms)".
@@ -48,7 +50,7 @@ const FINE: usize = 256;
 const COARSE: usize = PV_BINS / FINE;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// L_target = D_target · C, bytes (seed 003: D_target = K·RTT).
     pub target_bytes: u64,
@@ -63,14 +65,50 @@ fn default_interval() -> Nanos {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_bytes == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.interval_ns == 0 {
-            return Err("interval: must be positive".into());
+            return Err(OptionError::new("interval", "must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options: D_target and the CTV period.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    /// D_target, ns; required.
+    pub target: Option<Nanos>,
+    pub interval: Nanos,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { target: None, interval: DEFAULT_INTERVAL_NS }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "csaqm",
+        summary: "every `interval` a congestion threshold value keeps the unmarked queued bytes within target × C; packets valued below it are CE-marked at dequeue (Not-ECT ones dropped)",
+        source: "Nádas, Gombos, Hudoba, Laki, ANRW '18; Fejes et al. 2020 §III",
+        one_of: &[],
+        reads_packet_values: true,
+        options: &[
+            Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "D_target: the unmarked bytes must fit in target × link rate (no published default)", "Fejes et al. 2020 §III: D_target = K·RTT, L_target = D_target·C").required(),
+            Opt::new("interval", Unit::Time, Range::POSITIVE, "CTV recomputation period", "Fejes et al. 2020 §III: every 5 ms"),
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let target = self.target.ok_or_else(|| OptionError::new("target", "required key is missing"))?;
+        let params = Params { target_bytes: link.bytes_in(target), interval_ns: self.interval };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Csaqm(params), delay_target_ns: Some(target) })
     }
 }
 
@@ -186,6 +224,11 @@ pub struct Csaqm<P> {
 }
 
 impl<P: Packet> Csaqm<P> {
+    pub fn build(params: &Params, _seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         let vars = Vars { ctv: 0, next_update_ns: params.interval_ns };
         Csaqm { params, vars, stats: Stats::default(), hist: ValueHistogram::default(), queue: Fifo::default() }

@@ -19,11 +19,13 @@
 //! a packet-count threshold); drops are decided at dequeue (dualpi2's default).
 
 use crate::fifo::Fifo;
-use crate::pi2::{EcnMask, Gains, Signal, Vars};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
+use crate::pi2::{EcnMask, Gains, Signal, Vars, PI2_OPTIONS};
 use crate::{DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// PI target on the queue delay, ns (15 ms).
     pub target_ns: Nanos,
@@ -67,29 +69,103 @@ impl Default for Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_ns == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.tupdate_ns == 0 {
-            return Err("tupdate: must be positive".into());
+            return Err(OptionError::new("tupdate", "must be positive"));
         }
         if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return Err(format!("alpha: {} must be ≥ 0 (Hz)", self.alpha));
+            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(format!("beta: {} must be ≥ 0 (Hz)", self.beta));
+            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
         }
         if !(self.k.is_finite() && self.k >= 1.0) {
-            return Err(format!("k: {} must be ≥ 1", self.k));
+            return Err(OptionError::new("k", format!("{} must be ≥ 1", self.k)));
         }
         if self.wc > 100 {
-            return Err(format!("wc: {} must be a percentage", self.wc));
+            return Err(OptionError::new("wc", format!("{} must be a percentage", self.wc)));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options (tc-dualpi2's names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub target: Nanos,
+    pub tupdate: Nanos,
+    pub alpha: f64,
+    pub beta: f64,
+    pub k: f64,
+    pub step: Nanos,
+    pub min_qlen_step: u64,
+    pub wc: u32,
+    pub ecn_mask: EcnMask,
+    pub limit: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options {
+            target: p.target_ns,
+            tupdate: p.tupdate_ns,
+            alpha: p.alpha,
+            beta: p.beta,
+            k: p.k,
+            step: p.step_ns,
+            min_qlen_step: p.min_qlen_step,
+            wc: p.wc,
+            ecn_mask: p.ecn_mask,
+            limit: p.limit,
+        }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "dualpi2",
+        summary: "DualQ Coupled AQM: an L queue with a step AQM and the coupled k·p′, a C queue with p′², one PI controller, WRR giving C at least wc %",
+        source: "RFC 9332; Linux net/sched/sch_dualpi2.c; De Schepper et al. (DualQ)",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            PI2_OPTIONS[0],
+            PI2_OPTIONS[1],
+            PI2_OPTIONS[2],
+            PI2_OPTIONS[3],
+            PI2_OPTIONS[4],
+            Opt::new("step", Unit::Time, Range::POSITIVE, "L-queue step threshold on the sojourn", "net/sched/sch_dualpi2.c dualpi2_reset_default (1 ms); RFC 9332 §4.2"),
+            Opt::new("min_qlen_step", Unit::Int, Range::NON_NEGATIVE, "the step applies once the L queue holds this many packets", "tc-dualpi2 min_qlen_step; sch_dualpi2.c (0)"),
+            Opt::new("wc", Unit::Int, Range::closed(0.0, 100.0), "C-queue weight of the WRR scheduler, %", "tc-dualpi2 c_protection; sch_dualpi2.c dualpi2_reset_default (10)"),
+            PI2_OPTIONS[5],
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of both queues together", "net/sched/sch_dualpi2.c dualpi2_reset_default (10000)"),
+        ],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params {
+            target_ns: self.target,
+            tupdate_ns: self.tupdate,
+            alpha: self.alpha,
+            beta: self.beta,
+            k: self.k,
+            step_ns: self.step,
+            min_qlen_step: self.min_qlen_step,
+            wc: self.wc,
+            ecn_mask: self.ecn_mask,
+            limit: self.limit,
+            ..Params::default()
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Dualpi2(params), delay_target_ns: Some(self.target) })
     }
 }
 
@@ -117,6 +193,12 @@ pub struct DualPi2<P> {
 }
 
 impl<P: Packet> DualPi2<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         let (vars, credit) = (Vars::new(params.tupdate_ns), Self::credit_init(&params));
         DualPi2 { params, vars, credit, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }

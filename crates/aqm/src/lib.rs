@@ -13,8 +13,9 @@
 //! caller ([`rng_from_seed`]); there is no global RNG.
 //!
 //! Layout: one discipline per file, each in the same order — header with sources, `Params`
-//! (its `Default` = Linux/RFC defaults), `Vars`, `Stats`, the discipline and its `Qdisc` impl,
-//! tests.
+//! (its `Default` = Linux/RFC defaults), the scenario's `Options` with their description and
+//! lowering to `Params` ([`options`]), `Vars`, `Stats`, the discipline and its `Qdisc` impl,
+//! tests. [`any`] registers every discipline in one line.
 //!
 //! Beneath every discipline the caller applies a physical buffer limit ([`PhysicalLimit`]),
 //! as the papers distinguish "buffer length 500 ms" from an AQM's delay target.
@@ -34,6 +35,7 @@ pub mod fq_pie;
 pub mod gsp;
 pub mod limit;
 pub mod math;
+pub mod options;
 pub mod pi2;
 pub mod pie;
 pub mod pool;
@@ -49,7 +51,8 @@ pub mod testing;
 #[cfg(test)]
 mod proptests;
 
-pub use any::{AnyQdisc, QdiscConfig};
+pub use any::{AnyQdisc, QdiscConfig, QdiscOptions};
+pub use options::{Link, Lowered, OptionError, ScenarioOptions};
 pub use limit::PhysicalLimit;
 
 /// Time in nanoseconds since the start of the run. Never wraps (u64 ns = 584 years).

@@ -23,6 +23,8 @@
 //! controller runs lazily from `now`, first at t = tupdate.
 
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{uniform01, DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// At most this many missed updates are replayed per call: with an empty queue each tick
@@ -31,7 +33,7 @@ const MAX_CATCHUP: u32 = 10_000;
 
 /// Which packets the scalable (L4S) law applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(rename_all = "snake_case"))]
 pub enum EcnMask {
     /// ECT(1) and CE (RFC 9331 classification; dualpi2's default).
     L4sEct,
@@ -40,7 +42,7 @@ pub enum EcnMask {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// Queue-delay target, ns (15 ms; seed 003: K·RTT).
     pub target_ns: Nanos,
@@ -75,26 +77,90 @@ impl Default for Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_ns == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.tupdate_ns == 0 {
-            return Err("tupdate: must be positive".into());
+            return Err(OptionError::new("tupdate", "must be positive"));
         }
         if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return Err(format!("alpha: {} must be ≥ 0 (Hz)", self.alpha));
+            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(format!("beta: {} must be ≥ 0 (Hz)", self.beta));
+            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
         }
         if !(self.k.is_finite() && self.k >= 1.0) {
-            return Err(format!("k: {} must be ≥ 1", self.k));
+            return Err(OptionError::new("k", format!("{} must be ≥ 1", self.k)));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options (tc-dualpi2's names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub target: Nanos,
+    pub tupdate: Nanos,
+    pub alpha: f64,
+    pub beta: f64,
+    pub k: f64,
+    pub ecn_mask: EcnMask,
+    pub limit: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options { target: p.target_ns, tupdate: p.tupdate_ns, alpha: p.alpha, beta: p.beta, k: p.k, ecn_mask: p.ecn_mask, limit: p.limit }
+    }
+}
+
+/// The controller's and the classifier's options, shared with DualPI2.
+pub(crate) const PI2_OPTIONS: [Opt; 6] = [
+    Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "queue-delay target of the PI controller (also the summary's delay target)", "net/sched/sch_dualpi2.c dualpi2_reset_default (15 ms); Fejes et al. 2020 §III: K·RTT"),
+    Opt::new("tupdate", Unit::Time, Range::POSITIVE, "controller period", "net/sched/sch_dualpi2.c dualpi2_reset_default (16 ms); Fejes et al. 2020 §III: 10 ms"),
+    Opt::new("alpha", Unit::Float, Range::NON_NEGATIVE, "integral gain, Hz", "net/sched/sch_dualpi2.c dualpi2_reset_default (41/256 Hz); RFC 9332 App. A.1 (0.16 Hz); Fejes et al. 2020 §III: 0.16"),
+    Opt::new("beta", Unit::Float, Range::NON_NEGATIVE, "proportional gain, Hz", "net/sched/sch_dualpi2.c dualpi2_reset_default (819/256 Hz); RFC 9332 App. A.1 (3.2 Hz); Fejes et al. 2020 §III: 3.2"),
+    Opt::new("k", Unit::Float, Range::at_least(1.0), "coupling factor: scalable packets are marked with min(k·p′, 1)", "RFC 9332 §2.4 (k = 2); net/sched/sch_dualpi2.c"),
+    Opt::new("ecn_mask", Unit::Choice(&["l4s_ect", "any_ect"]), Range::ANY, "which packets are scalable: ECT(1) and CE, or every ECN-capable packet (Linux DCTCP sends ECT(0))", "tc-dualpi2 l4s_ect/any_ect; RFC 9331 §5.1"),
+];
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "pi2",
+        summary: "PI2 in one queue: p′ from a PI controller on the head packet's age; classic packets signalled with p′², scalable ones with min(k·p′, 1)",
+        source: "De Schepper et al., CoNEXT 2016; RFC 9332 App. A; Linux net/sched/sch_dualpi2.c; Fejes et al. 2020 §III",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            PI2_OPTIONS[0],
+            PI2_OPTIONS[1],
+            PI2_OPTIONS[2],
+            PI2_OPTIONS[3],
+            PI2_OPTIONS[4],
+            PI2_OPTIONS[5],
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the queue", "net/sched/sch_dualpi2.c dualpi2_reset_default (10000)"),
+        ],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params {
+            target_ns: self.target,
+            tupdate_ns: self.tupdate,
+            alpha: self.alpha,
+            beta: self.beta,
+            k: self.k,
+            ecn_mask: self.ecn_mask,
+            limit: self.limit,
+            ..Params::default()
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Pi2(params), delay_target_ns: Some(self.target) })
     }
 }
 
@@ -227,6 +293,12 @@ pub struct Pi2<P> {
 }
 
 impl<P: Packet> Pi2<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         let vars = Vars::new(params.tupdate_ns);
         Pi2 { params, vars, stats: Stats::default(), rng, queue: Fifo::default() }

@@ -43,10 +43,12 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, OptionError, ScenarioOptions};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// Buffer limit, packets (the scenario's buffer; seed 004: factor · RTT · C).
     #[cfg_attr(feature = "serde", serde(default))]
@@ -57,18 +59,42 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.limit_packets.is_none() && self.limit_bytes.is_none() {
-            return Err("limit: PPV acts only when its buffer is full; give it a limit (the scenario's buffer)".into());
+            return Err(OptionError::new("limit", "PPV acts only when its buffer is full; give it a limit (the scenario's buffer)"));
         }
         if self.limit_packets == Some(0) || self.limit_bytes == Some(0) {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
     }
 
     fn limit(&self) -> PhysicalLimit {
         PhysicalLimit { packets: self.limit_packets, bytes: self.limit_bytes }
+    }
+}
+
+/// The scenario's options: none; its limit is the physical buffer.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "ppv",
+        summary: "one FIFO; when full, the lowest-valued packet (the arrival's if lowest) is dropped; limit = the physical buffer, packet values from the [marker]",
+        source: "Nádas, Turányi, Rácz, GLOBECOM 2016 (Per Packet Value); Fejes et al. 2019 §3",
+        one_of: &[],
+        reads_packet_values: true,
+        options: &[],
+    };
+
+    /// PPV owns its limit: it must see the overflowing arrival to choose the lowest-value
+    /// victim, so the physical buffer is handed to it.
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params { limit_packets: link.buffer_packets, limit_bytes: link.buffer_bytes };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Ppv(params), delay_target_ns: None })
     }
 }
 
@@ -104,6 +130,11 @@ pub struct Ppv<P> {
 }
 
 impl<P: Packet> Ppv<P> {
+    pub fn build(params: &Params, _seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, by_value: BinaryHeap::new(), indexed: false, len: 0, bytes: 0 }
     }
