@@ -25,10 +25,10 @@ pub enum Threshold {
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// K in bytes (seed 003: K·RTT·C). Exactly one of the two is set.
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub threshold_bytes: Option<u64>,
     /// K in packets (the DCTCP paper's unit: 20 at 1 Gbps, 65 at 10 Gbps).
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub threshold_packets: Option<u64>,
 }
 
