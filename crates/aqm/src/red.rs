@@ -111,7 +111,7 @@ impl ScenarioOptions for Options {
             Opt::new("harddrop", Unit::Bool, Range::ANY, "with ecn: drop rather than mark above max", "tc-red(8) harddrop"),
             Opt::new("nodrop", Unit::Bool, Range::ANY, "with ecn: queue Not-ECT packets instead of dropping them", "tc-red(8) nodrop (Linux 5.7)"),
             Opt::new("adaptive", Unit::Bool, Range::ANY, "adaptive RED: max_p adapted every 500 ms", "tc-red(8) adaptive; include/net/red.h red_adaptative_algo"),
-            Opt::new("gentle", Unit::Bool, Range::ANY, "gentle RED between max and 2·max (not in Linux)", "Floyd, \"Optimum functions for computing the drop probability\", 2000"),
+            Opt::new("gentle", Unit::Bool, Range::ANY, "gentle RED between max and 2·max (not in Linux)", "Floyd, \"Recommendation on using the gentle_ variant of RED\", 2000 (not in Linux)"),
         ],
     };
 
