@@ -173,7 +173,8 @@ def lower(s: "Scenario") -> dict[str, Any]:
     for b in s.measure.fct_bins:
         q = u.parse_size(b, allow_time=False)
         fct_bins.append(int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value))
-    marker = s.effective_marker()
+    # A marker given with a discipline that reads no values goes to the engine, which refuses it.
+    marker = s.marker or s.effective_marker()
     engine_marker: dict[str, Any] | None = None
     if marker is not None:
         names = s.class_names()

@@ -163,7 +163,7 @@ mod tests {
         let err = serde_json::from_str::<QdiscConfig>(r#"{"kind": "red", "limit": 1, "avpkt": 1, "burts": 3}"#).unwrap_err();
         assert!(err.to_string().contains("burts"), "{err}");
         assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "ppvv"}"#).is_err());
-        // CSAQM's interval defaults to seed 003's 5 ms; its byte target is required.
+        // CSAQM's interval defaults to Fejes et al. 2020's 5 ms; its byte target is required.
         let c: QdiscConfig = serde_json::from_str(r#"{"kind": "csaqm", "target_bytes": 312500}"#).unwrap();
         assert_eq!(c, QdiscConfig::Csaqm(csaqm::Params { target_bytes: 312_500, interval_ns: 5_000_000 }));
         assert!(serde_json::from_str::<QdiscConfig>(r#"{"kind": "csaqm"}"#).is_err());

@@ -3,7 +3,7 @@
 //! probability `mark`; the rest is a FIFO. It models no real AQM. It exists to impose a known,
 //! independent per-packet loss or marking probability p, the assumption of the analytic
 //! oracles (Mathis et al. 1997 for Reno; RFC 9438 §5.1 for CUBIC; the DCTCP/PI2 "2/p" law of
-//! De Schepper et al. 2016 — ../shared/reference/cc.md §8).
+//! De Schepper et al., CoNEXT 2016 §3).
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
 use crate::any::QdiscConfig;

@@ -1,5 +1,4 @@
-//! CHOKe — "CHOose and Keep for responsive flows, CHOose and Kill for unresponsive flows"
-//! (aqm.md §7).
+//! CHOKe — "CHOose and Keep for responsive flows, CHOose and Kill for unresponsive flows".
 //!
 //! Sources: Pan, Prabhakar, Psounis, "CHOKe: A Stateless Active Queue Management Scheme for
 //! Approximating Fair Bandwidth Allocation", IEEE INFOCOM 2000; Linux net/sched/sch_choke.c
@@ -274,7 +273,7 @@ mod tests {
     fn seed_001_defaults() {
         // limit 80: max = 80/4 = 20, min = 20/3 = 6, burst = (12 + 20)/3 = 10; Wlog: a =
         // 10 + 1 − 6 = 5; W = 1/4: 4·(1 − 0.75^10) = 3.77 < 5; W = 1/8: 8·(1 − 0.875^10) = 5.90
-        // ≥ 5 ⇒ Wlog 3 (aqm.md §7).
+        // ≥ 5 ⇒ Wlog 3.
         let p = opts(80).derive().unwrap();
         assert_eq!((p.max, p.min, p.burst, p.wlog, p.max_p), (20, 6, 10, 3, 0.02));
     }

@@ -1,5 +1,5 @@
-//! CKCD — Choose-Keep and Controlled-Delay (seed 001: Liu, Yang, Yang, Yu, "CKCD: A Fair and
-//! Low Latency Queue Control Algorithm for Heterogeneous TCP Flows"; aqm.md §11).
+//! CKCD — Choose-Keep and Controlled-Delay (Liu et al. (CKCD): Liu, Yang, Yang, Yu, "CKCD: A Fair and
+//! Low Latency Queue Control Algorithm for Heterogeneous TCP Flows").
 //!
 //! Two phases. At enqueue (Algorithm 1, phases 1–2): an EWMA q_avg of the queue length in
 //! packets (weight ω); above q_max the arrival is dropped; between q_min and q_max a random
@@ -10,22 +10,21 @@
 //! the flow's "virtual arrival rate" (after enqueue-phase drops), μ_f = C/I the fair rate,
 //! K = k·D⁴·C²/(2I²), Q = −1/(k·I).
 //!
-//! The paper leaves several things open; aqmlab's choices (aqm.md §11.2, all [ours]):
+//! The paper leaves several things open; each is aqmlab's choice:
 //! - k is calibrated so that a flow at its fair share gets the nominal threshold,
 //!   d_th(μ_i = μ_f) = K + Q = D: k = [D + √(D² + 2D⁴C²/I³)]·I²/(D⁴C²) (C in packets/s);
 //!   `k` can be fixed instead. A gentler `Ratio2` threshold, d_th = D·(μ_f/μ_i)², is offered.
 //! - d_th is clamped to [0, d_max], d_max = the buffer time.
 //! - μ_i: per-flow EWMA of admitted bytes with time constant T_μ (100 ms), over slots of
-//!   T_μ/64 ([`crate::rate`]), read at dequeue as of the last slot that ended by `now`.
-//!   aqm.md §11.2 item 3 suggests a decay per admitted packet and another at each dequeue;
-//!   those two cost ≈ 8 % of scenario (a)'s time (CKCD's ratio to TailDrop went from 1.24
-//!   to 1.14, best of 25 rounds, bench/README.md).
+//!   T_μ/64 ([`crate::rate`]), read at dequeue as of the last slot that ended by `now`: one
+//!   update per slot rather than an exponential decay per admitted packet and per dequeue,
+//!   which would cost more for the same time constant.
 //! - I: flows with an admitted packet within the last `flow_expiry` (1 s).
 //! - "lasts longer than Δ": a CoDel-like per-flow timer; no control law (every packet is
 //!   dropped while the condition persists, as written); never drop when the backlog left is
 //!   at most one MTU (CoDel's guard).
 //! - q_min/q_max in packets are given by the caller (the scenario layer clamps BDP/3·BDP to
-//!   the buffer, since seed 001's 80-packet buffer is below one BDP).
+//!   the buffer, since Liu et al. (CKCD)'s 80-packet buffer is below one BDP).
 //! - The random victim is uniform over queued packets (the ring-with-holes of CHOKe).
 
 use std::collections::HashMap;
@@ -60,7 +59,7 @@ pub struct Params {
     /// Thresholds on q_avg, packets.
     pub q_min: f64,
     pub q_max: f64,
-    /// ω, the EWMA weight (seed 001: 0.002).
+    /// ω, the EWMA weight (Liu et al. (CKCD): 0.002).
     #[cfg_attr(feature = "serde", serde(default = "default_omega"))]
     pub omega: f64,
     /// D, the base delay threshold, ns (5 ms).
@@ -667,7 +666,7 @@ mod tests {
 
     #[test]
     fn calibrated_k_matches_the_worked_examples() {
-        // aqm.md §11.2: C = 100 Mb/s = 8333 pkt/s, D = 5 ms: I = 2 ⇒ k ≈ 10.1 s⁻¹,
+        // Liu et al.'s setting: C = 100 Mb/s = 8333 pkt/s, D = 5 ms: I = 2 ⇒ k ≈ 10.1 s⁻¹,
         // K ≈ 54.6 ms, Q ≈ −49.6 ms; I = 15 ⇒ k ≈ 62.8.
         let p = params(27.0);
         let k2 = p.calibrated_k(2.0);

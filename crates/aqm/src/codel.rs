@@ -1,4 +1,4 @@
-//! CoDel — Controlled Delay, single queue, with Linux sch_codel semantics (aqm.md §6.1).
+//! CoDel — Controlled Delay, single queue, with Linux sch_codel semantics.
 //!
 //! Sources: K. Nichols, V. Jacobson, "Controlling Queue Delay", ACM Queue 10(5), 2012;
 //! RFC 8289 §3, §5; Linux net/sched/sch_codel.c (`codel_qdisc_enqueue`,

@@ -1,8 +1,8 @@
-//! DualPI2 — the DualQ Coupled AQM (RFC 9332; Linux net/sched/sch_dualpi2.c; aqm.md §5).
+//! DualPI2 — the DualQ Coupled AQM (RFC 9332; Linux net/sched/sch_dualpi2.c).
 //!
 //! Two FIFOs share the link: the L queue for scalable (L4S) traffic, classified by
 //! `ecn_mask` as tc dualpi2 does (`l4s_ect`: ECT(1)/CE, the default; `any_ect`: every ECN
-//! packet, as seed 002's demo classified DCTCP), and the C queue for everything else. One PI
+//! packet, as De Schepper et al. (DualQ)'s demo classified DCTCP), and the C queue for everything else. One PI
 //! controller (the PI2 law of [`crate::pi2`]: α, β every `tupdate`, on the larger of the two
 //! head-of-queue ages, as dualpi2's `get_queue_delays`) produces the base probability p′. At
 //! dequeue, a C packet is signalled with p′² (drop, or CE for ECN packets unless overloaded);

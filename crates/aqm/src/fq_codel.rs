@@ -1,4 +1,4 @@
-//! FQ-CoDel — Flow Queue CoDel (RFC 8290; Linux net/sched/sch_fq_codel.c; aqm.md §6.2).
+//! FQ-CoDel — Flow Queue CoDel (RFC 8290; Linux net/sched/sch_fq_codel.c).
 //!
 //! Arrivals are hashed into `flows` queues (1024), each with its own CoDel state
 //! ([`crate::codel_law::Vars`]) and shared parameters and statistics ([`crate::codel_law`]). A deficit round robin ([`crate::drr`]) with a quantum of one MTU
@@ -10,7 +10,7 @@
 //! that flow's CoDel count by the number dropped. CoDel's "one MTU left" guard sees the whole
 //! qdisc's backlog, as in Linux. ECN is on by default.
 //!
-//! Deviations [ours]: the flow hash is a seeded 64-bit mix of the packet's flow key (Linux: a
+//! Deviations (aqmlab's choice): the flow hash is a seeded 64-bit mix of the packet's flow key (Linux: a
 //! perturbed jhash of the 5-tuple), mapped to a queue by `reciprocal_scale` as in Linux
 //! ([`crate::drr::flow_bucket`]), so distinct flows collide as randomly as in Linux,
 //! deterministically per seed; memory is counted as

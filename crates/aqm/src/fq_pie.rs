@@ -1,5 +1,5 @@
 //! FQ-PIE — flow queueing with PIE per queue (Linux net/sched/sch_fq_pie.c, merged in 5.6;
-//! Ramakrishnan et al., NetDevConf 0x14; aqm.md §3.5).
+//! Ramakrishnan et al., NetDevConf 0x14).
 //!
 //! Arrivals are hashed into `flows` queues, each with its own PIE state ([`PieLaw`]) and shared
 //! parameters; PIE's early drop runs at enqueue on the queue's own backlog, ECN marks while
@@ -7,8 +7,8 @@
 //! FQ-CoDel ([`crate::drr`]), with no AQM at dequeue; each queue's probability is updated
 //! every `tupdate` (lazily, per queue, from `now`: a queue's backlog and last measured delay
 //! only change when it is touched, so replaying its ticks then is exact). A full qdisc drops
-//! the arrival (`limit`, 10240 packets); the memory limit is only counted, as in the version
-//! of sch_fq_pie aqm.md read. The hash is the same seeded mix as FQ-CoDel's.
+//! the arrival (`limit`, 10240 packets); the memory limit is only counted, as in
+//! sch_fq_pie.c `fq_pie_qdisc_enqueue` (Linux 5.6). The hash is the same seeded mix as FQ-CoDel's.
 
 use crate::drr::{self, Drr, Scheduled};
 use crate::pie::{self, PieLaw, PIE_OPTIONS};

@@ -1,21 +1,21 @@
-//! GSP — Global Synchronization Protection (aqm.md §8).
+//! GSP — Global Synchronization Protection.
 //!
 //! Sources: W. Lautenschlaeger, A. Francini, "Global Synchronization Protection for Bandwidth
 //! Sharing TCP Flows in High-Speed Links", IEEE HPSR 2015 (arXiv 1602.05333; only the abstract
-//! and third-party restatements of its pseudo-code were available — aqm.md §8 says which);
-//! seed 004 §3 (GSP configured by a target delay = 0.75 × buffer time, "parameters derived from
+//! and third-party restatements of its pseudo-code, such as its ns-3 port, were available);
+//! Fejes et al. 2019 §3 (GSP configured by a target delay = 0.75 × buffer time, "parameters derived from
 //! link capacity").
 //!
 //! A tail-drop queue with a threshold θ below the buffer limit: the first arrival that finds
 //! the backlog above θ is dropped, and further violations are ignored for a "blind" interval
 //! I, so one loss, not a burst of them, answers each congestion episode and flows do not
-//! synchronise. In the adaptive variant (the default [ours, aqm.md §8]) I shrinks as the queue
+//! synchronise. In the adaptive variant (the default (aqmlab's choice)) I shrinks as the queue
 //! spends more time above θ than below: cumul += α·(time above) − (time below), clamped to
 //! [0, max_time], I = I_preset / (1 + cumul/τ). After a buffer overflow the accumulation of
 //! time below θ is suspended until the queue has emptied and crossed θ again (the paper's
 //! STABLE → WAIT_EMPTY → WAIT_THRESH → STABLE machine).
 //!
-//! Choices the sources leave open [ours]: the backlog *before* the arrival is compared with
+//! Choices the sources leave open (aqmlab's choice): the backlog *before* the arrival is compared with
 //! `> θ` (as STEP); the arrival is the packet dropped (`DropReason::Early`); time above/below θ
 //! is integrated exactly, since the backlog the discipline sees is piecewise constant between
 //! its enqueue and dequeue calls; α defaults to 1 (the paper's guidance "not much larger than

@@ -90,7 +90,7 @@ pub trait Packet {
     /// A key identifying the packet's flow (5-tuple hash or flow index).
     fn flow_key(&self) -> u64;
     /// The packet value for PPV/CSAQM (higher = more important; the simulator's marker uses
-    /// 1..=65535, aqm.md §9.2); 0 if the packet carries none.
+    /// 1..=65535); 0 if the packet carries none.
     fn value(&self) -> u32 {
         0
     }

@@ -1,10 +1,9 @@
-//! PI2 — a linearized PI controller for classic and scalable traffic in one queue
-//! (aqm.md §4).
+//! PI2 — a linearized PI controller for classic and scalable traffic in one queue.
 //!
 //! Sources: De Schepper, Bondarenko, Tsang, Briscoe, "PI²: A Linearized AQM for both Classic
 //! and Scalable TCP", ACM CoNEXT 2016; RFC 9332 §2.1 and Appendix A (the same controller in the
 //! DualQ); Linux net/sched/sch_dualpi2.c (`calculate_probability`, the classic/scalable
-//! marking); seed 002 ("think once to mark, twice to drop"); seed 003 §III (tupdate 10 ms,
+//! marking); De Schepper et al. (DualQ) ("think once to mark, twice to drop"); Fejes et al. 2020 §III (tupdate 10 ms,
 //! α 0.16, β 3.2, target K·RTT).
 //!
 //! Every `tupdate` the base probability p′ moves by α·(qdelay − target) + β·(qdelay −
@@ -15,7 +14,7 @@
 //! are dropped rather than marked and scalable packets are dropped with p′² before the rest are
 //! marked (dualpi2's `drop_overload`). No signal while less than two MTUs are queued (dualpi2's
 //! guard). Which packets are scalable is `ecn_mask`, valued as tc dualpi2's option:
-//! `l4s_ect` (ECT(1) and CE) or `any_ect` (every ECN-capable packet — what seed 003 needed,
+//! `l4s_ect` (ECT(1) and CE) or `any_ect` (every ECN-capable packet — what Fejes et al. 2020 needed,
 //! since Linux's DCTCP and BBRv2 send ECT(0)).
 //!
 //! Deviations: the decision is taken at dequeue (Linux dualpi2; the CoNEXT qdisc decided at
@@ -44,9 +43,9 @@ pub enum EcnMask {
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
-    /// Queue-delay target, ns (15 ms; seed 003: K·RTT).
+    /// Queue-delay target, ns (15 ms; Fejes et al. 2020: K·RTT).
     pub target_ns: Nanos,
-    /// Controller period, ns (dualpi2: 16 ms; seed 003: 10 ms).
+    /// Controller period, ns (dualpi2: 16 ms; Fejes et al. 2020: 10 ms).
     pub tupdate_ns: Nanos,
     /// Integral gain, Hz (dualpi2: 41/256 ≈ 0.16).
     pub alpha: f64,
@@ -388,7 +387,7 @@ mod tests {
 
     #[test]
     fn controller_steps_for_a_given_delay_sequence() {
-        // Seed 003's gains (α 0.16, β 3.2 Hz), target 15 ms, a head packet enqueued at t = 0:
+        // Fejes et al. 2020's gains (α 0.16, β 3.2 Hz), target 15 ms, a head packet enqueued at t = 0:
         // tick at 10 ms: qd 10 ms ⇒ Δ = 0.16·(−0.005) + 3.2·0.010 = −0.0008 + 0.032 = 0.0312;
         // tick at 20 ms: qd 20 ms ⇒ Δ = 0.16·0.005 + 3.2·0.010 = 0.0008 + 0.032 = 0.0328 ⇒
         // p′ = 0.064.

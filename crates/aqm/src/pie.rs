@@ -1,9 +1,9 @@
-//! PIE — Proportional Integral controller Enhanced (aqm.md §3).
+//! PIE — Proportional Integral controller Enhanced.
 //!
 //! Sources: R. Pan et al., IEEE HPSR 2013; RFC 8033 §4–5; Linux net/sched/sch_pie.c
 //! (`pie_qdisc_enqueue`) and include/net/pie.h with sch_pie.c's exported helpers
 //! (`pie_drop_early`, `pie_process_dequeue`, `pie_calculate_probability`, `pie_vars_init`) —
-//! Linux behaviour where the two differ, as aqm.md prescribes.
+//! Linux behaviour where the two differ, since Linux is what a testbed runs.
 //!
 //! Every `tupdate` the drop probability moves by α·(qdelay − target) + β·(qdelay − qdelay_old),
 //! with α and β scaled down while p is small (÷2 below 10 %, then ÷4 per decade down to
@@ -18,7 +18,7 @@
 //! Deviations: f64 probability instead of Linux's 56-bit fixed point; the controller runs
 //! lazily from `now` (every missed `tupdate` is replayed at its own time, since the state a
 //! tick reads — the last measured delay, the backlog — is constant between calls), starting at
-//! t = tupdate rather than 500 ms after qdisc creation [ours, aqm.md §0.2].
+//! t = tupdate rather than 500 ms after qdisc creation (aqmlab's choice).
 
 use crate::fifo::{fifo_accessors, Fifo};
 use crate::any::QdiscConfig;

@@ -1,4 +1,4 @@
-//! RED — Random Early Detection, with Linux sch_red semantics (aqm.md §2.1).
+//! RED — Random Early Detection, with Linux sch_red semantics.
 //!
 //! Sources: Floyd & Jacobson, "Random Early Detection Gateways for Congestion Avoidance",
 //! IEEE/ACM ToN 1(4), 1993; Linux include/net/red.h (`red_calc_qavg`, `red_action`,
@@ -587,7 +587,7 @@ mod tests {
         // Hold avg in the band at p_b = 0.1·(12000 − 2000)/20000 = 0.05. After a mark, count restarts
         // at 0 and U is redrawn; the k-th arrival after it is marked when k·p_b ≥ U, so the
         // gap is G = ⌈U/p_b⌉ with U/p_b uniform on [0, 20): G uniform on {1, …, 20}, E[G] =
-        // 10.5, mark rate 1/10.5 = 0.0952 (= 2p_b/(1 + p_b), aqm.md §2.1). Over 200 000
+        // 10.5, mark rate 1/10.5 = 0.0952 (= 2p_b/(1 + p_b): gaps uniform on [1, 1/p_b]). Over 200 000
         // arrivals σ ≈ 0.0006; allow ±0.003.
         // (tc needs min/avpkt > 1 to derive a weight; burst 1000 gives W = 1/512.)
         let o = TcOptions { min: Some(2000), max: Some(22_000), burst: Some(1000), probability: Some(0.1), ecn: true, ..opts(100_000_000, 1000) };

@@ -1,9 +1,9 @@
-//! STEP: the DCTCP reference marker (aqm.md §2.2).
+//! STEP: the DCTCP reference marker.
 //!
 //! Alizadeh et al., "Data Center TCP (DCTCP)", SIGCOMM 2010, §3.1: mark the arriving packet
-//! with CE if the *instantaneous* queue exceeds K (RFC 8257 §3.1 says the same). Seed 003 §III:
+//! with CE if the *instantaneous* queue exceeds K (RFC 8257 §3.1 says the same). Fejes et al. 2020 §III:
 //! "STEP AQM marks all incoming packets when the queue size is above L_target = D_target·C".
-//! Choices the sources leave open [aqm.md, ours]: the comparison is strict (`>`, "above"), on
+//! Choices the sources leave open (aqmlab's choices): the comparison is strict (`>`, "above"), on
 //! the backlog *before* the arrival is added; a Not-ECT packet that would be marked is dropped
 //! (as RED with `ecn` and Linux's dualpi2 step do), counted as `Forced`. No averaging, no
 //! randomness. Unlike a tc RED configured as a step (which cannot set W = 1, so it is an EWMA
@@ -24,7 +24,7 @@ pub enum Threshold {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
-    /// K in bytes (seed 003: K·RTT·C). Exactly one of the two is set.
+    /// K in bytes (Fejes et al. 2020: K·RTT·C). Exactly one of the two is set.
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub threshold_bytes: Option<u64>,
     /// K in packets (the DCTCP paper's unit: 20 at 1 Gbps, 65 at 10 Gbps).

@@ -1,7 +1,7 @@
-//! TailDrop: a FIFO that drops arrivals once full (aqm.md §1).
+//! TailDrop: a FIFO that drops arrivals once full.
 //!
 //! Linux: net/sched/sch_fifo.c (`pfifo_enqueue`: admit iff qlen < limit; `bfifo_enqueue`:
-//! admit iff backlog + len ≤ limit). Seeds 003/004: "drops the incoming packet once the queue is
+//! admit iff backlog + len ≤ limit). Fejes et al. 2019 and 2020: "drops the incoming packet once the queue is
 //! full; not ECN capable". The discipline's own limit is optional: the physical buffer beneath
 //! every discipline ([`crate::PhysicalLimit`]) is usually the one that bites. A time limit is a
 //! byte limit at line rate, converted by the caller.
