@@ -45,7 +45,7 @@ def test_full_lowering() -> None:
 
 
 def test_red_as_transcribed_from_tc() -> None:
-    # Seed 002: red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
+    # De Schepper et al. (DualQ): red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
     cfg = scenario(kind="red", limit="1600000B", min="120000B", max="360000B", avpkt="1000B", burst=220, ecn=True, bandwidth="40Mbit").engine_config()
     assert cfg["bottleneck"]["aqm"] == {
         "kind": "red", "limit": 1_600_000, "min": 120_000, "max": 360_000, "avpkt": 1000, "burst": 220,
@@ -82,7 +82,7 @@ def test_duplicate_class_names_are_made_unique() -> None:
 
 
 def test_choke_defaults_to_the_buffer_and_link_rate() -> None:
-    # Seed 001: "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
+    # Liu et al. (CKCD): "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "choke"}}, flows=[{"cc": "reno", "rtt": "20ms"}])
     assert s.engine_config()["bottleneck"]["aqm"] == {"kind": "choke", "limit": 80, "bandwidth": 100_000_000, "ecn": False, "harddrop": False}
 
@@ -94,7 +94,7 @@ def test_cbr_class() -> None:
 
 
 def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
-    # Seed 004: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
+    # Fejes et al. 2019: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
     # (5 ms); target 3.75 ms ⇒ θ = 3.75e-3 × 100e6 / 8 = 46 875 B.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
     b = s.engine_config()["bottleneck"]
@@ -106,8 +106,8 @@ def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
 
 
 def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
-    # Seed 001: 100 Mbit/s, 80-packet buffer, RTT 20 ms ⇒ BDP = 100e6 × 0.02 / 8 / 1500 = 166.7
-    # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (aqm.md §11.2 item 6);
+    # Liu et al. (CKCD): 100 Mbit/s, 80-packet buffer, RTT 20 ms ⇒ BDP = 100e6 × 0.02 / 8 / 1500 = 166.7
+    # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (clamped to the buffer, aqmlab's choice: otherwise the enqueue phase never runs);
     # d_max = 80 × 1500 × 8 / 100e6 = 9.6 ms.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "ckcd"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     a = s.engine_config()["bottleneck"]["aqm"]
@@ -117,7 +117,7 @@ def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
 
 
 def test_codel_as_seed_001() -> None:
-    # Seed 001: "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
+    # Liu et al. (CKCD): "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     b = s.engine_config()["bottleneck"]
     assert b["aqm"] == {"kind": "codel", "target_ns": 5_000_000, "interval_ns": 100_000_000, "limit": 80, "ecn": False, "ce_threshold_ns": None, "mtu_bytes": 1514}
@@ -134,7 +134,7 @@ def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
 
 
 def test_pie_as_seed_004() -> None:
-    # Seed 004: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
+    # Fejes et al. 2019: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
     # (10 ms) ⇒ target 7.5 ms; the rest are sch_pie's defaults (tupdate 15 ms, alpha 2,
     # beta 20 in 1/16 Hz, limit 1000).
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "pie", "target": "7.5ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
@@ -179,7 +179,7 @@ def test_dualpi2_defaults_are_linuxs() -> None:
 
 
 def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> None:
-    # Seed 004: buffer = f·RTT·C; 0.2 BDP of 100 Mbit/s × 10 ms = 25 000 B, handed to PPV
+    # Fejes et al. 2019: buffer = f·RTT·C; 0.2 BDP of 100 Mbit/s × 10 ms = 25 000 B, handed to PPV
     # (it must see the overflowing arrival). No [marker]: equal sharing, T_m = 100 ms.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.2bdp", "aqm": {"kind": "ppv"}},
                         flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}])
@@ -194,7 +194,7 @@ def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> Non
 
 
 def test_csaqm_as_seed_003_with_a_weighted_marker() -> None:
-    # Seed 003: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
+    # Fejes et al. 2020: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
     # CTV every 5 ms. Weights by class name, unlisted classes 1, in class order.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": {"kind": "csaqm", "target": "0.5rtt"}},
                         flows=[{"cc": "dctcp", "rtt": "5ms", "name": "gold"}, {"cc": "dctcp", "rtt": "5ms"}, {"cc": "dctcp", "rtt": "5ms", "name": "bronze"}],

@@ -308,7 +308,7 @@ class Flows(_Model):
 
 
 class SizeDistribution(_Model):
-    """A flow-size distribution for a workload (issue "Traffic beyond bulk flows" §1)."""
+    """A flow-size distribution for a workload (finite flows arriving at random, `[[workload]]`)."""
 
     dist: Literal["fixed", "uniform", "exponential", "pareto", "lognormal", "empirical"]
     #: fixed: the size.
@@ -450,15 +450,15 @@ class Workload(_Model):
 class Marker(_Model):
     """The packet-value marker at the flows' edge, for the disciplines that read values (PPV,
     CSAQM): each packet of a flow measured at rate R gets the value V_c(u·R), u ~ U(0, 1), from
-    its class's throughput-value function (aqm.md §9.2 marker (a)). `tvf = "equal"`: one TVF
-    for every class (equal sharing, seeds 003/004); `"weighted"`: V_c(x) = V(x / w_c), so
+    its class's throughput-value function (Nádas et al., GLOBECOM 2016; Fejes et al. 2019 §3). `tvf = "equal"`: one TVF
+    for every class (equal sharing, Fejes et al. 2019 and 2020); `"weighted"`: V_c(x) = V(x / w_c), so
     classes share in proportion to `weights` (by class name; unlisted classes weigh 1);
     `"custom"`: `curves` gives a class its own TVF as (throughput, value) points — throughput
     increasing, value decreasing within [1, 65535], interpolated log-linearly, constant beyond
     the ends — e.g. `curves = { gold = [["1Mbps", 60000], ["1Gbps", 20000]] }`; unlisted
     classes keep the default TVF."""
 
-    SOURCE: ClassVar[str] = "ppv.elte.hu marker requirement; aqm.md §9.2 (random marker from the measured rate, log-linear TVF)"
+    SOURCE: ClassVar[str] = "Nádas, Turányi, Rácz, GLOBECOM 2016; Fejes et al. 2019 §3 (random marker from the measured rate, log-linear TVF)"
 
     tvf: Literal["equal", "weighted", "custom"] = "equal"
     weights: dict[str, Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
@@ -497,7 +497,7 @@ class Measure(_Model):
 
 
 class Scenario(_Model):
-    """A scenario. Build it from TOML (``Scenario.from_toml``) or directly in Python."""
+    """A scenario. Build it from TOML (``load_scenario``) or directly in Python."""
 
     name: str = "scenario"
     duration: PositiveTime
@@ -579,10 +579,6 @@ class Scenario(_Model):
     def hash(self) -> str:
         """First 16 hex digits of the SHA-256 of the canonical JSON."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
-
-    @classmethod
-    def from_toml(cls, path: str | Path) -> "Scenario":
-        return load_scenario(path)
 
     def engine_config(self) -> dict[str, Any]:
         from ._lower import lower

@@ -22,7 +22,6 @@ use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
-pub use crate::codel_law::{control_law, CodelQueue};
 
 /// sch_codel's options (tc-codel(8)); defaults of `codel_init`/`codel_params_init`.
 #[derive(Clone, Debug, PartialEq)]
