@@ -1,4 +1,4 @@
-//! Every discipline behind one type, from one registry line each ([`disciplines!`]):
+//! Every discipline behind one type, from one registry line each (`disciplines!`):
 //! `QdiscConfig` (the engine's parameters, deserialized with unknown keys refused),
 //! `QdiscOptions` (what a scenario sets, [`crate::options`]) and `AnyQdisc` (static dispatch —
 //! a match per call, no `Box<dyn>`).
