@@ -269,7 +269,7 @@ impl EngineConfig {
             return Err("duration: must be positive".into());
         }
         if self.warmup_ns >= self.duration_ns {
-            return Err(format!("warmup: {} must be shorter than duration {}", aqm::options::format_ns(self.warmup_ns), aqm::options::format_ns(self.duration_ns)));
+            return Err("warmup: must be shorter than duration".into());
         }
         if self.bottleneck.rate_bps == 0 {
             return Err("bottleneck.rate: must be positive".into());
