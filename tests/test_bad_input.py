@@ -1,5 +1,5 @@
 """Bad input is refused before anything runs: one message naming the file, line and key,
-exit status 2, and nothing written (DESIGN.md §Scenario format)."""
+exit status 2, and nothing written (docs/scenario.md)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ CASES = [
     ("zero-rtt", edit('rtt = "10ms"', 'rtt = "0ms"'), "14: flows[0].rtt", "must be positive"),
     ("zero-rate", edit('"100Mbps"', '"0Mbps"'), "7: bottleneck.rate", "positive"),
     ("count-zero", edit('count = 2', 'count = 0'), "13: flows[0].count", "greater than or equal to 1"),
-    ("warmup-too-long", edit('warmup = "0s"', 'warmup = "5s"'), "", "warmup (5s) must be shorter than duration (2s)"),
+    ("warmup-too-long", edit('warmup = "0s"', 'warmup = "5s"'), "3: warmup", "must be shorter than duration"),
     ("toml-syntax", edit('seed = 1', 'seed = = 1'), "4", "TOML syntax"),
     ("uniform-reversed", edit('uniform(0s, 1s)', 'uniform(2s, 1s)'), "19: flows[1].start", "needs a <= b"),
     ("probability-above-one", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "bernoulli", drop = 1.5 }'), "9: bottleneck.aqm.drop", "less than or equal to 1"),
@@ -90,6 +90,7 @@ CASES = [
     ("marker-curve-unknown-class", marked('{ kind = "ppv" }', 'tvf = "custom"\ncurves = { gold = [["1Mbps", 100], ["1Gbps", 10]] }'), "13: marker.curves.gold", "no flow class named 'gold'"),
     ("marker-curve-bad-rate", marked('{ kind = "ppv" }', 'tvf = "custom"\ncurves = { "cubic-10ms" = [["1ms", 100], ["1Gbps", 10]] }'), "13: marker.curves.cubic-10ms", "rate"),
     ("marker-bad-window", marked('{ kind = "ppv" }', 'rate_window = "0ms"'), "12: marker.rate_window", "must be positive"),
+    ("workload-stops-before-it-starts", GOOD + '\n[[workload]]\ncc = "cubic"\nrtt = "10ms"\nrate = "10/s"\nsize = { dist = "fixed", size = "10KB" }\nstart = "1s"\nstop = "0.5s"\n', "27: workload[0].stop", "must be after its start"),
     ("flow-size-as-time", edit('rtt = "20ms"', 'rtt = "20ms"\nsize = "1s"'), "19: flows[1].size", "is not a size"),
 ]
 

@@ -17,7 +17,7 @@ def _list(what: str) -> str:
 def test_list_ccs_shows_linux_defaults() -> None:
     out = _list("ccs")
     # tcp_cubic.c: beta 717 (0.7·1024), bic_scale 41; tcp_dctcp.c: dctcp_shift_g 4,
-    # dctcp_alpha_on_init 1024 (../shared/reference/cc.md §3.2, §4.1).
+    # dctcp_alpha_on_init 1024 (net/ipv4/tcp_cubic.c and tcp_dctcp.c module parameters).
     assert "beta = 717" in out and "bic_scale = 41" in out and "hystart_low_window = 16" in out
     assert "shift_g = 4" in out and "alpha_on_init = 1024" in out
     assert "tcp_cubic.c" in out and "tcp_dctcp.c" in out

@@ -45,7 +45,7 @@ def test_full_lowering() -> None:
 
 
 def test_red_as_transcribed_from_tc() -> None:
-    # Seed 002: red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
+    # De Schepper et al. (DualQ): red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
     cfg = scenario(kind="red", limit="1600000B", min="120000B", max="360000B", avpkt="1000B", burst=220, ecn=True, bandwidth="40Mbit").engine_config()
     assert cfg["bottleneck"]["aqm"] == {
         "kind": "red", "limit": 1_600_000, "min": 120_000, "max": 360_000, "avpkt": 1000, "burst": 220,
@@ -82,7 +82,7 @@ def test_duplicate_class_names_are_made_unique() -> None:
 
 
 def test_choke_defaults_to_the_buffer_and_link_rate() -> None:
-    # Seed 001: "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
+    # Liu et al. (CKCD): "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "choke"}}, flows=[{"cc": "reno", "rtt": "20ms"}])
     assert s.engine_config()["bottleneck"]["aqm"] == {"kind": "choke", "limit": 80, "bandwidth": 100_000_000, "ecn": False, "harddrop": False}
 
@@ -94,7 +94,7 @@ def test_cbr_class() -> None:
 
 
 def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
-    # Seed 004: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
+    # Fejes et al. 2019: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
     # (5 ms); target 3.75 ms ⇒ θ = 3.75e-3 × 100e6 / 8 = 46 875 B.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
     b = s.engine_config()["bottleneck"]
@@ -106,21 +106,21 @@ def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
 
 
 def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
-    # Seed 001: 100 Mbit/s, 80-packet buffer, RTT 20 ms ⇒ BDP = 100e6 × 0.02 / 8 / 1500 = 166.7
-    # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (aqm.md §11.2 item 6);
+    # Liu et al. (CKCD): 100 Mbit/s, 80-packet buffer, RTT 20 ms ⇒ BDP = 100e6 × 0.02 / 8 / 1500 = 166.7
+    # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (clamped to the buffer, aqmlab's choice: otherwise the enqueue phase never runs);
     # d_max = 80 × 1500 × 8 / 100e6 = 9.6 ms.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "ckcd"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     a = s.engine_config()["bottleneck"]["aqm"]
-    assert a["q_min"] == pytest.approx(80 / 3) and a["q_max"] == 80.0
+    assert a["q_min"] == 80 / 3 and a["q_max"] == 80.0
     assert a["d_max_ns"] == 9_600_000
     assert (a["d_ns"], a["delta_ns"], a["omega"], a["threshold"], a["k"]) == (5_000_000, 100_000_000, 0.002, "paper", None)
 
 
 def test_codel_as_seed_001() -> None:
-    # Seed 001: "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
+    # Liu et al. (CKCD): "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     b = s.engine_config()["bottleneck"]
-    assert b["aqm"] == {"kind": "codel", "target_ns": 5_000_000, "interval_ns": 100_000_000, "limit": 80, "ecn": False, "ce_threshold_ns": None}
+    assert b["aqm"] == {"kind": "codel", "target_ns": 5_000_000, "interval_ns": 100_000_000, "limit": 80, "ecn": False, "ce_threshold_ns": None, "mtu_bytes": 1514}
     assert b["delay_target_ns"] == 5_000_000
 
 
@@ -130,27 +130,28 @@ def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
     # sch_fq_codel defaults: 1024 flows, quantum 1514, limit 10240 (capped to the 500-packet
     # buffer), 32 MiB memory, drop batch 64, ECN on.
     assert a == {"kind": "fq_codel", "flows": 1024, "quantum": 1514, "limit": 500, "memory_limit": 32 * 2**20, "drop_batch": 64,
-                 "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "ce_threshold_ns": None}
+                 "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "ce_threshold_ns": None, "mtu_bytes": 1514}
 
 
 def test_pie_as_seed_004() -> None:
-    # Seed 004: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
+    # Fejes et al. 2019: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
     # (10 ms) ⇒ target 7.5 ms; the rest are sch_pie's defaults (tupdate 15 ms, alpha 2,
     # beta 20 in 1/16 Hz, limit 1000).
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "pie", "target": "7.5ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
     assert s.engine_config()["bottleneck"]["aqm"] == {
         "kind": "pie", "target_ns": 7_500_000, "tupdate_ns": 15_000_000, "limit": 1000, "alpha": 2, "beta": 20,
-        "ecn": False, "bytemode": False, "dq_rate_estimator": False,
+        "ecn": False, "bytemode": False, "dq_rate_estimator": False, "mtu_bytes": 1514,
     }
 
 
 def test_pi2_as_seed_003() -> None:
-    # Seed 003: target K·RTT (K = 0.5 of 5 ms ⇒ 2.5 ms), tupdate 10 ms, α 0.16, β 3.2, any ECT
-    # scalable (Linux DCTCP sends ECT(0)).
+    # Fejes et al. 2020 §III: target K·RTT (K = 0.5 of 5 ms ⇒ 2.5 ms), tupdate 10 ms, α 0.16,
+    # β 3.2, any ECT scalable (Linux DCTCP sends ECT(0)).
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms",
-        "aqm": {"kind": "pi2", "target": "0.5rtt", "tupdate": "10ms", "ecn_mask": "any_ect"}}, flows=[{"cc": "dctcp", "rtt": "5ms"}])
+        "aqm": {"kind": "pi2", "target": "0.5rtt", "tupdate": "10ms", "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"}}, flows=[{"cc": "dctcp", "rtt": "5ms"}])
     b = s.engine_config()["bottleneck"]
-    assert b["aqm"] == {"kind": "pi2", "target_ns": 2_500_000, "tupdate_ns": 10_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0, "ecn_mask": "any_ect", "limit": 10_000}
+    assert b["aqm"] == {"kind": "pi2", "target_ns": 2_500_000, "tupdate_ns": 10_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0, "ecn_mask": "any_ect",
+                        "limit": 10_000, "mtu_bytes": 1514}
     assert b["delay_target_ns"] == 2_500_000
 
 
@@ -159,22 +160,26 @@ def test_fq_pie_defaults() -> None:
     # ecn_prob 10 %, and PIE's 15 ms / 15 ms / 2 / 20.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "500pkt", "aqm": {"kind": "fq_pie"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     a = s.engine_config()["bottleneck"]["aqm"]
+    # (PIE's own limit and MTU are sch_pie's defaults, unused by FQ-PIE.)
     assert a == {"kind": "fq_pie", "flows": 1024, "limit": 500, "quantum": 1514, "ecn_prob": 0.1,
-                 "pie": {"target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 2, "beta": 20, "ecn": False, "bytemode": False, "dq_rate_estimator": False}}
+                 "pie": {"target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 2, "beta": 20, "ecn": False, "bytemode": False, "dq_rate_estimator": False,
+                         "limit": 1000, "mtu_bytes": 1514}}
 
 
 def test_dualpi2_defaults_are_linuxs() -> None:
-    # sch_dualpi2 defaults: target 15 ms, tupdate 16 ms, α 41/256 ≈ 0.16, β 819/256 ≈ 3.2,
-    # k 2, step 1 ms, min_qlen_step 0, wc 10 %, ECT(1) classification, limit 10 000.
+    # sch_dualpi2 defaults (dualpi2_reset_default): target 15 ms, tupdate 16 ms, α 41/256 Hz,
+    # β 819/256 Hz, k 2, step 1 ms, min_qlen_step 0, wc 10 %, ECT(1) classification, limit
+    # 10 000, MTU 1514.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "40Mbps", "buffer": "250ms", "aqm": {"kind": "dualpi2"}}, flows=[{"cc": "dctcp", "rtt": "7ms"}])
     assert s.engine_config()["bottleneck"]["aqm"] == {
-        "kind": "dualpi2", "target_ns": 15_000_000, "tupdate_ns": 16_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0,
-        "step_ns": 1_000_000, "min_qlen_step": 0, "wc": 10, "ecn_mask": "l4s_ect", "limit": 10_000,
+        "kind": "dualpi2", "target_ns": 15_000_000, "tupdate_ns": 16_000_000, "alpha": 41 / 256, "beta": 819 / 256, "k": 2.0,
+        "step_ns": 1_000_000, "min_qlen_step": 0, "wc": 10, "ecn_mask": "l4s_ect", "limit": 10_000, "mtu_bytes": 1514,
     }
+    assert s.canonical()["bottleneck"]["aqm"]["alpha"] == 0.16015625
 
 
 def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> None:
-    # Seed 004: buffer = f·RTT·C; 0.2 BDP of 100 Mbit/s × 10 ms = 25 000 B, handed to PPV
+    # Fejes et al. 2019: buffer = f·RTT·C; 0.2 BDP of 100 Mbit/s × 10 ms = 25 000 B, handed to PPV
     # (it must see the overflowing arrival). No [marker]: equal sharing, T_m = 100 ms.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.2bdp", "aqm": {"kind": "ppv"}},
                         flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}])
@@ -189,7 +194,7 @@ def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> Non
 
 
 def test_csaqm_as_seed_003_with_a_weighted_marker() -> None:
-    # Seed 003: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
+    # Fejes et al. 2020: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
     # CTV every 5 ms. Weights by class name, unlisted classes 1, in class order.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": {"kind": "csaqm", "target": "0.5rtt"}},
                         flows=[{"cc": "dctcp", "rtt": "5ms", "name": "gold"}, {"cc": "dctcp", "rtt": "5ms"}, {"cc": "dctcp", "rtt": "5ms", "name": "bronze"}],

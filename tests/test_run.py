@@ -1,5 +1,5 @@
 """End-to-end runs through the Python API and the CLI. Derived metrics are recomputed here
-from the per-flow table by their DESIGN.md definitions, independently of the engine."""
+from the per-flow table by their definitions in docs/scenario.md, independently of the engine."""
 
 from __future__ import annotations
 

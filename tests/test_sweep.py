@@ -236,22 +236,6 @@ def test_a_cluster_that_does_not_answer_exits_2_and_writes_nothing(tmp_path):
     assert not out.exists()
 
 
-def test_a_sweep_needing_a_missing_model_says_which_and_runs_the_rest_only_if_asked(monkeypatch):
-    # Every planned CC exists now; stand in a planned-but-absent one ("vegas") to exercise the
-    # path a study takes when a model it needs is not implemented yet.
-    from aqmlab import _scenario
-    from aqmlab._sweeprun import plan
-
-    monkeypatch.setattr(_scenario, "KNOWN_FUTURE_CCS", ("vegas",))
-    sw = parse_sweep(BASE + '\n[sweep]\nN = [1, 2]\nf = [1]\n"flows.0.cc" = ["cubic", "vegas"]\n')
-    with pytest.raises(aqmlab.SweepError) as e:
-        plan(sw)
-    assert "vegas (2 runs)" in str(e.value) and "--skip-missing" in str(e.value)
-    p = plan(sw, skip_missing=True)
-    assert p.missing == {"vegas": 2}
-    assert [r.params["flows.0.cc"] for r in p.runs] == ["cubic", "cubic"]
-
-
 def test_the_sweep_example_in_the_docs_expands_as_documented():
     text = (Path(__file__).parent.parent / "docs" / "sweeps.md").read_text()
     block = text.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -1,9 +1,11 @@
 """Lowering: a validated scenario → the engine config (all integers: ns, bit/s, bytes).
 
 Conversions (docs/scenario.md): a time-sized buffer or threshold is bytes at line rate
-(``time × C / 8``, as seeds 003/004 define buffers); ``bdp`` is ``rate × rtt_ref / 8`` bytes;
-``K rtt`` is ``K × rtt_ref``; a size in ``pkt`` is that many packets where the engine counts
-packets (buffers, TailDrop/STEP limits) and ``pkt × 1500`` bytes where it counts bytes (RED).
+(``time × C / 8``, as Fejes et al. 2019 and 2020 define buffers); ``bdp`` is
+``rate × rtt_ref / 8`` bytes; ``K rtt`` is ``K × rtt_ref``; a size in ``pkt`` stays packets,
+and the discipline counts it as ``pkt × 1500`` bytes where it needs bytes (RED). The
+discipline's options are converted by the unit the engine declares for each
+(``_native.describe_aqms``); the discipline itself (crates/aqm) turns them into its parameters.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ import json
 import math
 import re
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import _units as u
 
 if TYPE_CHECKING:
     from ._scenario import Scenario
 
-__all__ = ["lower", "check_with_engine"]
+__all__ = ["lower", "lower_aqm", "check_with_engine", "AqmOptionError"]
 
 
 def _bytes(q: u.Quantity, rate_bps: int, rtt_ref_ns: int) -> int:
@@ -62,220 +64,59 @@ def _schedule(text: str) -> dict[str, Any]:
     return {"kind": "fixed", "at_ns": u.parse_time(text)}
 
 
+class AqmOptionError(ValueError):
+    """An option the engine refused: the key under `bottleneck.aqm` ("" = the table) and why."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"bottleneck.aqm{'.' + key if key else ''}: {message}")
+        self.key, self.message = key, message
+
+
+def _option_value(unit: str, v: Any, rate: int, rtt_ref: int) -> Any:
+    """One option's value with its unit resolved, as the engine's `aqm::options` reads it."""
+    if v is None:
+        return None
+    if unit == "time":
+        return u.parse_time(v)
+    if unit == "delay-target":
+        return _target_ns(v, rtt_ref)
+    if unit == "size":
+        q = u.parse_size(v)
+        return {"packets": int(q.value)} if q.unit == "packets" else {"bytes": _bytes(q, rate, rtt_ref)}
+    if unit == "packets":
+        return int(u.parse_size(v, allow_time=False).value)
+    if unit == "rate":
+        return u.parse_rate(v)
+    return v
+
+
+def lower_aqm(s: "Scenario") -> tuple[dict[str, Any], int | None]:
+    """The discipline's engine parameters and delay target: each option converted by its
+    declared unit here, the rest (defaults that depend on the link, conversions to the
+    engine's units, checks) by the discipline itself (`aqm::options`)."""
+    from . import _native
+    from ._scenario import describe_aqms
+
+    b, aqm = s.bottleneck, s.bottleneck.aqm
+    rate, rtt_ref = u.parse_rate(b.rate), s.rtt_ref_ns()
+    buf_pkts, buf_bytes = _limit(b.buffer, rate, rtt_ref)
+    options = {"kind": aqm.kind}
+    for o in describe_aqms()[aqm.kind]["options"]:
+        options[o["name"]] = _option_value(o["unit"], getattr(aqm, o["name"]), rate, rtt_ref)
+    link = {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "rtt_ref_ns": rtt_ref}
+    try:
+        return _native.lower_aqm(json.dumps(options), json.dumps(link))
+    except ValueError as e:
+        key, message = e.args if len(e.args) == 2 else ("", str(e))
+        raise AqmOptionError(key, message) from None
+
+
 def lower(s: "Scenario") -> dict[str, Any]:
     b = s.bottleneck
     rate = u.parse_rate(b.rate)
     rtt_ref = s.rtt_ref_ns()
     buf_pkts, buf_bytes = _limit(b.buffer, rate, rtt_ref)
-    aqm = b.aqm
-    delay_target_ns: int | None = None
-    if aqm.kind == "taildrop":
-        lp, lb = _limit(aqm.limit, rate, rtt_ref)
-        engine_aqm: dict[str, Any] = {"kind": "taildrop", "limit_packets": lp, "limit_bytes": lb}
-    elif aqm.kind == "red":
-        engine_aqm = {"kind": "red"}
-        for key in ("limit", "min", "max", "avpkt"):
-            v = getattr(aqm, key)
-            if v is not None:
-                engine_aqm[key] = _bytes(u.parse_size(v), rate, rtt_ref)
-        if aqm.limit is None:
-            # Default child limit: the physical buffer.
-            engine_aqm["limit"] = buf_bytes if buf_bytes is not None else (buf_pkts or 0) * u.PACKET_BYTES
-        if aqm.burst is not None:
-            engine_aqm["burst"] = aqm.burst
-        if aqm.probability is not None:
-            engine_aqm["probability"] = aqm.probability
-        if aqm.bandwidth is not None:
-            engine_aqm["bandwidth"] = u.parse_rate(aqm.bandwidth)
-        for flag in ("ecn", "harddrop", "nodrop", "adaptive", "gentle"):
-            engine_aqm[flag] = getattr(aqm, flag)
-    elif aqm.kind == "step":
-        if aqm.target is not None:
-            delay_target_ns = _target_ns(aqm.target, rtt_ref)
-            # L_target = D_target · C (seed 003 §III).
-            engine_aqm = {"kind": "step", "threshold_bytes": math.floor(Fraction(delay_target_ns) * rate / (8 * 10**9))}
-        else:
-            q = u.parse_size(aqm.threshold)
-            if q.unit == "packets":
-                engine_aqm = {"kind": "step", "threshold_packets": int(q.value)}
-            else:
-                engine_aqm = {"kind": "step", "threshold_bytes": _bytes(q, rate, rtt_ref)}
-    elif aqm.kind == "pie":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        engine_aqm = {
-            "kind": "pie",
-            "target_ns": delay_target_ns,
-            "tupdate_ns": u.parse_time(aqm.tupdate),
-            "limit": int(u.parse_size(aqm.limit).value),
-            "alpha": aqm.alpha,
-            "beta": aqm.beta,
-            "ecn": aqm.ecn,
-            "bytemode": aqm.bytemode,
-            "dq_rate_estimator": aqm.dq_rate_estimator,
-        }
-    elif aqm.kind == "fq_pie":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        limit = int(u.parse_size(aqm.limit).value)
-        if buf_pkts is not None:
-            limit = min(limit, buf_pkts)
-        engine_aqm = {
-            "kind": "fq_pie",
-            "flows": aqm.flows,
-            "limit": limit,
-            "quantum": _bytes(u.parse_size(aqm.quantum), rate, rtt_ref),
-            "ecn_prob": aqm.ecn_prob,
-            "pie": {
-                "target_ns": delay_target_ns,
-                "tupdate_ns": u.parse_time(aqm.tupdate),
-                "alpha": aqm.alpha,
-                "beta": aqm.beta,
-                "ecn": aqm.ecn,
-                "bytemode": aqm.bytemode,
-                "dq_rate_estimator": aqm.dq_rate_estimator,
-            },
-        }
-    elif aqm.kind == "pi2":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        engine_aqm = {
-            "kind": "pi2",
-            "target_ns": delay_target_ns,
-            "tupdate_ns": u.parse_time(aqm.tupdate),
-            "alpha": aqm.alpha,
-            "beta": aqm.beta,
-            "k": aqm.k,
-            "ecn_mask": aqm.ecn_mask,
-            "limit": int(u.parse_size(aqm.limit).value),
-        }
-    elif aqm.kind == "dualpi2":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        engine_aqm = {
-            "kind": "dualpi2",
-            "target_ns": delay_target_ns,
-            "tupdate_ns": u.parse_time(aqm.tupdate),
-            "alpha": aqm.alpha,
-            "beta": aqm.beta,
-            "k": aqm.k,
-            "step_ns": u.parse_time(aqm.step),
-            "min_qlen_step": aqm.min_qlen_step,
-            "wc": aqm.wc,
-            "ecn_mask": aqm.ecn_mask,
-            "limit": int(u.parse_size(aqm.limit).value),
-        }
-    elif aqm.kind == "codel":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        engine_aqm = {
-            "kind": "codel",
-            "target_ns": delay_target_ns,
-            "interval_ns": u.parse_time(aqm.interval),
-            "limit": int(u.parse_size(aqm.limit).value),
-            "ecn": aqm.ecn,
-            "ce_threshold_ns": u.parse_time(aqm.ce_threshold) if aqm.ce_threshold is not None else None,
-        }
-    elif aqm.kind == "fq_codel":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        limit = int(u.parse_size(aqm.limit).value)
-        memory = _bytes(u.parse_size(aqm.memory_limit), rate, rtt_ref)
-        # FQ-CoDel enforces its own limits (it drops from the fattest queue, not the arrival);
-        # the physical buffer caps them.
-        if buf_pkts is not None:
-            limit = min(limit, buf_pkts)
-        if buf_bytes is not None:
-            memory = min(memory, buf_bytes)
-        engine_aqm = {
-            "kind": "fq_codel",
-            "flows": aqm.flows,
-            "quantum": _bytes(u.parse_size(aqm.quantum), rate, rtt_ref),
-            "limit": limit,
-            "memory_limit": memory,
-            "drop_batch": aqm.drop_batch,
-            "target_ns": delay_target_ns,
-            "interval_ns": u.parse_time(aqm.interval),
-            "ecn": aqm.ecn,
-            "ce_threshold_ns": u.parse_time(aqm.ce_threshold) if aqm.ce_threshold is not None else None,
-        }
-    elif aqm.kind == "choke":
-        engine_aqm = {"kind": "choke"}
-        for key in ("limit", "min", "max"):
-            v = getattr(aqm, key)
-            if v is not None:
-                engine_aqm[key] = int(u.parse_size(v).value)
-        if aqm.limit is None:
-            # Default: the physical buffer, in packets (1500-byte packets if given in bytes).
-            engine_aqm["limit"] = buf_pkts if buf_pkts is not None else max(1, (buf_bytes or 0) // u.PACKET_BYTES)
-        if aqm.burst is not None:
-            engine_aqm["burst"] = aqm.burst
-        if aqm.probability is not None:
-            engine_aqm["probability"] = aqm.probability
-        # tc choke requires a bandwidth; the natural one is the link's.
-        engine_aqm["bandwidth"] = u.parse_rate(aqm.bandwidth) if aqm.bandwidth is not None else rate
-        engine_aqm["ecn"] = aqm.ecn
-        engine_aqm["harddrop"] = aqm.harddrop
-    elif aqm.kind == "gsp":
-        if aqm.target is not None:
-            delay_target_ns = _target_ns(aqm.target, rtt_ref)
-            # "Parameters derived from link capacity" (seed 004): θ = target · C.
-            threshold = math.floor(Fraction(delay_target_ns) * rate / (8 * 10**9))
-        else:
-            threshold = _bytes(u.parse_size(aqm.threshold), rate, rtt_ref)
-        interval = u.parse_time(aqm.interval)
-        engine_aqm = {
-            "kind": "gsp",
-            "threshold_bytes": threshold,
-            "interval_ns": interval,
-            "tau_ns": u.parse_time(aqm.tau) if aqm.tau is not None else 5 * interval,
-            "alpha": aqm.alpha,
-            "max_time_ns": u.parse_time(aqm.max_time) if aqm.max_time is not None else None,
-            "adaptive": aqm.adaptive,
-            # GSP enforces the buffer itself so that its state machine sees overflows.
-            "limit_packets": buf_pkts,
-            "limit_bytes": buf_bytes,
-        }
-    elif aqm.kind == "ckcd":
-        pkt = Fraction(u.PACKET_BYTES)
-        bdp_pkts = Fraction(rate) * rtt_ref / (8 * 10**9) / pkt
-        buf_in_pkts = Fraction(buf_pkts) if buf_pkts is not None else Fraction(buf_bytes or 0) / pkt
-
-        def pkts(text: str | None, default: Fraction) -> float:
-            if text is None:
-                return float(default)
-            q = u.parse_size(text)
-            return float(q.value) if q.unit == "packets" else float(Fraction(_bytes(q, rate, rtt_ref)) / pkt)
-
-        # Seed 001: q_min = BDP, q_max = 3·BDP; clamped to B/3 and B when the buffer is smaller
-        # (aqm.md §11.2 item 6: otherwise the enqueue phase could never run).
-        engine_aqm = {
-            "kind": "ckcd",
-            "rate_bps": rate,
-            "packet_bytes": u.PACKET_BYTES,
-            "q_min": pkts(aqm.q_min, min(bdp_pkts, buf_in_pkts / 3)),
-            "q_max": pkts(aqm.q_max, min(3 * bdp_pkts, buf_in_pkts)),
-            "omega": aqm.omega,
-            "d_ns": u.parse_time(aqm.d),
-            "delta_ns": u.parse_time(aqm.delta),
-            # d_th is clamped to the buffer time.
-            "d_max_ns": math.floor(buf_in_pkts * pkt * 8 * 10**9 / rate),
-            "threshold": aqm.threshold,
-            "k": aqm.k,
-            "t_mu_ns": u.parse_time(aqm.t_mu),
-            "flow_expiry_ns": u.parse_time(aqm.flow_expiry),
-        }
-        delay_target_ns = u.parse_time(aqm.d)
-    elif aqm.kind == "ppv":
-        # PPV owns its limit: it must see the overflowing arrival to choose the lowest-value
-        # victim (aqm.md §9.3), so the physical buffer is handed to it.
-        engine_aqm = {"kind": "ppv", "limit_packets": buf_pkts, "limit_bytes": buf_bytes}
-    elif aqm.kind == "csaqm":
-        delay_target_ns = _target_ns(aqm.target, rtt_ref)
-        # L_target = D_target · C (seed 003 §III).
-        engine_aqm = {
-            "kind": "csaqm",
-            "target_bytes": math.floor(Fraction(delay_target_ns) * rate / (8 * 10**9)),
-            "interval_ns": u.parse_time(aqm.interval),
-        }
-    elif aqm.kind == "bernoulli":
-        engine_aqm = {"kind": "bernoulli", "drop": aqm.drop, "mark": aqm.mark}
-    else:  # pragma: no cover - the model refuses other kinds
-        raise ValueError(aqm.kind)
+    engine_aqm, delay_target_ns = lower_aqm(s)
 
     classes = []
     for f, name in zip(s.flows, s.class_names()):
@@ -332,7 +173,8 @@ def lower(s: "Scenario") -> dict[str, Any]:
     for b in s.measure.fct_bins:
         q = u.parse_size(b, allow_time=False)
         fct_bins.append(int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value))
-    marker = s.effective_marker()
+    # A marker given with a discipline that reads no values goes to the engine, which refuses it.
+    marker = s.marker or s.effective_marker()
     engine_marker: dict[str, Any] | None = None
     if marker is not None:
         names = s.class_names()
@@ -369,7 +211,7 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
     from ._locate import locate
     from ._scenario import ScenarioError
 
-    def fail(key: str, msg: str) -> None:
+    def fail(key: str, msg: str) -> NoReturn:
         line = locate(text, key) if text is not None else None
         raise ScenarioError(msg, file=file, line=line, key=key)
 
@@ -387,14 +229,16 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
                     fail(f"{section}[{i}].cc_params.{m.group(1)}", m.group(2))
                 fail(f"{section}[{i}].cc_params", err)
     try:
-        _native.check(json.dumps(lower(s)))
+        cfg = lower(s)
+    except AqmOptionError as e:
+        fail(f"bottleneck.aqm{'.' + e.key if e.key else ''}", e.message)
+    try:
+        _native.check(json.dumps(cfg))
     except ValueError as e:
         msg = str(e)
         m = re.match(r"^([A-Za-z_][A-Za-z0-9_.\[\]]*): (.*)$", msg)
         if m:
             key, detail = m.group(1), m.group(2)
-            # Engine option names are the scenario's (tc's) names.
-            key = key.replace("threshold_bytes", "target").replace("threshold_packets", "threshold").replace("target_bytes", "target")
             # Engine classes are the flow classes, then the workloads.
             m2 = re.match(r"^flows\[(\d+)\](.*)$", key)
             if m2 and int(m2.group(1)) >= len(s.flows):

@@ -1,4 +1,4 @@
-//! Per-discipline cost at the packet level (issue "AQM library", §Speed): nanoseconds per
+//! Per-discipline cost at the packet level: nanoseconds per
 //! packet for one enqueue + one dequeue, every discipline on the same workload, side by side
 //! in one run (compare ratios to `taildrop`: these machines are noisy).
 //!

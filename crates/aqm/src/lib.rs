@@ -12,44 +12,61 @@
 //! a timer of its own. Disciplines that draw random numbers own a PCG stream seeded by the
 //! caller ([`rng_from_seed`]); there is no global RNG.
 //!
-//! Layout: one discipline per file, each in the same order — header with sources, `Params`
-//! (its `Default` = Linux/RFC defaults), `Vars`, `Stats`, the discipline and its `Qdisc` impl,
-//! tests.
+//! Layout: `qdisc/` holds one discipline per file, `support/` what they are built from
+//! (FIFOs, the hole ring, the DRR scheduler and its pool, the CoDel law, slotted rate
+//! averages, ln/exp and the ziggurat, the physical limit). Each discipline's file is in the
+//! same order — header with sources, `Params`
+//! (its `Default` = Linux/RFC defaults), the scenario's `Options` with their description and
+//! lowering to `Params` ([`options`]), `Vars`, `Stats`, the discipline and its `Qdisc` impl,
+//! tests. [`any`] registers every discipline in one line.
 //!
 //! Beneath every discipline the caller applies a physical buffer limit ([`PhysicalLimit`]),
 //! as the papers distinguish "buffer length 500 ms" from an AQM's delay target.
 
 pub mod any;
-pub mod bernoulli;
-pub mod choke;
-pub mod ckcd;
-pub mod codel;
-pub mod codel_law;
-pub mod csaqm;
-pub mod drr;
-pub mod dualpi2;
-pub mod fifo;
-pub mod fq_codel;
-pub mod fq_pie;
-pub mod gsp;
-pub mod limit;
-pub mod math;
-pub mod pi2;
-pub mod pie;
-pub mod pool;
-pub mod rate;
-pub mod ppv;
-pub mod red;
-pub mod ring;
-pub mod step;
-pub mod taildrop;
-pub mod ziggurat;
+pub mod options;
+
+/// The disciplines, one per file (re-exported at the crate root: `aqm::red`, `aqm::pi2`, ...).
+pub mod qdisc {
+    pub mod bernoulli;
+    pub mod choke;
+    pub mod ckcd;
+    pub mod codel;
+    pub mod csaqm;
+    pub mod dualpi2;
+    pub mod fq_codel;
+    pub mod fq_pie;
+    pub mod gsp;
+    pub mod pi2;
+    pub mod pie;
+    pub mod ppv;
+    pub mod red;
+    pub mod step;
+    pub mod taildrop;
+}
+
+/// What the disciplines are built from: queues, schedulers, rate averages, arithmetic.
+pub mod support {
+    pub mod codel_law;
+    pub mod drr;
+    pub mod fifo;
+    pub mod limit;
+    pub mod math;
+    pub mod pool;
+    pub mod rate;
+    pub mod ring;
+    pub mod ziggurat;
+}
+
+pub use qdisc::{bernoulli, choke, ckcd, codel, csaqm, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, ppv, red, step, taildrop};
+pub use support::{codel_law, drr, fifo, limit, math, pool, rate, ring, ziggurat};
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]
 mod proptests;
 
-pub use any::{AnyQdisc, QdiscConfig};
+pub use any::{AnyQdisc, QdiscConfig, QdiscOptions};
+pub use options::{Link, Lowered, OptionError, ScenarioOptions};
 pub use limit::PhysicalLimit;
 
 /// Time in nanoseconds since the start of the run. Never wraps (u64 ns = 584 years).
@@ -87,7 +104,7 @@ pub trait Packet {
     /// A key identifying the packet's flow (5-tuple hash or flow index).
     fn flow_key(&self) -> u64;
     /// The packet value for PPV/CSAQM (higher = more important; the simulator's marker uses
-    /// 1..=65535, aqm.md §9.2); 0 if the packet carries none.
+    /// 1..=65535); 0 if the packet carries none.
     fn value(&self) -> u32 {
         0
     }

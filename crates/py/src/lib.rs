@@ -158,6 +158,29 @@ fn qdiscs() -> Vec<&'static str> {
     aqm::QdiscConfig::names().to_vec()
 }
 
+/// Every queue discipline with its source, summary and options (unit, default in scenario
+/// terms, range, doc, source), from `aqm::QdiscOptions::describe`.
+#[pyfunction]
+fn describe_aqms(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    json_to_py(py, &aqm::QdiscOptions::describe())
+}
+
+/// Lower a discipline's scenario options (`{"kind": ..., option: value}`, units resolved) on a
+/// link (`{"rate_bps", "buffer_packets", "buffer_bytes", "rtt_ref_ns"}`) to the engine's
+/// parameters: returns `(engine aqm config, delay_target_ns or None)`. A refused option raises
+/// `ValueError(key, message)`, key "" meaning the discipline as a whole.
+#[pyfunction]
+fn lower_aqm<'py>(py: Python<'py>, options_json: &str, link_json: &str) -> PyResult<(Bound<'py, PyAny>, Option<u64>)> {
+    let options: aqm::QdiscOptions = serde_json::from_str(options_json).map_err(|e| {
+        let m = e.to_string();
+        PyValueError::new_err(("", m.split(" at line ").next().unwrap_or(&m).to_string()))
+    })?;
+    let link: aqm::Link = serde_json::from_str(link_json).map_err(|e| PyValueError::new_err(("", e.to_string())))?;
+    let lowered = options.lower(&link).map_err(|e| PyValueError::new_err((e.key, e.message)))?;
+    let config = serde_json::to_value(&lowered.config).map_err(|e| PyValueError::new_err(("", e.to_string())))?;
+    Ok((json_to_py(py, &config)?, lowered.delay_target_ns))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
@@ -168,6 +191,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ccs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
+    m.add_function(wrap_pyfunction!(describe_aqms, m)?)?;
+    m.add_function(wrap_pyfunction!(lower_aqm, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -3,11 +3,13 @@ defaults and sources."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._scenario import _AQM_MODELS, Marker
+from .._scenario import Marker
 
 app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
 out = Console()
@@ -27,32 +29,54 @@ def ccs() -> None:
     out.print(t)
 
 
-@app.command("aqms")
-def aqms() -> None:
-    """Queue disciplines, their options with defaults, and sources."""
-    from .. import _native
+def _default(o: dict[str, Any]) -> str:
+    if o["required"]:
+        return "required"
+    d = o["default"]
+    return "–" if d is None else str(d).lower() if isinstance(d, bool) else str(d)
 
-    available = set(_native.qdiscs())
-    t = Table(title="queue disciplines (aqm = { kind = ..., option = ... }; '–' = derived as the source does, or unset)", title_justify="left")
-    for col in ("kind", "options (defaults)", "source"):
+
+def _unit(o: dict[str, Any]) -> str:
+    return " | ".join(f'"{c}"' for c in o["choices"]) if o["unit"] == "choice" else o["unit"]
+
+
+def option_table(about: dict[str, Any]) -> str:
+    """A discipline's options as a Markdown table (docs/scenario.md holds one per discipline;
+    tests/test_docs_options.py checks that they are these)."""
+    if not about["options"]:
+        return "No options."
+    rows = ["| option | unit | default | range | meaning | source |", "|---|---|---|---|---|---|"]
+    for o in about["options"]:
+        cells = [f"`{o['name']}`", _unit(o).replace("|", "\\|"), f"`{_default(o)}`" if _default(o) not in ("–", "required") else _default(o), o["range_text"], o["doc"], o["source"]]
+        rows.append("| " + " | ".join(cells) + " |")
+    if about["one_of"]:
+        rows.append("")
+        rows.append("Exactly one of " + "; ".join(" or ".join(f"`{k}`" for k in g) for g in about["one_of"]) + ".")
+    return "\n".join(rows)
+
+
+@app.command("aqms")
+def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them).")) -> None:
+    """Queue disciplines and their options (unit, default, range, source), from the engine."""
+    from .._scenario import describe_aqms
+
+    if markdown:
+        for kind, about in describe_aqms().items():
+            print(f"<!-- options:{kind} -->\n{option_table(about)}\n<!-- /options -->\n")
+        return
+    t = Table(title="queue disciplines (aqm = { kind = ..., option = ... }; '–' = unset: derived as the source does)", title_justify="left")
+    for col in ("kind", "option", "unit", "default", "range", "source"):
         t.add_column(col)
-    for kind, model in _AQM_MODELS.items():
-        if kind not in available:
-            continue
-        opts = []
-        for name, field in model.model_fields.items():
-            if name == "kind":
-                continue
-            if field.is_required():
-                opts.append(f"{name} (required)")
-                continue
-            d = field.get_default(call_default_factory=True)
-            opts.append(f"{name} = {'–' if d is None else str(d).lower() if isinstance(d, bool) else d}")
-        t.add_row(kind, ", ".join(opts) or "–", getattr(model, "SOURCE", ""))
+    for kind, about in describe_aqms().items():
+        t.add_row(kind, "", "", "", "", about["source"], end_section=not about["options"])
+        for i, o in enumerate(about["options"]):
+            t.add_row("", o["name"], _unit(o), _default(o), o["range_text"], o["source"], end_section=i == len(about["options"]) - 1)
     out.print(t)
     m = Marker.model_fields
     out.print(
-        "packet values for ppv and csaqm: [marker] "
+        "packet values for "
+        + " and ".join(k for k, a in describe_aqms().items() if a["reads_packet_values"])
+        + ": [marker] "
         + ", ".join(f"{k} = {m[k].get_default(call_default_factory=True) or '{}'}" for k in ("tvf", "weights", "rate_window"))
         + f" ({Marker.SOURCE})",
         markup=False,

@@ -1,15 +1,17 @@
-//! STEP: the DCTCP reference marker (aqm.md §2.2).
+//! STEP: the DCTCP reference marker.
 //!
 //! Alizadeh et al., "Data Center TCP (DCTCP)", SIGCOMM 2010, §3.1: mark the arriving packet
-//! with CE if the *instantaneous* queue exceeds K (RFC 8257 §3.1 says the same). Seed 003 §III:
+//! with CE if the *instantaneous* queue exceeds K (RFC 8257 §3.1 says the same). Fejes et al. 2020 §III:
 //! "STEP AQM marks all incoming packets when the queue size is above L_target = D_target·C".
-//! Choices the sources leave open [aqm.md, ours]: the comparison is strict (`>`, "above"), on
+//! Choices the sources leave open (aqmlab's choices): the comparison is strict (`>`, "above"), on
 //! the backlog *before* the arrival is added; a Not-ECT packet that would be marked is dropped
 //! (as RED with `ecn` and Linux's dualpi2 step do), counted as `Forced`. No averaging, no
 //! randomness. Unlike a tc RED configured as a step (which cannot set W = 1, so it is an EWMA
 //! with w = 1/2), this is the exact instantaneous rule.
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 
 /// The marking threshold on the instantaneous queue.
@@ -20,24 +22,57 @@ pub enum Threshold {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
-    /// K in bytes (seed 003: K·RTT·C). Exactly one of the two is set.
-    #[cfg_attr(feature = "serde", serde(default))]
+    /// K in bytes (Fejes et al. 2020: K·RTT·C). Exactly one of the two is set.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub threshold_bytes: Option<u64>,
     /// K in packets (the DCTCP paper's unit: 20 at 1 Gbps, 65 at 10 Gbps).
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
     pub threshold_packets: Option<u64>,
 }
 
 impl Params {
-    pub fn threshold(&self) -> Result<Threshold, String> {
+    pub fn threshold(&self) -> Result<Threshold, OptionError> {
         match (self.threshold_bytes, self.threshold_packets) {
             (Some(b), None) => Ok(Threshold::Bytes(b)),
             (None, Some(p)) => Ok(Threshold::Packets(p)),
-            (Some(_), Some(_)) => Err("threshold: give it in bytes or in packets, not both".into()),
-            (None, None) => Err("threshold: missing (a delay target, bytes or packets)".into()),
+            (Some(_), Some(_)) => Err(OptionError::new("threshold", "give it in bytes or in packets, not both")),
+            (None, None) => Err(OptionError::new("threshold", "missing (a delay target, bytes or packets)")),
         }
+    }
+}
+
+/// The scenario's options: the threshold as a delay at line rate or as a size.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    /// ns.
+    pub target: Option<Nanos>,
+    pub threshold: Option<Size>,
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "step",
+        summary: "DCTCP's marker: CE-mark (drop if Not-ECT) every arrival while the instantaneous queue exceeds the threshold",
+        source: "Alizadeh et al., DCTCP, SIGCOMM 2010 §3.1; RFC 8257 §3.1; Fejes et al. 2020 §III",
+        one_of: &[&["target", "threshold"]],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "threshold as a queueing delay: target × link rate bytes (also the summary's delay target)", "Fejes et al. 2020 §III: L_target = D_target·C"),
+            Opt::new("threshold", Unit::Size, Range::POSITIVE, "threshold as a size (packets are counted as packets)", "Alizadeh et al. 2010 §3.1: K packets"),
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let (params, delay_target_ns) = match (self.target, self.threshold) {
+            (Some(t), None) => (Params { threshold_bytes: Some(link.bytes_in(t)), threshold_packets: None }, Some(t)),
+            (None, Some(Size::Packets(n))) => (Params { threshold_bytes: None, threshold_packets: Some(n) }, None),
+            (None, Some(Size::Bytes(b))) => (Params { threshold_bytes: Some(b), threshold_packets: None }, None),
+            _ => return Err(OptionError::new("", "give exactly one of target (a delay such as 1ms or 0.17rtt) or threshold (a size)")),
+        };
+        Ok(Lowered { config: QdiscConfig::Step(params), delay_target_ns })
     }
 }
 
@@ -57,6 +92,10 @@ pub struct Step<P> {
 }
 
 impl<P: Packet> Step<P> {
+    pub fn build(params: &Params, _seed: u64) -> Result<Self, OptionError> {
+        Ok(Self::new(params.threshold()?))
+    }
+
     pub fn new(threshold: Threshold) -> Self {
         Step { threshold, stats: Stats::default(), queue: Fifo::default() }
     }

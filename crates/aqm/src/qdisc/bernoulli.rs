@@ -3,13 +3,15 @@
 //! probability `mark`; the rest is a FIFO. It models no real AQM. It exists to impose a known,
 //! independent per-packet loss or marking probability p, the assumption of the analytic
 //! oracles (Mathis et al. 1997 for Reno; RFC 9438 §5.1 for CUBIC; the DCTCP/PI2 "2/p" law of
-//! De Schepper et al. 2016 — ../shared/reference/cc.md §8).
+//! De Schepper et al., CoNEXT 2016 §3).
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// Per-packet drop probability.
     #[cfg_attr(feature = "serde", serde(default))]
@@ -20,14 +22,42 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if !(0.0..=1.0).contains(&self.drop) {
-            return Err(format!("drop: {} is not a probability in [0, 1]", self.drop));
+            return Err(OptionError::new("drop", format!("{} is not a probability in [0, 1]", self.drop)));
         }
         if !(0.0..=1.0).contains(&self.mark) {
-            return Err(format!("mark: {} is not a probability in [0, 1]", self.mark));
+            return Err(OptionError::new("mark", format!("{} is not a probability in [0, 1]", self.mark)));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options: the two probabilities.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub drop: f64,
+    pub mark: f64,
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "bernoulli",
+        summary: "ideal random dropper/marker for validation: drop with `drop`, else mark ECT with `mark`",
+        source: "no real AQM: the independent per-packet loss of the analytic models (Mathis et al. 1997; RFC 9438 §5.1; De Schepper et al., CoNEXT 2016)",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("drop", Unit::Float, Range::PROBABILITY, "probability that an arrival is dropped", "aqmlab (validation)"),
+            Opt::new("mark", Unit::Float, Range::PROBABILITY, "probability that an ECN-capable arrival not dropped is CE-marked", "aqmlab (validation)"),
+        ],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params { drop: self.drop, mark: self.mark };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Bernoulli(params), delay_target_ns: None })
     }
 }
 
@@ -46,6 +76,11 @@ pub struct Bernoulli<P> {
 }
 
 impl<P: Packet> Bernoulli<P> {
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         Bernoulli { params, stats: Stats::default(), rng, queue: Fifo::default() }
     }
@@ -105,7 +140,7 @@ mod tests {
 
     #[test]
     fn probabilities_outside_unit_interval_are_refused() {
-        assert!(Params { drop: 1.5, mark: 0.0 }.validate().unwrap_err().starts_with("drop:"));
-        assert!(Params { drop: 0.0, mark: -0.1 }.validate().unwrap_err().starts_with("mark:"));
+        assert!(Params { drop: 1.5, mark: 0.0 }.validate().unwrap_err().key == "drop");
+        assert!(Params { drop: 0.0, mark: -0.1 }.validate().unwrap_err().key == "mark");
     }
 }

@@ -6,13 +6,11 @@
 //! are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the
 //! tests) is ten orders of magnitude below a value code's width. Polynomials are in Estrin's
 //! form (depth, not length, is what costs) on small arguments; ln's table is kept small (see
-//! `LN_BITS`) at the price of a longer polynomial: it was written when the marker took an ln
-//! per packet.
+//! `LN_BITS`) at the price of a longer polynomial, so that it stays in L1.
 
 /// Table bits of [`ln`]: the mantissa's top 4 bits pick one of 16 intervals of [1, 2). The
-/// table is 256 B, four cache lines that stay in L1 under the simulation's own traffic: with
-/// 256 intervals (4 KB) and a shorter polynomial, the table's load missed and stalled the
-/// pipeline (`perf annotate`: ≈ 30 % of the marker's TVF evaluation, when it took one per packet).
+/// table is 256 B, four cache lines that stay in L1 under the simulation's own traffic; a
+/// larger table with a shorter polynomial misses the cache instead.
 const LN_BITS: u32 = 4;
 const LN_N: usize = 1 << LN_BITS;
 

@@ -1,5 +1,4 @@
-//! CHOKe — "CHOose and Keep for responsive flows, CHOose and Kill for unresponsive flows"
-//! (aqm.md §7).
+//! CHOKe — "CHOose and Keep for responsive flows, CHOose and Kill for unresponsive flows".
 //!
 //! Sources: Pan, Prabhakar, Psounis, "CHOKe: A Stateless Active Queue Management Scheme for
 //! Approximating Fair Bandwidth Allocation", IEEE INFOCOM 2000; Linux net/sched/sch_choke.c
@@ -18,6 +17,8 @@
 
 use crate::red::{RedLaw, DEFAULT_PROBABILITY};
 use crate::ring::HoleRing;
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// `avpkt` tc choke uses internally; thresholds are packets, so it cancels out (q_choke.c).
@@ -25,8 +26,30 @@ const CHOKE_AVPKT: u64 = 1000;
 
 /// tc-choke's options (packets; `bandwidth` in bit/s, required by tc choke).
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct TcOptions {
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub limit: Option<u64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub min: Option<u64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub max: Option<u64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub burst: Option<u64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub probability: Option<f64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub bandwidth: Option<u64>,
+    pub ecn: bool,
+    /// Kernel flag (not exposed by tc choke): drop instead of marking above max.
+    pub harddrop: bool,
+}
+
+/// The scenario's options: tc choke's, with `limit` defaulting to the physical buffer and
+/// `bandwidth` to the link rate.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
     pub limit: Option<u64>,
     pub min: Option<u64>,
     pub max: Option<u64>,
@@ -34,8 +57,43 @@ pub struct TcOptions {
     pub probability: Option<f64>,
     pub bandwidth: Option<u64>,
     pub ecn: bool,
-    /// Kernel flag (not exposed by tc choke): drop instead of marking above max.
     pub harddrop: bool,
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "choke",
+        summary: "RED on the average queue length in packets, plus a random queued packet compared with each arrival: same flow, both dropped",
+        source: "Pan, Prabhakar, Psounis, INFOCOM 2000; Linux net/sched/sch_choke.c; iproute2 tc/q_choke.c",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit (none: the physical buffer in packets, 1500-byte packets if it is in bytes)", "tc-choke(8) limit"),
+            Opt::new("min", Unit::Packets, Range::POSITIVE, "average queue length where dropping starts (none: max/3)", "tc-choke(8) min; tc/q_choke.c"),
+            Opt::new("max", Unit::Packets, Range::POSITIVE, "average queue length where dropping becomes certain (none: limit/4)", "tc-choke(8) max; tc/q_choke.c"),
+            Opt::new("burst", Unit::Int, Range::at_least(1.0), "burst tolerated by the EWMA weight, packets (none: (2·min + max)/3)", "tc-choke(8) burst; tc/tc_red.c tc_red_eval_ewma"),
+            Opt::new("probability", Unit::Float, Range::POSITIVE_PROBABILITY, "max_p (none: 0.02)", "tc-choke(8) probability"),
+            Opt::new("bandwidth", Unit::Rate, Range::POSITIVE, "rate for the idle-time decay (none: the link rate; tc requires it)", "tc-choke(8) bandwidth"),
+            Opt::new("ecn", Unit::Bool, Range::ANY, "CE-mark instead of RED's drops (never instead of the flow-match drops)", "tc-choke(8) ecn"),
+            Opt::new("harddrop", Unit::Bool, Range::ANY, "with ecn: drop rather than mark above max", "net/sched/sch_choke.c TC_RED_HARDDROP"),
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let options = TcOptions {
+            limit: Some(self.limit.unwrap_or_else(|| link.buffer_packets.unwrap_or_else(|| (link.buffer_bytes.unwrap_or(0) / crate::options::PACKET_BYTES).max(1)))),
+            min: self.min,
+            max: self.max,
+            burst: self.burst,
+            probability: self.probability,
+            // tc choke requires a bandwidth; the natural one is the link's.
+            bandwidth: Some(self.bandwidth.unwrap_or(link.rate_bps)),
+            ecn: self.ecn,
+            harddrop: self.harddrop,
+        };
+        options.derive()?;
+        Ok(Lowered { config: QdiscConfig::Choke(options), delay_target_ns: None })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -54,25 +112,25 @@ pub struct Params {
 impl TcOptions {
     /// Derive as tc/q_choke.c: max = limit/4, min = max/3, burst = (2·min + max)/3, the EWMA
     /// weight by tc's RED rule. Errors name the option.
-    pub fn derive(&self) -> Result<Params, String> {
-        let limit = self.limit.ok_or("limit: required (packets, as in tc choke)")?;
-        let bandwidth = self.bandwidth.ok_or("bandwidth: required (as in tc choke)")?;
+    pub fn derive(&self) -> Result<Params, OptionError> {
+        let limit = self.limit.ok_or_else(|| OptionError::new("limit", "required (packets, as in tc choke)"))?;
+        let bandwidth = self.bandwidth.ok_or_else(|| OptionError::new("bandwidth", "required (as in tc choke)"))?;
         if bandwidth == 0 {
-            return Err("bandwidth: must be positive".into());
+            return Err(OptionError::new("bandwidth", "must be positive"));
         }
         let max = self.max.unwrap_or(limit / 4);
         let min = self.min.unwrap_or(max / 3);
         if min >= max {
-            return Err(format!("min: {min} must be below max {max}"));
+            return Err(OptionError::new("min", format!("{min} must be below max {max}")));
         }
         if max > limit {
-            return Err(format!("max: {max} must not exceed limit {limit}"));
+            return Err(OptionError::new("max", format!("{max} must not exceed limit {limit}")));
         }
         let burst = self.burst.unwrap_or((2 * min + max) / 3);
         let wlog = crate::red::eval_ewma(min * CHOKE_AVPKT, burst, CHOKE_AVPKT)?;
         let max_p = self.probability.unwrap_or(DEFAULT_PROBABILITY);
         if !(max_p > 0.0 && max_p <= 1.0) {
-            return Err(format!("probability: {max_p} is not in (0, 1]"));
+            return Err(OptionError::new("probability", format!("{max_p} is not in (0, 1]")));
         }
         Ok(Params { limit, min, max, burst, wlog, max_p, bandwidth_bps: bandwidth, ecn: self.ecn, harddrop: self.harddrop })
     }
@@ -102,6 +160,11 @@ pub struct Choke<P> {
 }
 
 impl<P: Packet> Choke<P> {
+    /// The discipline for engine parameters `options`, checked; `seed` seeds its random stream.
+    pub fn build(options: &TcOptions, seed: u64) -> Result<Self, OptionError> {
+        Ok(Self::new(options.derive()?, crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         // Two streams from one seed: the RED law's and the victim draws'.
         let mut rng = rng;
@@ -210,17 +273,17 @@ mod tests {
     fn seed_001_defaults() {
         // limit 80: max = 80/4 = 20, min = 20/3 = 6, burst = (12 + 20)/3 = 10; Wlog: a =
         // 10 + 1 − 6 = 5; W = 1/4: 4·(1 − 0.75^10) = 3.77 < 5; W = 1/8: 8·(1 − 0.875^10) = 5.90
-        // ≥ 5 ⇒ Wlog 3 (aqm.md §7).
+        // ≥ 5 ⇒ Wlog 3.
         let p = opts(80).derive().unwrap();
         assert_eq!((p.max, p.min, p.burst, p.wlog, p.max_p), (20, 6, 10, 3, 0.02));
     }
 
     #[test]
     fn derivation_errors() {
-        assert!(TcOptions { limit: None, ..opts(1) }.derive().unwrap_err().starts_with("limit:"));
-        assert!(TcOptions { bandwidth: None, ..opts(80) }.derive().unwrap_err().starts_with("bandwidth:"));
-        assert!(TcOptions { min: Some(20), max: Some(20), ..opts(80) }.derive().unwrap_err().starts_with("min:"));
-        assert!(TcOptions { max: Some(100), ..opts(80) }.derive().unwrap_err().starts_with("max:"));
+        assert!(TcOptions { limit: None, ..opts(1) }.derive().unwrap_err().key == "limit");
+        assert!(TcOptions { bandwidth: None, ..opts(80) }.derive().unwrap_err().key == "bandwidth");
+        assert!(TcOptions { min: Some(20), max: Some(20), ..opts(80) }.derive().unwrap_err().key == "min");
+        assert!(TcOptions { max: Some(100), ..opts(80) }.derive().unwrap_err().key == "max");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The CoDel control law shared by CoDel and FQ-CoDel (aqm.md §6.1), as Linux factors it
+//! The CoDel control law shared by CoDel and FQ-CoDel (RFC 8289 §5), as Linux factors it
 //! into include/net/codel.h and include/net/codel_impl.h.
 //!
 //! Sources: K. Nichols, V. Jacobson, "Controlling Queue Delay", ACM Queue 10(5), 2012;
@@ -35,8 +35,7 @@
 //!   iteration converges within a few drops.
 //! - A CE packet counts as "marked" (Linux `INET_ECN_set_ce` returns true for CE) and is
 //!   reported to the sink like any other mark.
-//! - No per-call cap on the number of drops (mainline `codel_dequeue` has none; the note in
-//!   aqm.md about a 256-drop cap could not be verified).
+//! - No per-call cap on the number of drops (mainline `codel_dequeue` has none).
 
 use crate::fifo::Fifo;
 use crate::{DropReason, Ecn, MarkReason, Nanos, Packet, Verdicts};

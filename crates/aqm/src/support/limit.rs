@@ -1,7 +1,7 @@
-//! The physical buffer beneath every discipline (aqm.md §0.1): a packet limit (Linux pfifo's
+//! The physical buffer beneath every discipline: a packet limit (Linux pfifo's
 //! rule, `qlen < limit`) and/or a byte limit (bfifo's rule, `backlog + len ≤ limit`;
 //! net/sched/sch_fifo.c `pfifo_enqueue`, `bfifo_enqueue`). A time-sized buffer arrives here
-//! as bytes at line rate (seeds 003/004: buffer = factor × RTT × C).
+//! as bytes at line rate (Fejes et al. 2019 and 2020: buffer = factor × RTT × C).
 
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 

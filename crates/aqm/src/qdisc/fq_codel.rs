@@ -1,4 +1,4 @@
-//! FQ-CoDel — Flow Queue CoDel (RFC 8290; Linux net/sched/sch_fq_codel.c; aqm.md §6.2).
+//! FQ-CoDel — Flow Queue CoDel (RFC 8290; Linux net/sched/sch_fq_codel.c).
 //!
 //! Arrivals are hashed into `flows` queues (1024), each with its own CoDel state
 //! ([`crate::codel_law::Vars`]) and shared parameters and statistics ([`crate::codel_law`]). A deficit round robin ([`crate::drr`]) with a quantum of one MTU
@@ -10,7 +10,7 @@
 //! that flow's CoDel count by the number dropped. CoDel's "one MTU left" guard sees the whole
 //! qdisc's backlog, as in Linux. ECN is on by default.
 //!
-//! Deviations [ours]: the flow hash is a seeded 64-bit mix of the packet's flow key (Linux: a
+//! Deviations (aqmlab's choice): the flow hash is a seeded 64-bit mix of the packet's flow key (Linux: a
 //! perturbed jhash of the 5-tuple), mapped to a queue by `reciprocal_scale` as in Linux
 //! ([`crate::drr::flow_bucket`]), so distinct flows collide as randomly as in Linux,
 //! deterministically per seed; memory is counted as
@@ -22,10 +22,13 @@
 use crate::codel_law::{self, CodelQueue, Vars};
 use crate::drr::{self, Drr, Scheduled};
 use crate::pool::{List, Pool};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
+use crate::codel::CODEL_OPTIONS;
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// Number of flow queues (`flows`, 1024).
     pub flows: u32,
@@ -67,22 +70,96 @@ impl Default for Params {
     }
 }
 
+/// The scenario's options (tc-fq_codel(8)'s names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub flows: u32,
+    pub quantum: Size,
+    pub limit: u64,
+    pub memory_limit: Size,
+    pub drop_batch: u32,
+    pub target: Nanos,
+    pub interval: Nanos,
+    pub ecn: bool,
+    pub ce_threshold: Option<Nanos>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options {
+            flows: p.flows,
+            quantum: Size::Bytes(p.quantum as u64),
+            limit: p.limit,
+            memory_limit: Size::Bytes(p.memory_limit),
+            drop_batch: p.drop_batch,
+            target: p.target_ns,
+            interval: p.interval_ns,
+            ecn: p.ecn,
+            ce_threshold: p.ce_threshold_ns,
+        }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "fq_codel",
+        summary: "hashed flow queues with CoDel each, deficit round robin with new flows first; on overflow, drops from the fattest queue's head",
+        source: "RFC 8290; Linux net/sched/sch_fq_codel.c",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("flows", Unit::Int, Range::closed(1.0, 65536.0), "number of flow queues", "tc-fq_codel(8) flows; sch_fq_codel.c fq_codel_init (1024)"),
+            Opt::new("quantum", Unit::Size, Range::POSITIVE, "DRR quantum", "tc-fq_codel(8) quantum; sch_fq_codel.c fq_codel_init (psched_mtu, 1514 B)"),
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the whole qdisc, capped by the physical buffer", "tc-fq_codel(8) limit; sch_fq_codel.c fq_codel_init (10240)"),
+            Opt::new("memory_limit", Unit::Size, Range::POSITIVE, "byte limit of the whole qdisc (wire bytes), capped by the physical buffer", "tc-fq_codel(8) memory_limit; sch_fq_codel.c fq_codel_init (32 MiB)"),
+            Opt::new("drop_batch", Unit::Int, Range::at_least(1.0), "packets dropped at most per overflow", "tc-fq_codel(8) drop_batch; sch_fq_codel.c fq_codel_init (64)"),
+            CODEL_OPTIONS[0],
+            CODEL_OPTIONS[1],
+            Opt::new("ecn", Unit::Bool, Range::ANY, "CE-mark ECT packets instead of dropping them", "tc-fq_codel(8) ecn; sch_fq_codel.c fq_codel_init (on)"),
+            CODEL_OPTIONS[2],
+        ],
+    };
+
+    /// FQ-CoDel enforces its own limits (it drops from the fattest queue, not the arrival);
+    /// the physical buffer caps them.
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let quantum = u32::try_from(self.quantum.bytes()).map_err(|_| OptionError::new("quantum", "too large"))?;
+        let memory = self.memory_limit.bytes();
+        let params = Params {
+            flows: self.flows,
+            quantum,
+            limit: link.buffer_packets.map_or(self.limit, |b| self.limit.min(b)),
+            memory_limit: link.buffer_bytes.map_or(memory, |b| memory.min(b)),
+            drop_batch: self.drop_batch,
+            target_ns: self.target,
+            interval_ns: self.interval,
+            ecn: self.ecn,
+            ce_threshold_ns: self.ce_threshold,
+            ..Params::default()
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::FqCodel(params), delay_target_ns: Some(self.target) })
+    }
+}
+
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.flows == 0 || self.flows > 65_536 {
-            return Err(format!("flows: {} must be in 1..=65536 (as tc)", self.flows));
+            return Err(OptionError::new("flows", format!("{} must be in 1..=65536 (as tc)", self.flows)));
         }
         if self.quantum == 0 {
-            return Err("quantum: must be positive".into());
+            return Err(OptionError::new("quantum", "must be positive"));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         if self.drop_batch == 0 {
-            return Err("drop_batch: must be positive".into());
+            return Err(OptionError::new("drop_batch", "must be positive"));
         }
         if self.target_ns == 0 || self.interval_ns == 0 {
-            return Err("target: target and interval must be positive".into());
+            return Err(OptionError::new("target", "target and interval must be positive"));
         }
         Ok(())
     }
@@ -168,6 +245,12 @@ impl<P: Packet> CodelQueue<P> for FlowView<'_, P> {
 }
 
 impl<P: Packet> FqCodel<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), seed))
+    }
+
     pub fn new(params: Params, hash_seed: u64) -> Self {
         let flows = (0..params.flows).map(|_| Flow::default()).collect();
         FqCodel {

@@ -1,9 +1,9 @@
-//! PIE — Proportional Integral controller Enhanced (aqm.md §3).
+//! PIE — Proportional Integral controller Enhanced.
 //!
 //! Sources: R. Pan et al., IEEE HPSR 2013; RFC 8033 §4–5; Linux net/sched/sch_pie.c
 //! (`pie_qdisc_enqueue`) and include/net/pie.h with sch_pie.c's exported helpers
 //! (`pie_drop_early`, `pie_process_dequeue`, `pie_calculate_probability`, `pie_vars_init`) —
-//! Linux behaviour where the two differ, as aqm.md prescribes.
+//! Linux behaviour where the two differ, since Linux is what a testbed runs.
 //!
 //! Every `tupdate` the drop probability moves by α·(qdelay − target) + β·(qdelay − qdelay_old),
 //! with α and β scaled down while p is small (÷2 below 10 %, then ÷4 per decade down to
@@ -18,9 +18,11 @@
 //! Deviations: f64 probability instead of Linux's 56-bit fixed point; the controller runs
 //! lazily from `now` (every missed `tupdate` is replayed at its own time, since the state a
 //! tick reads — the last measured delay, the backlog — is constant between calls), starting at
-//! t = tupdate rather than 500 ms after qdisc creation [ours, aqm.md §0.2].
+//! t = tupdate rather than 500 ms after qdisc creation (aqmlab's choice).
 
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// `QUEUE_THRESHOLD`: bytes per drain-rate sample (include/net/pie.h).
@@ -33,7 +35,7 @@ const MAX_BURST_NS: Nanos = 150_000_000;
 const MAX_CATCHUP: u32 = 5_000;
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// `target`: queueing-delay reference, ns (15 ms).
     pub target_ns: Nanos,
@@ -71,23 +73,91 @@ impl Default for Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_ns == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.tupdate_ns == 0 {
-            return Err("tupdate: must be positive".into());
+            return Err(OptionError::new("tupdate", "must be positive"));
         }
         if self.alpha > 32 {
-            return Err(format!("alpha: {} must be 0..=32 (units of 1/16 Hz, as tc)", self.alpha));
+            return Err(OptionError::new("alpha", format!("{} must be 0..=32 (units of 1/16 Hz, as tc)", self.alpha)));
         }
         if self.beta > 32 {
-            return Err(format!("beta: {} must be 0..=32 (units of 1/16 Hz, as tc)", self.beta));
+            return Err(OptionError::new("beta", format!("{} must be 0..=32 (units of 1/16 Hz, as tc)", self.beta)));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options (tc-pie(8)'s names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub target: Nanos,
+    pub tupdate: Nanos,
+    pub limit: u64,
+    pub alpha: u32,
+    pub beta: u32,
+    pub ecn: bool,
+    pub bytemode: bool,
+    pub dq_rate_estimator: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options { target: p.target_ns, tupdate: p.tupdate_ns, limit: p.limit, alpha: p.alpha, beta: p.beta, ecn: p.ecn, bytemode: p.bytemode, dq_rate_estimator: p.dq_rate_estimator }
+    }
+}
+
+/// PIE's options, shared with FQ-PIE.
+pub(crate) const PIE_OPTIONS: [Opt; 7] = [
+    Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "queueing-delay reference (also the summary's delay target)", "RFC 8033 §4.1 QDELAY_REF; tc-pie(8) target"),
+    Opt::new("tupdate", Unit::Time, Range::POSITIVE, "drop-probability update period", "RFC 8033 §4.1 T_UPDATE; tc-pie(8) tupdate"),
+    Opt::new("alpha", Unit::Int, Range::closed(0.0, 32.0), "integral gain in 1/16 Hz (2 = 0.125 Hz)", "tc-pie(8) alpha; net/sched/sch_pie.c pie_change"),
+    Opt::new("beta", Unit::Int, Range::closed(0.0, 32.0), "proportional gain in 1/16 Hz (20 = 1.25 Hz)", "tc-pie(8) beta; net/sched/sch_pie.c pie_change"),
+    Opt::new("ecn", Unit::Bool, Range::ANY, "CE-mark ECT packets instead of dropping while p ≤ 10 %", "RFC 8033 §5.1; tc-pie(8) ecn"),
+    Opt::new("bytemode", Unit::Bool, Range::ANY, "scale the drop probability by packet size / MTU", "tc-pie(8) bytemode; include/net/pie.h pie_drop_early"),
+    Opt::new("dq_rate_estimator", Unit::Bool, Range::ANY, "queue delay from the drain rate (Little's law) instead of timestamps", "RFC 8033 §5.2; tc-pie(8) dq_rate_estimator"),
+];
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "pie",
+        summary: "PIE: a PI controller on the queue delay drops (or marks) arrivals early",
+        source: "Pan et al., HPSR 2013; RFC 8033; Linux net/sched/sch_pie.c, include/net/pie.h",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            PIE_OPTIONS[0],
+            PIE_OPTIONS[1],
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the queue", "tc-pie(8) limit; sch_pie.c pie_init (1000)"),
+            PIE_OPTIONS[2],
+            PIE_OPTIONS[3],
+            PIE_OPTIONS[4],
+            PIE_OPTIONS[5],
+            PIE_OPTIONS[6],
+        ],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params {
+            target_ns: self.target,
+            tupdate_ns: self.tupdate,
+            limit: self.limit,
+            alpha: self.alpha,
+            beta: self.beta,
+            ecn: self.ecn,
+            bytemode: self.bytemode,
+            dq_rate_estimator: self.dq_rate_estimator,
+            ..Params::default()
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Pie(params), delay_target_ns: Some(self.target) })
     }
 }
 
@@ -326,6 +396,12 @@ pub struct Pie<P> {
 }
 
 impl<P: Packet> Pie<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         let law = PieLaw::new(&params);
         Pie { params, law, stats: Stats::default(), rng, queue: Fifo::default() }

@@ -1,5 +1,5 @@
 //! FQ-PIE — flow queueing with PIE per queue (Linux net/sched/sch_fq_pie.c, merged in 5.6;
-//! Ramakrishnan et al., NetDevConf 0x14; aqm.md §3.5).
+//! Ramakrishnan et al., NetDevConf 0x14).
 //!
 //! Arrivals are hashed into `flows` queues, each with its own PIE state ([`PieLaw`]) and shared
 //! parameters; PIE's early drop runs at enqueue on the queue's own backlog, ECN marks while
@@ -7,16 +7,18 @@
 //! FQ-CoDel ([`crate::drr`]), with no AQM at dequeue; each queue's probability is updated
 //! every `tupdate` (lazily, per queue, from `now`: a queue's backlog and last measured delay
 //! only change when it is touched, so replaying its ticks then is exact). A full qdisc drops
-//! the arrival (`limit`, 10240 packets); the memory limit is only counted, as in the version
-//! of sch_fq_pie aqm.md read. The hash is the same seeded mix as FQ-CoDel's.
+//! the arrival (`limit`, 10240 packets); the memory limit is only counted, as in
+//! sch_fq_pie.c `fq_pie_qdisc_enqueue` (Linux 5.6). The hash is the same seeded mix as FQ-CoDel's.
 
 use crate::drr::{self, Drr, Scheduled};
-use crate::pie::{self, PieLaw};
+use crate::pie::{self, PieLaw, PIE_OPTIONS};
 use crate::pool::{List, Pool};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// Number of queues (`flows`, 1024).
     pub flows: u32,
@@ -38,20 +40,102 @@ impl Default for Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.flows == 0 || self.flows > 65_536 {
-            return Err(format!("flows: {} must be in 1..=65536 (as tc)", self.flows));
+            return Err(OptionError::new("flows", format!("{} must be in 1..=65536 (as tc)", self.flows)));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         if self.quantum == 0 {
-            return Err("quantum: must be positive".into());
+            return Err(OptionError::new("quantum", "must be positive"));
         }
         if !(0.0..=1.0).contains(&self.ecn_prob) {
-            return Err(format!("ecn_prob: {} must be a probability", self.ecn_prob));
+            return Err(OptionError::new("ecn_prob", format!("{} must be a probability", self.ecn_prob)));
         }
         self.pie.validate()
+    }
+}
+
+/// The scenario's options (tc-fq_pie(8)'s names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub flows: u32,
+    pub limit: u64,
+    pub quantum: Size,
+    pub ecn_prob: f64,
+    pub target: Nanos,
+    pub tupdate: Nanos,
+    pub alpha: u32,
+    pub beta: u32,
+    pub ecn: bool,
+    pub bytemode: bool,
+    pub dq_rate_estimator: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options {
+            flows: p.flows,
+            limit: p.limit,
+            quantum: Size::Bytes(p.quantum as u64),
+            ecn_prob: p.ecn_prob,
+            target: p.pie.target_ns,
+            tupdate: p.pie.tupdate_ns,
+            alpha: p.pie.alpha,
+            beta: p.pie.beta,
+            ecn: p.pie.ecn,
+            bytemode: p.pie.bytemode,
+            dq_rate_estimator: p.pie.dq_rate_estimator,
+        }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "fq_pie",
+        summary: "hashed flow queues served by deficit round robin, PIE per queue at enqueue",
+        source: "Linux net/sched/sch_fq_pie.c; RFC 8033 per queue",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("flows", Unit::Int, Range::closed(1.0, 65536.0), "number of flow queues", "tc-fq_pie(8) flows; sch_fq_pie.c fq_pie_init (1024)"),
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the whole qdisc, capped by the physical buffer", "tc-fq_pie(8) limit; sch_fq_pie.c fq_pie_init (10240)"),
+            Opt::new("quantum", Unit::Size, Range::POSITIVE, "DRR quantum", "tc-fq_pie(8) quantum; sch_fq_pie.c fq_pie_init (psched_mtu, 1514 B)"),
+            Opt::new("ecn_prob", Unit::Float, Range::PROBABILITY, "ECN marks only while the queue's p ≤ this", "tc-fq_pie(8) ecn_prob; sch_fq_pie.c fq_pie_init (10 %)"),
+            PIE_OPTIONS[0],
+            PIE_OPTIONS[1],
+            PIE_OPTIONS[2],
+            PIE_OPTIONS[3],
+            PIE_OPTIONS[4],
+            PIE_OPTIONS[5],
+            PIE_OPTIONS[6],
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let quantum = u32::try_from(self.quantum.bytes()).map_err(|_| OptionError::new("quantum", "too large"))?;
+        let params = Params {
+            flows: self.flows,
+            // The physical buffer caps the qdisc's own limit.
+            limit: link.buffer_packets.map_or(self.limit, |b| self.limit.min(b)),
+            quantum,
+            ecn_prob: self.ecn_prob,
+            pie: pie::Params {
+                target_ns: self.target,
+                tupdate_ns: self.tupdate,
+                alpha: self.alpha,
+                beta: self.beta,
+                ecn: self.ecn,
+                bytemode: self.bytemode,
+                dq_rate_estimator: self.dq_rate_estimator,
+                ..pie::Params::default()
+            },
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::FqPie(params), delay_target_ns: Some(self.target) })
     }
 }
 
@@ -102,6 +186,12 @@ pub struct FqPie<P> {
 }
 
 impl<P: Packet> FqPie<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), seed, crate::rng_from_seed(seed ^ 0xF0)))
+    }
+
     pub fn new(params: Params, hash_seed: u64, rng: Rng) -> Self {
         let buckets = (0..params.flows).map(|_| Bucket::new(&params.pie)).collect();
         FqPie { drr: Drr::new(params.flows as usize, params.quantum), params, stats: Stats::default(), buckets, pool: Pool::default(), qlen: 0, backlog: 0, hash_seed, rng }

@@ -3,10 +3,9 @@
 //! Used by CHOKe and CKCD.
 //!
 //! The ring is its own power-of-two buffer rather than a `VecDeque<Option<P>>`, and looks for
-//! holes to trim only when it has any: every packet of CHOKe and CKCD passes through `pop`
-//! (≈ 30 M of their instructions on scenario (a), 0.5 %). Which slots exist (holes included)
-//! is exactly as before, because the random draw is uniform over them: holes at the front are
-//! trimmed after every removal, trailing holes stay.
+//! holes to trim only when it has any, since every packet of CHOKe and CKCD passes through
+//! `pop`. Which slots exist (holes included) matters, because the random draw is uniform over
+//! them: holes at the front are trimmed after every removal, trailing holes stay.
 
 use crate::{Nanos, Packet, Rng};
 

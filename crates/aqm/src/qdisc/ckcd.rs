@@ -1,5 +1,5 @@
-//! CKCD — Choose-Keep and Controlled-Delay (seed 001: Liu, Yang, Yang, Yu, "CKCD: A Fair and
-//! Low Latency Queue Control Algorithm for Heterogeneous TCP Flows"; aqm.md §11).
+//! CKCD — Choose-Keep and Controlled-Delay (Liu et al. (CKCD): Liu, Yang, Yang, Yu, "CKCD: A Fair and
+//! Low Latency Queue Control Algorithm for Heterogeneous TCP Flows").
 //!
 //! Two phases. At enqueue (Algorithm 1, phases 1–2): an EWMA q_avg of the queue length in
 //! packets (weight ω); above q_max the arrival is dropped; between q_min and q_max a random
@@ -10,22 +10,21 @@
 //! the flow's "virtual arrival rate" (after enqueue-phase drops), μ_f = C/I the fair rate,
 //! K = k·D⁴·C²/(2I²), Q = −1/(k·I).
 //!
-//! The paper leaves several things open; aqmlab's choices (aqm.md §11.2, all [ours]):
+//! The paper leaves several things open; each is aqmlab's choice:
 //! - k is calibrated so that a flow at its fair share gets the nominal threshold,
 //!   d_th(μ_i = μ_f) = K + Q = D: k = [D + √(D² + 2D⁴C²/I³)]·I²/(D⁴C²) (C in packets/s);
 //!   `k` can be fixed instead. A gentler `Ratio2` threshold, d_th = D·(μ_f/μ_i)², is offered.
 //! - d_th is clamped to [0, d_max], d_max = the buffer time.
 //! - μ_i: per-flow EWMA of admitted bytes with time constant T_μ (100 ms), over slots of
-//!   T_μ/64 ([`crate::rate`]), read at dequeue as of the last slot that ended by `now`.
-//!   aqm.md §11.2 item 3 suggests a decay per admitted packet and another at each dequeue;
-//!   those two cost ≈ 8 % of scenario (a)'s time (CKCD's ratio to TailDrop went from 1.24
-//!   to 1.14, best of 25 rounds, bench/README.md).
+//!   T_μ/64 ([`crate::rate`]), read at dequeue as of the last slot that ended by `now`: one
+//!   update per slot rather than an exponential decay per admitted packet and per dequeue,
+//!   which would cost more for the same time constant.
 //! - I: flows with an admitted packet within the last `flow_expiry` (1 s).
 //! - "lasts longer than Δ": a CoDel-like per-flow timer; no control law (every packet is
 //!   dropped while the condition persists, as written); never drop when the backlog left is
 //!   at most one MTU (CoDel's guard).
 //! - q_min/q_max in packets are given by the caller (the scenario layer clamps BDP/3·BDP to
-//!   the buffer, since seed 001's 80-packet buffer is below one BDP).
+//!   the buffer, since Liu et al. (CKCD)'s 80-packet buffer is below one BDP).
 //! - The random victim is uniform over queued packets (the ring-with-holes of CHOKe).
 
 use std::collections::HashMap;
@@ -33,13 +32,15 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::rate::{SlotClock, SlotRate};
 use crate::ring::HoleRing;
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{uniform01, DropReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// CoDel's guard: no delay drop when at most one MTU would remain queued.
 const MTU_BYTES: u64 = 1500;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(rename_all = "snake_case"))]
 pub enum ThresholdLaw {
     /// Eq. 9 with k calibrated (or given).
     Paper,
@@ -48,7 +49,7 @@ pub enum ThresholdLaw {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// Link capacity, bit/s (C of Eq. 9).
     pub rate_bps: u64,
@@ -58,7 +59,7 @@ pub struct Params {
     /// Thresholds on q_avg, packets.
     pub q_min: f64,
     pub q_max: f64,
-    /// ω, the EWMA weight (seed 001: 0.002).
+    /// ω, the EWMA weight (Liu et al. (CKCD): 0.002).
     #[cfg_attr(feature = "serde", serde(default = "default_omega"))]
     pub omega: f64,
     /// D, the base delay threshold, ns (5 ms).
@@ -107,23 +108,114 @@ fn default_expiry() -> Nanos {
     1_000_000_000
 }
 
+/// The scenario's options (times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub q_min: Option<Size>,
+    pub q_max: Option<Size>,
+    pub omega: f64,
+    pub d: Nanos,
+    pub delta: Nanos,
+    pub threshold: ThresholdLaw,
+    pub k: Option<f64>,
+    pub t_mu: Nanos,
+    pub flow_expiry: Nanos,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            q_min: None,
+            q_max: None,
+            omega: 0.002,
+            d: 5_000_000,
+            delta: 100_000_000,
+            threshold: ThresholdLaw::Paper,
+            k: None,
+            t_mu: 100_000_000,
+            flow_expiry: 1_000_000_000,
+        }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "ckcd",
+        summary: "CHOKe-like enqueue phase on an EWMA of the queue in packets, then per-flow delay drops at dequeue",
+        source: "Liu et al. (CKCD), Algorithm 1 and Eq. 9",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("q_min", Unit::Size, Range::POSITIVE, "lower threshold on the average queue (none: one BDP of rtt_ref, at most a third of the buffer)", "Liu et al. (CKCD) §4 (BDP); the clamp is aqmlab's choice, since their 80-packet buffer is below one BDP"),
+            Opt::new("q_max", Unit::Size, Range::POSITIVE, "upper threshold on the average queue (none: 3 BDP, at most the buffer)", "Liu et al. (CKCD) §4 (3·BDP); clamped as q_min"),
+            Opt::new("omega", Unit::Float, Range::POSITIVE_PROBABILITY, "ω, the EWMA weight of the average queue", "Liu et al. (CKCD) §4 (0.002)"),
+            Opt::new("d", Unit::Time, Range::POSITIVE, "D, the per-flow delay threshold at the fair share (also the summary's delay target)", "Liu et al. (CKCD) Eq. 9 (5 ms)"),
+            Opt::new("delta", Unit::Time, Range::POSITIVE, "Δ, how long a flow's delay must stay above its threshold", "Liu et al. (CKCD) Algorithm 1 (100 ms)"),
+            Opt::new("threshold", Unit::Choice(&["paper", "ratio2"]), Range::ANY, "the per-flow threshold law: Eq. 9 (paper) or D·(μ_f/μ_i)² (ratio2)", "Liu et al. (CKCD) Eq. 9; ratio2 is aqmlab's gentler alternative"),
+            Opt::new("k", Unit::Float, Range::POSITIVE, "k of Eq. 9, 1/s (none: calibrated so that a flow at its fair share gets D)", "aqmlab's choice: the paper leaves k open"),
+            Opt::new("t_mu", Unit::Time, Range::POSITIVE, "time constant of the per-flow rate average μ_i", "aqmlab's choice: the paper leaves μ_i's estimator open"),
+            Opt::new("flow_expiry", Unit::Time, Range::POSITIVE, "a flow without an admitted packet for this long leaves the flow count", "aqmlab's choice: the paper leaves the flow count open"),
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        use crate::options::{ratio_to_f64, PACKET_BYTES};
+        let pkt = PACKET_BYTES as u128;
+        // BDP in packets = C·rtt_ref / (8·10⁹·1500); the buffer in packets = B_pkts, or
+        // B_bytes / 1500. Both as exact fractions (numerator, denominator).
+        let bdp = (link.rate_bps as u128 * link.rtt_ref_ns as u128, 8_000_000_000u128 * pkt);
+        let buf = match link.buffer_packets {
+            Some(p) => (p as u128, 1u128),
+            None => (link.buffer_bytes.unwrap_or(0) as u128, pkt),
+        };
+        let min = |a: (u128, u128), b: (u128, u128)| if a.0 * b.1 <= b.0 * a.1 { a } else { b };
+        let packets = |s: Option<Size>, default: (u128, u128)| match s {
+            Some(Size::Packets(n)) => n as f64,
+            Some(Size::Bytes(b)) => ratio_to_f64(b as u128, pkt),
+            None => ratio_to_f64(default.0, default.1),
+        };
+        // Liu et al.: q_min = BDP, q_max = 3·BDP; clamped to B/3 and B when the buffer is
+        // smaller, since otherwise the enqueue phase could never run.
+        let q_min = packets(self.q_min, min(bdp, (buf.0, buf.1 * 3)));
+        let q_max = packets(self.q_max, min((bdp.0 * 3, bdp.1), buf));
+        let params = Params {
+            rate_bps: link.rate_bps,
+            packet_bytes: PACKET_BYTES,
+            q_min,
+            q_max,
+            omega: self.omega,
+            d_ns: self.d,
+            delta_ns: self.delta,
+            // d_th is clamped to the buffer time.
+            d_max_ns: (buf.0 * pkt / buf.1 * 8_000_000_000 / link.rate_bps as u128) as u64,
+            threshold: self.threshold,
+            k: self.k,
+            t_mu_ns: self.t_mu,
+            flow_expiry_ns: self.flow_expiry,
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Ckcd(params), delay_target_ns: Some(self.d) })
+    }
+}
+
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if !(self.omega > 0.0 && self.omega <= 1.0) {
-            return Err(format!("omega: {} must be in (0, 1]", self.omega));
+            return Err(OptionError::new("omega", format!("{} must be in (0, 1]", self.omega)));
         }
         if !(self.q_min >= 0.0 && self.q_min < self.q_max) {
-            return Err(format!("q_min: {} must be below q_max {}", self.q_min, self.q_max));
+            return Err(OptionError::new("q_min", format!("{} must be below q_max {}", self.q_min, self.q_max)));
         }
         if self.d_ns == 0 || self.delta_ns == 0 || self.t_mu_ns == 0 {
-            return Err("d: D, delta and t_mu must be positive".into());
+            return Err(OptionError::new("d", "D, delta and t_mu must be positive"));
         }
         if self.rate_bps == 0 || self.packet_bytes == 0 {
-            return Err("rate: must be positive".into());
+            return Err(OptionError::new("rate", "must be positive"));
         }
         if let Some(k) = self.k {
             if !(k.is_finite() && k > 0.0) {
-                return Err(format!("k: {k} must be positive"));
+                return Err(OptionError::new("k", format!("{k} must be positive")));
             }
         }
         Ok(())
@@ -388,6 +480,12 @@ pub struct Ckcd<P> {
 }
 
 impl<P: Packet> Ckcd<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         let mu_clock = SlotClock::new(params.t_mu_ns);
         Ckcd { params, vars: Vars { q_avg: 0.0, flows: FlowTable::default(), next_sweep: 0, th_cache: None }, stats: Stats::default(), rng, queue: HoleRing::default(), mu_clock }
@@ -568,7 +666,7 @@ mod tests {
 
     #[test]
     fn calibrated_k_matches_the_worked_examples() {
-        // aqm.md §11.2: C = 100 Mb/s = 8333 pkt/s, D = 5 ms: I = 2 ⇒ k ≈ 10.1 s⁻¹,
+        // Liu et al.'s setting: C = 100 Mb/s = 8333 pkt/s, D = 5 ms: I = 2 ⇒ k ≈ 10.1 s⁻¹,
         // K ≈ 54.6 ms, Q ≈ −49.6 ms; I = 15 ⇒ k ≈ 62.8.
         let p = params(27.0);
         let k2 = p.calibrated_k(2.0);

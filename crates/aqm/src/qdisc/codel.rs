@@ -1,4 +1,4 @@
-//! CoDel — Controlled Delay, single queue, with Linux sch_codel semantics (aqm.md §6.1).
+//! CoDel — Controlled Delay, single queue, with Linux sch_codel semantics.
 //!
 //! Sources: K. Nichols, V. Jacobson, "Controlling Queue Delay", ACM Queue 10(5), 2012;
 //! RFC 8289 §3, §5; Linux net/sched/sch_codel.c (`codel_qdisc_enqueue`,
@@ -18,13 +18,14 @@
 
 use crate::codel_law::{self, Vars};
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
-pub use crate::codel_law::{control_law, CodelQueue};
 
 /// sch_codel's options (tc-codel(8)); defaults of `codel_init`/`codel_params_init`.
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// `target`: acceptable standing sojourn, ns (5 ms).
     pub target_ns: Nanos,
@@ -47,17 +48,65 @@ impl Default for Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_ns == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.interval_ns == 0 {
-            return Err("interval: must be positive".into());
+            return Err(OptionError::new("interval", "must be positive"));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options (tc-codel(8)'s names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub target: Nanos,
+    pub interval: Nanos,
+    pub limit: u64,
+    pub ecn: bool,
+    pub ce_threshold: Option<Nanos>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options { target: p.target_ns, interval: p.interval_ns, limit: p.limit, ecn: p.ecn, ce_threshold: p.ce_threshold_ns }
+    }
+}
+
+/// CoDel's law options, shared with FQ-CoDel.
+pub(crate) const CODEL_OPTIONS: [Opt; 3] = [
+    Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "acceptable standing sojourn (also the summary's delay target)", "RFC 8289 §4.4 TARGET; tc-codel(8) target"),
+    Opt::new("interval", Unit::Time, Range::POSITIVE, "window the sojourn must stay above target in, and the control law's base", "RFC 8289 §4.3 INTERVAL; tc-codel(8) interval"),
+    Opt::new("ce_threshold", Unit::Time, Range::POSITIVE, "CE-mark every ECT packet whose sojourn exceeds this (none: off)", "tc-codel(8) ce_threshold; include/net/codel_impl.h codel_dequeue"),
+];
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "codel",
+        summary: "CoDel: drops (or marks) at dequeue once the sojourn has stayed above target for an interval, then at interval/√count spacing",
+        source: "Nichols & Jacobson, ACM Queue 2012; RFC 8289; Linux include/net/codel_impl.h, net/sched/sch_codel.c",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            CODEL_OPTIONS[0],
+            CODEL_OPTIONS[1],
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the queue", "tc-codel(8) limit; sch_codel.c codel_init (1000)"),
+            Opt::new("ecn", Unit::Bool, Range::ANY, "CE-mark ECT packets instead of dropping them", "tc-codel(8) ecn; sch_codel.c codel_init (off)"),
+            CODEL_OPTIONS[2],
+        ],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params { target_ns: self.target, interval_ns: self.interval, limit: self.limit, ecn: self.ecn, ce_threshold_ns: self.ce_threshold, ..Params::default() };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Codel(params), delay_target_ns: Some(self.target) })
     }
 }
 
@@ -87,6 +136,13 @@ pub struct Codel<P> {
 }
 
 impl<P: Packet> Codel<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        let _ = seed;
+        params.validate()?;
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         Codel { law_params: params.law(), params, vars: Vars::default(), stats: Stats::default(), queue: Fifo::default() }
     }

@@ -1,8 +1,8 @@
-//! DualPI2 — the DualQ Coupled AQM (RFC 9332; Linux net/sched/sch_dualpi2.c; aqm.md §5).
+//! DualPI2 — the DualQ Coupled AQM (RFC 9332; Linux net/sched/sch_dualpi2.c).
 //!
 //! Two FIFOs share the link: the L queue for scalable (L4S) traffic, classified by
 //! `ecn_mask` as tc dualpi2 does (`l4s_ect`: ECT(1)/CE, the default; `any_ect`: every ECN
-//! packet, as seed 002's demo classified DCTCP), and the C queue for everything else. One PI
+//! packet, as De Schepper et al. (DualQ)'s demo classified DCTCP), and the C queue for everything else. One PI
 //! controller (the PI2 law of [`crate::pi2`]: α, β every `tupdate`, on the larger of the two
 //! head-of-queue ages, as dualpi2's `get_queue_delays`) produces the base probability p′. At
 //! dequeue, a C packet is signalled with p′² (drop, or CE for ECN packets unless overloaded);
@@ -19,14 +19,13 @@
 //! a packet-count threshold); drops are decided at dequeue (dualpi2's default).
 
 use crate::fifo::Fifo;
-use crate::pi2::EcnMask;
-use crate::{uniform01, DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
-
-/// At most this many missed updates replayed per call (see pi2.rs).
-const MAX_CATCHUP: u32 = 10_000;
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
+use crate::pi2::{EcnMask, Gains, Signal, Vars, PI2_OPTIONS};
+use crate::{DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct Params {
     /// PI target on the queue delay, ns (15 ms).
     pub target_ns: Nanos,
@@ -70,40 +69,104 @@ impl Default for Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_ns == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.tupdate_ns == 0 {
-            return Err("tupdate: must be positive".into());
+            return Err(OptionError::new("tupdate", "must be positive"));
         }
         if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return Err(format!("alpha: {} must be ≥ 0 (Hz)", self.alpha));
+            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(format!("beta: {} must be ≥ 0 (Hz)", self.beta));
+            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
         }
         if !(self.k.is_finite() && self.k >= 1.0) {
-            return Err(format!("k: {} must be ≥ 1", self.k));
+            return Err(OptionError::new("k", format!("{} must be ≥ 1", self.k)));
         }
         if self.wc > 100 {
-            return Err(format!("wc: {} must be a percentage", self.wc));
+            return Err(OptionError::new("wc", format!("{} must be a percentage", self.wc)));
         }
         if self.limit == 0 {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct Vars {
-    /// The base probability p′.
-    pub prob: f64,
-    pub prev_qdelay_ns: Nanos,
-    pub next_update_ns: Nanos,
-    /// WRR credit: L is served while ≤ 0.
-    pub credit: i64,
+/// The scenario's options (tc-dualpi2's names; times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub target: Nanos,
+    pub tupdate: Nanos,
+    pub alpha: f64,
+    pub beta: f64,
+    pub k: f64,
+    pub step: Nanos,
+    pub min_qlen_step: u64,
+    pub wc: u32,
+    pub ecn_mask: EcnMask,
+    pub limit: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let p = Params::default();
+        Options {
+            target: p.target_ns,
+            tupdate: p.tupdate_ns,
+            alpha: p.alpha,
+            beta: p.beta,
+            k: p.k,
+            step: p.step_ns,
+            min_qlen_step: p.min_qlen_step,
+            wc: p.wc,
+            ecn_mask: p.ecn_mask,
+            limit: p.limit,
+        }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "dualpi2",
+        summary: "DualQ Coupled AQM: an L queue with a step AQM and the coupled k·p′, a C queue with p′², one PI controller, WRR giving C at least wc %",
+        source: "RFC 9332; Linux net/sched/sch_dualpi2.c; De Schepper et al. (DualQ)",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            PI2_OPTIONS[0],
+            PI2_OPTIONS[1],
+            PI2_OPTIONS[2],
+            PI2_OPTIONS[3],
+            PI2_OPTIONS[4],
+            Opt::new("step", Unit::Time, Range::POSITIVE, "L-queue step threshold on the sojourn", "net/sched/sch_dualpi2.c dualpi2_reset_default (1 ms); RFC 9332 §4.2"),
+            Opt::new("min_qlen_step", Unit::Int, Range::NON_NEGATIVE, "the step applies once the L queue holds this many packets", "tc-dualpi2 min_qlen_step; sch_dualpi2.c (0)"),
+            Opt::new("wc", Unit::Int, Range::closed(0.0, 100.0), "C-queue weight of the WRR scheduler, %", "tc-dualpi2 c_protection; sch_dualpi2.c dualpi2_reset_default (10)"),
+            PI2_OPTIONS[5],
+            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of both queues together", "net/sched/sch_dualpi2.c dualpi2_reset_default (10000)"),
+        ],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params {
+            target_ns: self.target,
+            tupdate_ns: self.tupdate,
+            alpha: self.alpha,
+            beta: self.beta,
+            k: self.k,
+            step_ns: self.step,
+            min_qlen_step: self.min_qlen_step,
+            wc: self.wc,
+            ecn_mask: self.ecn_mask,
+            limit: self.limit,
+            ..Params::default()
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Dualpi2(params), delay_target_ns: Some(self.target) })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,7 +182,10 @@ pub struct Stats {
 #[derive(Clone, Debug)]
 pub struct DualPi2<P> {
     pub params: Params,
+    /// The PI2 controller ([`crate::pi2::Vars`]).
     pub vars: Vars,
+    /// WRR credit: L is served while ≤ 0.
+    pub credit: i64,
     pub stats: Stats,
     rng: Rng,
     l: Fifo<P>,
@@ -127,9 +193,15 @@ pub struct DualPi2<P> {
 }
 
 impl<P: Packet> DualPi2<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone(), crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
-        let vars = Vars { prob: 0.0, prev_qdelay_ns: 0, next_update_ns: params.tupdate_ns, credit: Self::credit_init(&params) };
-        DualPi2 { params, vars, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }
+        let (vars, credit) = (Vars::new(params.tupdate_ns), Self::credit_init(&params));
+        DualPi2 { params, vars, credit, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }
     }
 
     /// `c_protection_init` = MTU·(wc − wl), wl = 100 − wc.
@@ -138,62 +210,44 @@ impl<P: Packet> DualPi2<P> {
     }
 
     pub fn is_l4s(&self, ecn: Ecn) -> bool {
-        match self.params.ecn_mask {
-            EcnMask::L4sEct => matches!(ecn, Ecn::Ect1 | Ecn::Ce),
-            EcnMask::AnyEct => ecn.is_ect_or_ce(),
-        }
+        self.params.ecn_mask.is_scalable(ecn)
     }
 
     pub fn l_len(&self) -> usize {
         self.l.len()
     }
 
-    /// One PI update at tick `t`, on the larger head age of the two queues.
-    pub fn update(&mut self, t: Nanos) {
-        let age = |h: Option<Nanos>| h.map_or(0, |h| t.saturating_sub(h));
-        let qd = age(self.c.head_enqueue_ns()).max(age(self.l.head_enqueue_ns()));
-        let s = |ns: i64| ns as f64 / 1e9;
-        let delta = self.params.alpha * s(qd as i64 - self.params.target_ns as i64) + self.params.beta * s(qd as i64 - self.vars.prev_qdelay_ns as i64);
-        self.vars.prob = (self.vars.prob + delta).clamp(0.0, 1.0);
-        self.vars.prev_qdelay_ns = qd;
-    }
-
+    /// Run the PI updates due by `now`, each on the larger head age of the two queues at its
+    /// tick (dualpi2's `get_queue_delays`).
     fn catch_up(&mut self, now: Nanos) {
-        let mut n = 0;
-        while self.vars.next_update_ns <= now {
-            if n < MAX_CATCHUP {
-                let t = self.vars.next_update_ns;
-                self.update(t);
-            }
-            n += 1;
-            self.vars.next_update_ns += self.params.tupdate_ns;
-        }
-    }
-
-    fn twice(&mut self) -> bool {
-        let p = self.vars.prob;
-        uniform01(&mut self.rng) < p && uniform01(&mut self.rng) < p
+        let p = &self.params;
+        let g = Gains { target_ns: p.target_ns, tupdate_ns: p.tupdate_ns, alpha: p.alpha, beta: p.beta };
+        let (c_head, l_head) = (self.c.head_enqueue_ns(), self.l.head_enqueue_ns());
+        self.vars.catch_up(g, now, |t| {
+            let age = |h: Option<Nanos>| h.map_or(0, |h| t.saturating_sub(h));
+            age(c_head).max(age(l_head))
+        });
     }
 
     /// Take the next packet by the WRR credit; returns (packet, from L).
     fn pick(&mut self) -> Option<(P, bool)> {
         let (l_len, c_len) = (self.l.len(), self.c.len());
         let wc = self.params.wc as i64;
-        if l_len > 0 && (c_len == 0 || self.vars.credit <= 0) {
+        if l_len > 0 && (c_len == 0 || self.credit <= 0) {
             let p = self.l.pop()?;
             if c_len > 0 {
-                self.vars.credit += wc * p.wire_len() as i64;
+                self.credit += wc * p.wire_len() as i64;
             }
             Some((p, true))
         } else if c_len > 0 {
             let p = self.c.pop()?;
             if l_len > 0 {
-                self.vars.credit -= (100 - wc) * p.wire_len() as i64;
+                self.credit -= (100 - wc) * p.wire_len() as i64;
             }
             Some((p, false))
         } else {
             // Both empty: reset the protection credit (dualpi2_reset_c_protection).
-            self.vars.credit = Self::credit_init(&self.params);
+            self.credit = Self::credit_init(&self.params);
             None
         }
     }
@@ -232,33 +286,27 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
             if backlog_before < 2 * self.params.mtu_bytes {
                 return Some(pkt);
             }
-            let overloaded = self.params.k * self.vars.prob >= 1.0;
-            if from_l {
-                if overloaded && self.twice() {
-                    self.stats.l_drop += 1;
-                    out.dropped(pkt, DropReason::Overload, now);
-                    continue;
-                }
-                if overloaded || uniform01(&mut self.rng) < self.params.k * self.vars.prob {
+            match self.vars.signal(&mut self.rng, self.params.k, from_l, pkt.ecn().is_ect_or_ce()) {
+                Signal::None => return Some(pkt),
+                Signal::Mark(why) => {
                     pkt.set_ce();
-                    self.stats.l_coupled_mark += 1;
-                    out.marked(&pkt, MarkReason::Coupled, now);
-                }
-                return Some(pkt);
-            }
-            if self.twice() {
-                if pkt.ecn().is_ect_or_ce() && !overloaded {
-                    pkt.set_ce();
-                    self.stats.c_mark += 1;
-                    out.marked(&pkt, MarkReason::Prob, now);
+                    if from_l {
+                        self.stats.l_coupled_mark += 1;
+                    } else {
+                        self.stats.c_mark += 1;
+                    }
+                    out.marked(&pkt, why, now);
                     return Some(pkt);
                 }
-                self.stats.c_drop += 1;
-                let why = if pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
-                out.dropped(pkt, why, now);
-                continue;
+                Signal::Drop(why) => {
+                    if from_l {
+                        self.stats.l_drop += 1;
+                    } else {
+                        self.stats.c_drop += 1;
+                    }
+                    out.dropped(pkt, why, now);
+                }
             }
-            return Some(pkt);
         }
     }
 
@@ -278,9 +326,8 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars.prob = 0.0;
-        self.vars.prev_qdelay_ns = 0;
-        self.vars.credit = Self::credit_init(&self.params);
+        self.vars.reset();
+        self.credit = Self::credit_init(&self.params);
         let mut all = self.l.drain();
         all.extend(self.c.drain());
         all

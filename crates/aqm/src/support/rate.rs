@@ -1,20 +1,21 @@
 //! A flow's sending rate as an exponentially weighted average over slots: CKCD's μ_i
-//! (aqm.md §11.2 item 3) and the packet-value marker's R (aqm.md §9.2,
-//! crates/sim/src/marker.rs).
+//! (Liu et al. leave its estimator open) and the packet-value marker's R
+//! (crates/sim/src/marker.rs).
 //!
-//! [ours] Both digests suggest the per-packet sum R ← R·e^(−Δt/T) + len/T, decayed to `now`
+//! aqmlab's choice, for a cost per slot instead of per packet: the usual estimator is the
+//! per-packet sum R ← R·e^(−Δt/T) + len/T, decayed to `now`
 //! when read. Here the average is over the bytes per slot of T/64, updated when a slot ends:
 //! R ← R·D + b·(1 − D)/τ for a slot of length τ holding b bytes, D = e^(−τ/T), and R·D per
 //! empty slot. Same time constant T; the estimate lags by at most one slot (1/64 of T), and a
 //! constant rate is estimated exactly (b/τ), where the per-packet sum reads half a packet per T
 //! high (6 % for a flow of 8 packets per T). The point is cost: a decay per packet, and for
-//! the marker a logarithm of R per packet, took ≈ 16 % of a 1 Gbit/s TailDrop simulation
-//! (bench/README.md); within a slot R is fixed, so they are paid once per slot.
+//! the marker a logarithm of R per packet, are paid once per slot instead, since within a
+//! slot R is fixed.
 
 use crate::math::exp_neg;
 use crate::Nanos;
 
-/// Slots per time constant [ours]: short against T, so the estimate lags by at most 1/64 of
+/// Slots per time constant (aqmlab's choice): short against T, so the estimate lags by at most 1/64 of
 /// its own averaging time; long enough (1.5625 ms at T = 100 ms) that a flow at 8 Mbit/s or
 /// more sends several 1500-byte packets per slot, which then cost an addition each.
 pub const SLOTS_PER_WINDOW: u64 = 64;

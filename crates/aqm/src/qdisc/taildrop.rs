@@ -1,16 +1,18 @@
-//! TailDrop: a FIFO that drops arrivals once full (aqm.md §1).
+//! TailDrop: a FIFO that drops arrivals once full.
 //!
 //! Linux: net/sched/sch_fifo.c (`pfifo_enqueue`: admit iff qlen < limit; `bfifo_enqueue`:
-//! admit iff backlog + len ≤ limit). Seeds 003/004: "drops the incoming packet once the queue is
+//! admit iff backlog + len ≤ limit). Fejes et al. 2019 and 2020: "drops the incoming packet once the queue is
 //! full; not ECN capable". The discipline's own limit is optional: the physical buffer beneath
 //! every discipline ([`crate::PhysicalLimit`]) is usually the one that bites. A time limit is a
 //! byte limit at line rate, converted by the caller.
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// pfifo limit, packets (None: no limit of its own).
     #[cfg_attr(feature = "serde", serde(default))]
@@ -18,6 +20,29 @@ pub struct Params {
     /// bfifo limit, bytes (None: no limit of its own).
     #[cfg_attr(feature = "serde", serde(default))]
     pub limit_bytes: Option<u64>,
+}
+
+/// The scenario's options (tc-pfifo(8)/tc-bfifo(8)).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub limit: Option<Size>,
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "taildrop",
+        summary: "FIFO that drops arrivals when full",
+        source: "Linux net/sched/sch_fifo.c (pfifo, bfifo)",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[Opt::new("limit", Unit::Size, Range::POSITIVE, "a limit of its own beneath the physical buffer (none: only the buffer's)", "tc-pfifo(8) limit (packets), tc-bfifo(8) limit (bytes)")],
+    };
+
+    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+        let (limit_packets, limit_bytes) = Size::limit(self.limit);
+        Ok(Lowered { config: QdiscConfig::Taildrop(Params { limit_packets, limit_bytes }), delay_target_ns: None })
+    }
 }
 
 /// Linux's tc -s names: `dropped` counts overlimit drops.
@@ -34,6 +59,10 @@ pub struct TailDrop<P> {
 }
 
 impl<P: Packet> TailDrop<P> {
+    pub fn build(params: &Params, _seed: u64) -> Result<Self, OptionError> {
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         TailDrop { params, stats: Stats::default(), queue: Fifo::default() }
     }

@@ -1,21 +1,21 @@
-//! GSP — Global Synchronization Protection (aqm.md §8).
+//! GSP — Global Synchronization Protection.
 //!
 //! Sources: W. Lautenschlaeger, A. Francini, "Global Synchronization Protection for Bandwidth
 //! Sharing TCP Flows in High-Speed Links", IEEE HPSR 2015 (arXiv 1602.05333; only the abstract
-//! and third-party restatements of its pseudo-code were available — aqm.md §8 says which);
-//! seed 004 §3 (GSP configured by a target delay = 0.75 × buffer time, "parameters derived from
+//! and third-party restatements of its pseudo-code, such as its ns-3 port, were available);
+//! Fejes et al. 2019 §3 (GSP configured by a target delay = 0.75 × buffer time, "parameters derived from
 //! link capacity").
 //!
 //! A tail-drop queue with a threshold θ below the buffer limit: the first arrival that finds
 //! the backlog above θ is dropped, and further violations are ignored for a "blind" interval
 //! I, so one loss, not a burst of them, answers each congestion episode and flows do not
-//! synchronise. In the adaptive variant (the default [ours, aqm.md §8]) I shrinks as the queue
+//! synchronise. In the adaptive variant (the default (aqmlab's choice)) I shrinks as the queue
 //! spends more time above θ than below: cumul += α·(time above) − (time below), clamped to
 //! [0, max_time], I = I_preset / (1 + cumul/τ). After a buffer overflow the accumulation of
 //! time below θ is suspended until the queue has emptied and crossed θ again (the paper's
 //! STABLE → WAIT_EMPTY → WAIT_THRESH → STABLE machine).
 //!
-//! Choices the sources leave open [ours]: the backlog *before* the arrival is compared with
+//! Choices the sources leave open (aqmlab's choice): the backlog *before* the arrival is compared with
 //! `> θ` (as STEP); the arrival is the packet dropped (`DropReason::Early`); time above/below θ
 //! is integrated exactly, since the backlog the discipline sees is piecewise constant between
 //! its enqueue and dequeue calls; α defaults to 1 (the paper's guidance "not much larger than
@@ -23,10 +23,12 @@
 //! paper's ratio), max_time to 10·τ.
 
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
     /// θ, bytes (a delay target converted at line rate by the caller).
     pub threshold_bytes: u64,
@@ -71,21 +73,80 @@ fn default_adaptive() -> bool {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.interval_ns == 0 {
-            return Err("interval: must be positive".into());
+            return Err(OptionError::new("interval", "must be positive"));
         }
         if self.tau_ns == 0 {
-            return Err("tau: must be positive".into());
+            return Err(OptionError::new("tau", "must be positive"));
         }
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
-            return Err(format!("alpha: {} must be positive", self.alpha));
+            return Err(OptionError::new("alpha", format!("{} must be positive", self.alpha)));
         }
         Ok(())
     }
 
     fn max_time_ns(&self) -> f64 {
         self.max_time_ns.unwrap_or(10 * self.tau_ns) as f64
+    }
+}
+
+/// The scenario's options (times in ns).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub target: Option<Nanos>,
+    pub threshold: Option<Size>,
+    pub interval: Nanos,
+    pub tau: Option<Nanos>,
+    pub alpha: f64,
+    pub max_time: Option<Nanos>,
+    pub adaptive: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { target: None, threshold: None, interval: 200_000_000, tau: None, alpha: 1.0, max_time: None, adaptive: true }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "gsp",
+        summary: "Global Synchronization Protection: drop the first arrival above a threshold, then ignore violations for a blind interval (adaptive by default)",
+        source: "Lautenschlaeger & Francini, HPSR 2015 (arXiv 1602.05333); Fejes et al. 2019 §3",
+        one_of: &[&["target", "threshold"]],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "threshold θ as a queueing delay: target × link rate bytes (also the summary's delay target)", "Fejes et al. 2019 §3: 0.75 × the buffer time, \"parameters derived from link capacity\""),
+            Opt::new("threshold", Unit::Size, Range::POSITIVE, "threshold θ as a size (packets count as 1500 bytes)", "Lautenschlaeger & Francini 2015"),
+            Opt::new("interval", Unit::Time, Range::POSITIVE, "I_preset, the blind interval after a drop", "aqmlab's choice (200 ms, as the ns-3 port): the paper's value was not available"),
+            Opt::new("tau", Unit::Time, Range::POSITIVE, "τ, the adaptation time constant (none: 5·interval)", "aqmlab's choice (the ns-3 port's ratio)"),
+            Opt::new("alpha", Unit::Float, Range::POSITIVE, "α, weight of time above θ against time below", "Lautenschlaeger & Francini 2015 (\"not much larger than 1\")"),
+            Opt::new("max_time", Unit::Time, Range::POSITIVE, "clamp of the accumulated time (none: 10·tau)", "aqmlab's choice"),
+            Opt::new("adaptive", Unit::Bool, Range::ANY, "adaptive GSP (the interval shrinks while the queue stays above θ); false: basic GSP", "Lautenschlaeger & Francini 2015"),
+        ],
+    };
+
+    /// GSP enforces the buffer itself, so that its state machine sees overflows.
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let (threshold_bytes, delay_target_ns) = match (self.target, self.threshold) {
+            (Some(t), None) => (link.bytes_in(t), Some(t)),
+            (None, Some(s)) => (s.bytes(), None),
+            _ => return Err(OptionError::new("", "give exactly one of target (a delay such as 10ms or 0.5rtt) or threshold (a size)")),
+        };
+        let params = Params {
+            threshold_bytes,
+            interval_ns: self.interval,
+            tau_ns: self.tau.unwrap_or(5 * self.interval),
+            alpha: self.alpha,
+            max_time_ns: self.max_time,
+            adaptive: self.adaptive,
+            limit_packets: link.buffer_packets,
+            limit_bytes: link.buffer_bytes,
+        };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Gsp(params), delay_target_ns })
     }
 }
 
@@ -127,6 +188,13 @@ pub struct Gsp<P> {
 }
 
 impl<P: Packet> Gsp<P> {
+    /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
+    pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
+        let _ = seed;
+        params.validate()?;
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         Gsp { params, vars: Vars { expiry_ns: 0, cumul_ns: 0.0, last_ns: 0, phase: Phase::Stable }, stats: Stats::default(), queue: Fifo::default() }
     }
@@ -290,7 +358,7 @@ mod tests {
 
     #[test]
     fn bad_parameters_name_themselves() {
-        assert!(Params { interval_ns: 0, ..params(true) }.validate().unwrap_err().starts_with("interval:"));
-        assert!(Params { alpha: -1.0, ..params(true) }.validate().unwrap_err().starts_with("alpha:"));
+        assert!(Params { interval_ns: 0, ..params(true) }.validate().unwrap_err().key == "interval");
+        assert!(Params { alpha: -1.0, ..params(true) }.validate().unwrap_err().key == "alpha");
     }
 }

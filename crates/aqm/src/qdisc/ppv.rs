@@ -1,7 +1,7 @@
-//! PPV — Per Packet Value core-stateless resource sharing, drop-based (aqm.md §9).
+//! PPV — Per Packet Value core-stateless resource sharing, drop-based.
 //!
 //! Sources: Nádas, Turányi, Rácz, "Per Packet Value: A Practical Concept for Network Resource
-//! Sharing", IEEE GLOBECOM 2016 (the concept; not retrieved, aqm.md §9); seed 004 §3, the node
+//! Sharing", IEEE GLOBECOM 2016 (the concept); Fejes et al. 2019 §3, the node
 //! rule this file implements: "If the queue is full, the node drops packets with minimum packet
 //! value considering the packets stored in the queue and the newly arrived one. This is
 //! repeated until either the new packet can fit into the queue and then it is stored or it is
@@ -10,32 +10,29 @@
 //! Every packet carries a packet value (PV, [`Packet::value`]) set before the bottleneck by a
 //! per-flow marker from the flow's throughput-value function (in the simulator,
 //! `crates/sim/src/marker.rs`). The node keeps no flow state: one FIFO, served in order; only
-//! when the buffer is full do values matter. Drop-based, no ECN (seed 004: "We apply these for
+//! when the buffer is full do values matter. Drop-based, no ECN (Fejes et al. 2019: "We apply these for
 //! packet dropping").
 //!
-//! Choices the sources leave open, as aqm.md §9.3 recommends [ours]:
-//! - Ties: an arrival never evicts a queued packet of *equal* value (the seed's "at least the
+//! Choices the sources leave open, each aqmlab's:
+//! - Ties: an arrival never evicts a queued packet of *equal* value (Fejes et al.'s "at least the
 //!   same value"), so it is the arrival that is dropped.
 //! - Which of several queued minimum-value packets is evicted: the most recently enqueued one
 //!   (deterministic, and it has invested least queueing time).
 //! - Reasons: evicted packets and arrivals that lose the comparison are `DropReason::Value`;
 //!   an arrival larger than the whole buffer (it could never fit, so nothing is evicted for
 //!   it) is `Overflow`.
-//! - Exact eviction, not the histogram/CTV approximation of line-rate implementations
-//!   (aqm.md §9.4): a FIFO of slots with tombstones plus a binary heap of (value, slot) with
+//! - Exact eviction, not the histogram approximation a line-rate implementation would use:
+//!   a FIFO of slots with tombstones plus a binary heap of (value, slot) with
 //!   the minimum value (newest first among equals) on top, so an eviction costs O(log n).
 //!   Dequeues leave their heap entry behind (recognised as stale by its slot number being
 //!   below the FIFO's head, and skipped when it surfaces) and the heap is rebuilt from the
-//!   slots when stale entries outnumber live ones: the per-packet cost is a heap push, where
-//!   an ordered set (`BTreeSet`) cost an insert *and* a remove (8 % of all instructions of a
-//!   100-flow PPV run at 1 Gbit/s). Which packet is evicted is the same either way. The heap
-//!   is kept only while the buffer overflows: when stale entries outnumber live ones it is
-//!   dropped instead of rebuilt, and the next overflow builds it from the slots (the same
-//!   O(n) as the periodic rebuild), so between congestion episodes arrivals push nothing. (Heaps
-//!   per generation of arrivals, dropped whole once dequeued, saved the rebuilds — 0.4 % of
-//!   scenario (a)'s instructions — but made an arrival that evicts from a full 1000-packet
-//!   buffer 43 % dearer, scanning the generations' tops and popping their stale entries one
-//!   by one: seed 004's small-buffer regime is where PPV works hardest, so one heap it is.)
+//!   slots when stale entries outnumber live ones: the per-packet cost is a heap push (an
+//!   ordered set would cost an insert and a remove). The heap is kept only while the buffer
+//!   overflows: when stale entries outnumber live ones it is dropped instead of rebuilt, and
+//!   the next overflow builds it from the slots (the same O(n) as the periodic rebuild), so
+//!   between congestion episodes arrivals push nothing. One heap rather than one per
+//!   generation of arrivals keeps an eviction from a full small buffer cheap, the regime of
+//!   Fejes et al. 2019 where PPV works hardest.
 //!
 //! PPV owns its limit ([`Qdisc::owns_limit`]): the physical buffer is handed to it as
 //! `limit_packets`/`limit_bytes`, since it must see the overflowing arrival to choose a victim.
@@ -43,12 +40,14 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, OptionError, ScenarioOptions};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
-    /// Buffer limit, packets (the scenario's buffer; seed 004: factor · RTT · C).
+    /// Buffer limit, packets (the scenario's buffer; Fejes et al. 2019: factor · RTT · C).
     #[cfg_attr(feature = "serde", serde(default))]
     pub limit_packets: Option<u64>,
     /// Buffer limit, bytes.
@@ -57,18 +56,42 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.limit_packets.is_none() && self.limit_bytes.is_none() {
-            return Err("limit: PPV acts only when its buffer is full; give it a limit (the scenario's buffer)".into());
+            return Err(OptionError::new("limit", "PPV acts only when its buffer is full; give it a limit (the scenario's buffer)"));
         }
         if self.limit_packets == Some(0) || self.limit_bytes == Some(0) {
-            return Err("limit: must be positive".into());
+            return Err(OptionError::new("limit", "must be positive"));
         }
         Ok(())
     }
 
     fn limit(&self) -> PhysicalLimit {
         PhysicalLimit { packets: self.limit_packets, bytes: self.limit_bytes }
+    }
+}
+
+/// The scenario's options: none; its limit is the physical buffer.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "ppv",
+        summary: "one FIFO; when full, the lowest-valued packet (the arrival's if lowest) is dropped; limit = the physical buffer, packet values from the [marker]",
+        source: "Nádas, Turányi, Rácz, GLOBECOM 2016 (Per Packet Value); Fejes et al. 2019 §3",
+        one_of: &[],
+        reads_packet_values: true,
+        options: &[],
+    };
+
+    /// PPV owns its limit: it must see the overflowing arrival to choose the lowest-value
+    /// victim, so the physical buffer is handed to it.
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let params = Params { limit_packets: link.buffer_packets, limit_bytes: link.buffer_bytes };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Ppv(params), delay_target_ns: None })
     }
 }
 
@@ -104,6 +127,11 @@ pub struct Ppv<P> {
 }
 
 impl<P: Packet> Ppv<P> {
+    pub fn build(params: &Params, _seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, by_value: BinaryHeap::new(), indexed: false, len: 0, bytes: 0 }
     }
@@ -167,7 +195,7 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
             out.dropped(pkt, DropReason::Overflow, now);
             return;
         }
-        // Seed 004: evict minimum-value packets while the arrival does not fit, unless every
+        // Fejes et al. 2019: evict minimum-value packets while the arrival does not fit, unless every
         // queued packet is worth at least as much as the arrival.
         while !limit.admits(self.len, self.bytes, len) {
             let (v_min, seq) = self.min_victim().expect("a full buffer holds packets");
@@ -317,7 +345,7 @@ mod tests {
         assert!(q.is_empty() && q.head_enqueue_ns().is_none());
     }
 
-    /// Seed 004's rule applied literally to a plain list (scan for the minimum, newest
+    /// Fejes et al. 2019's rule applied literally to a plain list (scan for the minimum, newest
     /// first among equals): the reference the heap-based queue must match verdict for verdict.
     fn reference_enqueue(q: &mut Vec<TestPkt>, limit: PhysicalLimit, p: TestPkt, drops: &mut Vec<u64>) {
         if !limit.admits(0, 0, p.len) {

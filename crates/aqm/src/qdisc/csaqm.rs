@@ -1,7 +1,7 @@
-//! CSAQM — the ECN-marking core-stateless AQM with a Congestion Threshold Value (aqm.md §10).
+//! CSAQM — the ECN-marking core-stateless AQM with a Congestion Threshold Value.
 //!
 //! Sources: Nádas, Gombos, Hudoba, Laki, "Towards a Congestion Control-Independent
-//! Core-Stateless AQM", ANRW '18 (abstract only; body not retrieved, aqm.md §10); seed 003 §III,
+//! Core-Stateless AQM", ANRW '18 (only its abstract was available); Fejes et al. 2020 §III,
 //! the description this file implements: "When the queue length exceeds the delay target,
 //! packets with the lowest PVs are ECN CE marked until the amount of non-CE marked packets is
 //! less than the delay target. This behavior is approximated by calculating a Congestion
@@ -12,47 +12,48 @@
 //! bottleneck (the simulator's `crates/sim/src/marker.rs`). The node keeps a histogram of the
 //! queued bytes by PV. Every `interval` (5 ms) the CTV becomes the smallest value v such that
 //! the queued bytes with PV ≥ v fit in L_target (0 while the whole queue fits): the packets
-//! left unmarked then fit the delay target, which is seed 003's invariant. At dequeue
+//! left unmarked then fit the delay target, which is Fejes et al. 2020's invariant. At dequeue
 //! ("outgoing packets") a packet with PV < CTV is CE-marked.
 //!
-//! Choices the sources leave open [ours, aqm.md §10]:
-//! - The CTV formula above is derived from seed 003's wording (aqm.md §14 item 4: the ANRW'18
-//!   algorithm itself, histogram of queued bytes vs. an arrival eCDF with a PI controller, could
-//!   not be checked).
+//! Choices the sources leave open, each aqmlab's:
+//! - The CTV formula above is derived from Fejes et al. 2020's wording (the ANRW '18
+//!   algorithm itself, a histogram of queued bytes against an arrival eCDF with a PI
+//!   controller, could not be checked).
 //! - Exact u16 resolution (a value above 65 535 counts as 65 535), in 4 KB: exact queued
 //!   bytes per coarse bin of 256 values, and per value only inside the coarse bin the last CTV
 //!   fell in. An update walks the coarse sums from the top to the bin where the target is
 //!   crossed and resolves it per value; if that is not the tracked bin, one pass over the
 //!   queued packets tracks it first (the CTV moves slowly, so passes are rare). A full table
 //!   of 65 536 byte counts (512 KB) answers the same, but its random updates, two per
-//!   packet, stalled on their loads (≈ 9 % of scenario (a)'s CPU time in `perf annotate`) and
-//!   evict the simulator's own state from L2 (callgrind, which models no L2, misses both).
-//! - The controller runs lazily (aqm.md §0.2), first at t = interval, CTV 0 before. The queue
+//!   packet, miss the cache and evict the simulator's own state from L2.
+//! - The controller runs lazily from `now` (no timer), first at t = interval, CTV 0 before. The queue
 //!   is constant between calls, so every tick missed since the last call computes the same
 //!   CTV: one update stands for them all.
 //! - A Not-ECT packet below the CTV is dropped (`DropReason::Value`) since it cannot be
-//!   marked (seed 003 has only ECN flows); an already-CE packet counts as marked.
-//! - No limit of its own: the physical buffer beneath (seed 003: 500 ms, or 1.33 × target)
+//!   marked (Fejes et al. 2020 has only ECN flows); an already-CE packet counts as marked.
+//! - No limit of its own: the physical buffer beneath (Fejes et al. 2020: 500 ms, or 1.33 × target)
 //!   tail-drops as `Overflow`.
 
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 
-/// Seed 003 §III: "calculating a Congestion Threshold Value (CTV) periodically (every 5 ms)".
+/// Fejes et al. 2020 §III: "calculating a Congestion Threshold Value (CTV) periodically (every 5 ms)".
 pub const DEFAULT_INTERVAL_NS: Nanos = 5_000_000;
 
-/// Packet values are u16 (aqm.md §9.2, [ours]).
+/// Packet values are u16 (aqmlab's choice: the simulator's marker assigns 1..=65535).
 const PV_BINS: usize = 1 << 16;
 /// Values per coarse bin, and coarse bins.
 const FINE: usize = 256;
 const COARSE: usize = PV_BINS / FINE;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
 pub struct Params {
-    /// L_target = D_target · C, bytes (seed 003: D_target = K·RTT).
+    /// L_target = D_target · C, bytes (Fejes et al. 2020: D_target = K·RTT).
     pub target_bytes: u64,
-    /// CTV recomputation period, ns (seed 003: 5 ms).
+    /// CTV recomputation period, ns (Fejes et al. 2020: 5 ms).
     #[cfg_attr(feature = "serde", serde(default = "default_interval"))]
     pub interval_ns: Nanos,
 }
@@ -63,14 +64,50 @@ fn default_interval() -> Nanos {
 }
 
 impl Params {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OptionError> {
         if self.target_bytes == 0 {
-            return Err("target: must be positive".into());
+            return Err(OptionError::new("target", "must be positive"));
         }
         if self.interval_ns == 0 {
-            return Err("interval: must be positive".into());
+            return Err(OptionError::new("interval", "must be positive"));
         }
         Ok(())
+    }
+}
+
+/// The scenario's options: D_target and the CTV period.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    /// D_target, ns; required.
+    pub target: Option<Nanos>,
+    pub interval: Nanos,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { target: None, interval: DEFAULT_INTERVAL_NS }
+    }
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "csaqm",
+        summary: "every `interval` a congestion threshold value keeps the unmarked queued bytes within target × C; packets valued below it are CE-marked at dequeue (Not-ECT ones dropped)",
+        source: "Nádas, Gombos, Hudoba, Laki, ANRW '18; Fejes et al. 2020 §III",
+        one_of: &[],
+        reads_packet_values: true,
+        options: &[
+            Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "D_target: the unmarked bytes must fit in target × link rate (no published default)", "Fejes et al. 2020 §III: D_target = K·RTT, L_target = D_target·C").required(),
+            Opt::new("interval", Unit::Time, Range::POSITIVE, "CTV recomputation period", "Fejes et al. 2020 §III: every 5 ms"),
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let target = self.target.ok_or_else(|| OptionError::new("target", "required key is missing"))?;
+        let params = Params { target_bytes: link.bytes_in(target), interval_ns: self.interval };
+        params.validate()?;
+        Ok(Lowered { config: QdiscConfig::Csaqm(params), delay_target_ns: Some(target) })
     }
 }
 
@@ -186,12 +223,17 @@ pub struct Csaqm<P> {
 }
 
 impl<P: Packet> Csaqm<P> {
+    pub fn build(params: &Params, _seed: u64) -> Result<Self, OptionError> {
+        params.validate()?;
+        Ok(Self::new(params.clone()))
+    }
+
     pub fn new(params: Params) -> Self {
         let vars = Vars { ctv: 0, next_update_ns: params.interval_ns };
         Csaqm { params, vars, stats: Stats::default(), hist: ValueHistogram::default(), queue: Fifo::default() }
     }
 
-    /// Recompute the CTV from the queued packets' values (seed 003 §III).
+    /// Recompute the CTV from the queued packets' values (Fejes et al. 2020 §III).
     pub fn update(&mut self) {
         let queued = self.queue.iter().map(|p| (p.value(), p.wire_len() as u64));
         self.vars.ctv = self.hist.threshold(self.queue.bytes(), self.params.target_bytes, queued);

@@ -1,4 +1,4 @@
-//! RED — Random Early Detection, with Linux sch_red semantics (aqm.md §2.1).
+//! RED — Random Early Detection, with Linux sch_red semantics.
 //!
 //! Sources: Floyd & Jacobson, "Random Early Detection Gateways for Congestion Avoidance",
 //! IEEE/ACM ToN 1(4), 1993; Linux include/net/red.h (`red_calc_qavg`, `red_action`,
@@ -24,6 +24,8 @@
 //! timer.
 
 use crate::fifo::{fifo_accessors, Fifo};
+use crate::any::QdiscConfig;
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// tc's default `probability` (tc/q_red.c).
@@ -41,19 +43,26 @@ const ADAPTIVE_MAX_CATCHUP: u32 = 64;
 
 /// RED's options exactly as tc names them (tc-red(8)); sizes in bytes, `burst` in packets.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
 pub struct TcOptions {
     /// Hard byte limit of the child FIFO (required by tc).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub limit: Option<u64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub min: Option<u64>,
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub max: Option<u64>,
     /// Average packet size, bytes (required by tc).
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub avpkt: Option<u64>,
     /// Burst tolerated when computing the EWMA weight, packets.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub burst: Option<u64>,
     /// max_p, the marking probability at max.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub probability: Option<f64>,
     /// Link rate, bit/s, for the idle-time decay.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub bandwidth: Option<u64>,
     pub ecn: bool,
     pub harddrop: bool,
@@ -62,6 +71,70 @@ pub struct TcOptions {
     pub adaptive: bool,
     /// Floyd's gentle RED (not in Linux).
     pub gentle: bool,
+}
+
+/// The scenario's options: tc's, with sizes as [`Size`] (packets count as 1500 bytes) and the
+/// child limit defaulting to the physical buffer.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+pub struct Options {
+    pub limit: Option<Size>,
+    pub min: Option<Size>,
+    pub max: Option<Size>,
+    pub avpkt: Option<Size>,
+    pub burst: Option<u64>,
+    pub probability: Option<f64>,
+    pub bandwidth: Option<u64>,
+    pub ecn: bool,
+    pub harddrop: bool,
+    pub nodrop: bool,
+    pub adaptive: bool,
+    pub gentle: bool,
+}
+
+impl ScenarioOptions for Options {
+    const ABOUT: About = About {
+        kind: "red",
+        summary: "RED with tc's option names and derivations, so a tc line transcribes directly",
+        source: "Floyd & Jacobson 1993; Linux net/sched/sch_red.c, include/net/red.h; iproute2 tc/q_red.c",
+        one_of: &[],
+        reads_packet_values: false,
+        options: &[
+            Opt::new("limit", Unit::Size, Range::POSITIVE, "hard byte limit of the child FIFO (none: the physical buffer)", "tc-red(8) limit"),
+            Opt::new("min", Unit::Size, Range::NON_NEGATIVE, "average queue size where marking starts (none: max/3)", "tc-red(8) min; tc/q_red.c red_parse_opt"),
+            Opt::new("max", Unit::Size, Range::POSITIVE, "average queue size where marking becomes certain (none: 3·min, or limit/4)", "tc-red(8) max; tc/q_red.c red_parse_opt"),
+            Opt::new("avpkt", Unit::Size, Range::POSITIVE, "average packet size, for the EWMA weight and the idle decay", "tc-red(8) avpkt (required by tc)").required(),
+            Opt::new("burst", Unit::Int, Range::at_least(1.0), "burst tolerated by the EWMA weight, packets (none: (2·min + max)/(3·avpkt))", "tc-red(8) burst; tc/tc_red.c tc_red_eval_ewma"),
+            Opt::new("probability", Unit::Float, Range::POSITIVE_PROBABILITY, "max_p, the marking probability at max (none: 0.02)", "tc-red(8) probability; tc/q_red.c"),
+            Opt::new("bandwidth", Unit::Rate, Range::POSITIVE, "rate for the idle-time decay of the average (none: 10Mbit)", "tc-red(8) bandwidth; tc/q_red.c"),
+            Opt::new("ecn", Unit::Bool, Range::ANY, "CE-mark ECT packets instead of dropping them", "tc-red(8) ecn"),
+            Opt::new("harddrop", Unit::Bool, Range::ANY, "with ecn: drop rather than mark above max", "tc-red(8) harddrop"),
+            Opt::new("nodrop", Unit::Bool, Range::ANY, "with ecn: queue Not-ECT packets instead of dropping them", "tc-red(8) nodrop (Linux 5.7)"),
+            Opt::new("adaptive", Unit::Bool, Range::ANY, "adaptive RED: max_p adapted every 500 ms", "tc-red(8) adaptive; include/net/red.h red_adaptative_algo"),
+            Opt::new("gentle", Unit::Bool, Range::ANY, "gentle RED between max and 2·max (not in Linux)", "Floyd, \"Recommendation on using the gentle_ variant of RED\", 2000 (not in Linux)"),
+        ],
+    };
+
+    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+        let bytes = |s: Option<Size>| s.map(Size::bytes);
+        let options = TcOptions {
+            // Default child limit: the physical buffer.
+            limit: Some(bytes(self.limit).unwrap_or_else(|| link.buffer_in_bytes())),
+            min: bytes(self.min),
+            max: bytes(self.max),
+            avpkt: bytes(self.avpkt),
+            burst: self.burst,
+            probability: self.probability,
+            bandwidth: self.bandwidth,
+            ecn: self.ecn,
+            harddrop: self.harddrop,
+            nodrop: self.nodrop,
+            adaptive: self.adaptive,
+            gentle: self.gentle,
+        };
+        options.derive()?;
+        Ok(Lowered { config: QdiscConfig::Red(options), delay_target_ns: None })
+    }
 }
 
 /// The kernel-side parameters tc derives.
@@ -84,10 +157,10 @@ pub struct Params {
 }
 
 /// `tc_red_eval_ewma`: the smallest Wlog ≥ 1 with burst + 1 − min/avpkt ≤ (1 − (1−W)^burst)/W.
-pub(crate) fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, String> {
+pub(crate) fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, OptionError> {
     let a = burst as f64 + 1.0 - min as f64 / avpkt as f64;
     if a < 1.0 {
-        return Err(format!("burst: {burst} is too small for min {min} and avpkt {avpkt}; try burst {}", 1 + min / avpkt));
+        return Err(OptionError::new("burst", format!("{burst} is too small for min {min} and avpkt {avpkt}; try burst {}", 1 + min / avpkt)));
     }
     let mut w: f64 = 0.5;
     for wlog in 1..32 {
@@ -96,16 +169,16 @@ pub(crate) fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, String>
         }
         w /= 2.0;
     }
-    Err(format!("burst: {burst} is too large to compute an EWMA weight"))
+    Err(OptionError::new("burst", format!("{burst} is too large to compute an EWMA weight")))
 }
 
 impl TcOptions {
     /// Derive the kernel parameters as tc/q_red.c does. Errors name the option.
-    pub fn derive(&self) -> Result<Params, String> {
-        let limit = self.limit.ok_or("limit: required (the child FIFO's byte limit, as in tc)")?;
-        let avpkt = self.avpkt.ok_or("avpkt: required (the average packet size in bytes, as in tc)")?;
+    pub fn derive(&self) -> Result<Params, OptionError> {
+        let limit = self.limit.ok_or_else(|| OptionError::new("limit", "required (the child FIFO's byte limit, as in tc)"))?;
+        let avpkt = self.avpkt.ok_or_else(|| OptionError::new("avpkt", "required (the average packet size in bytes, as in tc)"))?;
         if avpkt == 0 {
-            return Err("avpkt: must be positive".into());
+            return Err(OptionError::new("avpkt", "must be positive"));
         }
         // Floyd's recommendations (tc/q_red.c): max = 3·min, or limit/4; min = max/3.
         let max = match (self.max, self.min) {
@@ -115,17 +188,17 @@ impl TcOptions {
         };
         let min = self.min.unwrap_or(max / 3);
         if max < min {
-            return Err(format!("max: {max} is below min {min}"));
+            return Err(OptionError::new("max", format!("{max} is below min {min}")));
         }
         let burst = self.burst.unwrap_or((2 * min + max) / (3 * avpkt));
         let wlog = eval_ewma(min, burst, avpkt)?;
         let max_p = self.probability.unwrap_or(DEFAULT_PROBABILITY);
         if !(max_p > 0.0 && max_p <= 1.0) {
-            return Err(format!("probability: {max_p} is not in (0, 1]"));
+            return Err(OptionError::new("probability", format!("{max_p} is not in (0, 1]")));
         }
         let bandwidth = self.bandwidth.unwrap_or(DEFAULT_BANDWIDTH_BPS);
         if bandwidth == 0 {
-            return Err("bandwidth: must be positive".into());
+            return Err(OptionError::new("bandwidth", "must be positive"));
         }
         Ok(Params {
             limit_bytes: limit,
@@ -351,6 +424,11 @@ pub struct Red<P> {
 }
 
 impl<P: Packet> Red<P> {
+    /// The discipline for engine parameters `options`, checked; `seed` seeds its random stream.
+    pub fn build(options: &TcOptions, seed: u64) -> Result<Self, OptionError> {
+        Ok(Self::new(options.derive()?, crate::rng_from_seed(seed)))
+    }
+
     pub fn new(params: Params, rng: Rng) -> Self {
         let law = RedLaw::new(params.min_bytes, params.max_bytes, params.wlog, params.max_p, params.avpkt_bytes, params.bandwidth_bps, params.gentle, params.adaptive, rng);
         Red { params, law, stats: Stats::default(), queue: Fifo::default() }
@@ -453,15 +531,15 @@ mod tests {
 
     #[test]
     fn derivation_errors_name_the_option() {
-        assert!(TcOptions { limit: None, ..opts(1, 1) }.derive().unwrap_err().starts_with("limit:"));
-        assert!(TcOptions { avpkt: None, ..opts(1, 1) }.derive().unwrap_err().starts_with("avpkt:"));
+        assert!(TcOptions { limit: None, ..opts(1, 1) }.derive().unwrap_err().key == "limit");
+        assert!(TcOptions { avpkt: None, ..opts(1, 1) }.derive().unwrap_err().key == "avpkt");
         let bad = TcOptions { min: Some(300), max: Some(200), ..opts(10_000, 100) };
-        assert!(bad.derive().unwrap_err().starts_with("max:"));
+        assert!(bad.derive().unwrap_err().key == "max");
         // a = burst + 1 − min/avpkt = 1 + 1 − 10 < 1.
         let small = TcOptions { min: Some(1000), max: Some(3000), burst: Some(1), ..opts(10_000, 100) };
-        assert!(small.derive().unwrap_err().starts_with("burst:"));
+        assert!(small.derive().unwrap_err().key == "burst");
         let p = TcOptions { probability: Some(1.5), ..opts(10_000, 100) };
-        assert!(p.derive().unwrap_err().starts_with("probability:"));
+        assert!(p.derive().unwrap_err().key == "probability");
     }
 
     /// A RED whose average tracks the instantaneous backlog closely (W = 1/2) for behaviour
@@ -509,7 +587,7 @@ mod tests {
         // Hold avg in the band at p_b = 0.1·(12000 − 2000)/20000 = 0.05. After a mark, count restarts
         // at 0 and U is redrawn; the k-th arrival after it is marked when k·p_b ≥ U, so the
         // gap is G = ⌈U/p_b⌉ with U/p_b uniform on [0, 20): G uniform on {1, …, 20}, E[G] =
-        // 10.5, mark rate 1/10.5 = 0.0952 (= 2p_b/(1 + p_b), aqm.md §2.1). Over 200 000
+        // 10.5, mark rate 1/10.5 = 0.0952 (= 2p_b/(1 + p_b): gaps uniform on [1, 1/p_b]). Over 200 000
         // arrivals σ ≈ 0.0006; allow ±0.003.
         // (tc needs min/avpkt > 1 to derive a weight; burst 1000 gives W = 1/512.)
         let o = TcOptions { min: Some(2000), max: Some(22_000), burst: Some(1000), probability: Some(0.1), ecn: true, ..opts(100_000_000, 1000) };
