@@ -207,7 +207,7 @@ def test_csaqm_as_seed_003_with_a_weighted_marker() -> None:
 
 def test_a_custom_tvf_lowers_to_bit_per_second_points_and_gives_the_weighted_tvfs_results() -> None:
     # V(x / 3) is log-linear in x from (3·10 kbit/s, 65535) down to (3·100 Gbit/s, 1)
-    # (crates/sim/src/marker.rs: X_MIN 10 kbit/s, X_MAX 100 Gbit/s, PV_MAX 65535), so a custom
+    # (crates/link/src/marker.rs: X_MIN 10 kbit/s, X_MAX 100 Gbit/s, PV_MAX 65535), so a custom
     # curve through those two points is the weighted TVF with w = 3: the runs must agree.
     flows = [{"cc": "cubic", "rtt": "20ms", "name": "gold"}, {"cc": "cubic", "rtt": "20ms", "name": "silver"}]
     base = {"duration": "6s", "warmup": "2s", "bottleneck": {"rate": "50Mbps", "buffer": "0.5bdp", "aqm": {"kind": "ppv"}}, "flows": flows}

@@ -9,7 +9,7 @@
 //! have PV < CTV"; delay target D_target = K·RTT, L_target = D_target·C.
 //!
 //! Packets carry packet values (PVs, [`Packet::value`]) from a per-flow marker before the
-//! bottleneck (the simulator's `crates/sim/src/marker.rs`). The node keeps a histogram of the
+//! bottleneck (the simulator's `crates/link/src/marker.rs`). The node keeps a histogram of the
 //! queued bytes by PV. Every `interval` (5 ms) the CTV becomes the smallest value v such that
 //! the queued bytes with PV ≥ v fit in L_target (0 while the whole queue fits): the packets
 //! left unmarked then fit the delay target, which is Fejes et al. 2020's invariant. At dequeue

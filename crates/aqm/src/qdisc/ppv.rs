@@ -9,7 +9,7 @@
 //!
 //! Every packet carries a packet value (PV, [`Packet::value`]) set before the bottleneck by a
 //! per-flow marker from the flow's throughput-value function (in the simulator,
-//! `crates/sim/src/marker.rs`). The node keeps no flow state: one FIFO, served in order; only
+//! `crates/link/src/marker.rs`). The node keeps no flow state: one FIFO, served in order; only
 //! when the buffer is full do values matter. Drop-based, no ECN (Fejes et al. 2019: "We apply these for
 //! packet dropping").
 //!

@@ -1,6 +1,6 @@
 //! ln and e^−y without libm (and a one-instruction u64 → f64 for spans): for the slotted rate
 //! average ([`crate::rate`]: a decay per run of empty slots), the packet-value marker (one ln
-//! of the rate per slot, crates/sim/src/marker.rs), the ziggurat's wedges and tail
+//! of the rate per slot, crates/link/src/marker.rs), the ziggurat's wedges and tail
 //! ([`crate::ziggurat`]), and CKCD's spans. libm's results may differ in the last bit between
 //! platforms, while these use only IEEE +, −, × and tables computed at compile time, so results
 //! are the same on every machine. Their error (≈ 1e−15 relative, checked against libm in the

@@ -1,6 +1,6 @@
 //! A flow's sending rate as an exponentially weighted average over slots: CKCD's μ_i
 //! (Liu et al. leave its estimator open) and the packet-value marker's R
-//! (crates/sim/src/marker.rs).
+//! (crates/link/src/marker.rs).
 //!
 //! aqmlab's choice, for a cost per slot instead of per packet: the usual estimator is the
 //! per-packet sum R ← R·e^(−Δt/T) + len/T, decayed to `now`

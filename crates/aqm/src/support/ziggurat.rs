@@ -1,5 +1,5 @@
 //! Exp(1) variates by the ziggurat method, without a logarithm on the common path: for the
-//! packet-value marker (crates/sim/src/marker.rs), whose V(u·R) for u ~ U(0, 1) is
+//! packet-value marker (crates/link/src/marker.rs), whose V(u·R) for u ~ U(0, 1) is
 //! V(e^(ln R − E)) with E = −ln u ~ Exp(1), and which values every packet of a run.
 //!
 //! Source: Marsaglia & Tsang, "The Ziggurat Method for Generating Random Variables", Journal of
