@@ -16,12 +16,24 @@ import re
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import functools
+
 from . import _units as u
+from ._errors import ScenarioError
 
 if TYPE_CHECKING:
     from ._scenario import Scenario
 
-__all__ = ["lower", "lower_aqm", "check_with_engine", "AqmOptionError"]
+__all__ = ["lower", "lower_aqm", "check_with_engine", "describe_aqms", "AqmOptionError"]
+
+
+@functools.cache
+def describe_aqms() -> dict[str, dict[str, Any]]:
+    """Every discipline's description (kind, summary, source, one_of, options), by kind: the
+    engine's own (`_native.describe_aqms`), from which validation and lowering are built."""
+    from . import _native
+
+    return {d["kind"]: d for d in _native.describe_aqms()}
 
 
 def _bytes(q: u.Quantity, rate_bps: int, rtt_ref_ns: int) -> int:
@@ -95,7 +107,6 @@ def lower_aqm(s: "Scenario") -> tuple[dict[str, Any], int | None]:
     declared unit here, the rest (defaults that depend on the link, conversions to the
     engine's units, checks) by the discipline itself (`aqm::options`)."""
     from . import _native
-    from ._scenario import describe_aqms
 
     b, aqm = s.bottleneck, s.bottleneck.aqm
     rate, rtt_ref = u.parse_rate(b.rate), s.rtt_ref_ns()
@@ -209,7 +220,6 @@ def check_with_engine(s: "Scenario", *, text: str | None = None, file: str | Non
     """Ask the engine to validate what only it knows; raise a located ScenarioError."""
     from . import _native
     from ._locate import locate
-    from ._scenario import ScenarioError
 
     def fail(key: str, msg: str) -> NoReturn:
         line = locate(text, key) if text is not None else None

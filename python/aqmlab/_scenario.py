@@ -9,7 +9,6 @@ hash) does not depend on how the user wrote ``1000Mbps`` or ``1Gbps``. Bad input
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import json
 import re
@@ -29,7 +28,9 @@ from pydantic import (
 )
 
 from . import _units as u
+from ._errors import ScenarioError
 from ._locate import locate
+from ._lower import check_with_engine, describe_aqms, lower
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario"]
 
@@ -40,17 +41,6 @@ class _KeyedValueError(ValueError):
     def __init__(self, key: str, message: str):
         super().__init__(message)
         self.key = key
-
-
-class ScenarioError(ValueError):
-    """Bad scenario input: one message naming where and what."""
-
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None):
-        self.file, self.line, self.key, self.detail = file, line, key, message
-        where = ""
-        if file:
-            where = f"{file}:{line}: " if line else f"{file}: "
-        super().__init__(f"{where}{key + ': ' if key else ''}{message}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -129,12 +119,6 @@ class _Model(BaseModel):
 # ------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def describe_aqms() -> dict[str, dict[str, Any]]:
-    """Every discipline's description (kind, summary, source, one_of, options), by kind."""
-    from . import _native
-
-    return {d["kind"]: d for d in _native.describe_aqms()}
 
 
 #: How a scenario writes a value of each unit (for messages).
@@ -581,7 +565,6 @@ class Scenario(_Model):
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
     def engine_config(self) -> dict[str, Any]:
-        from ._lower import lower
 
         return lower(self)
 
@@ -685,7 +668,6 @@ def parse_scenario(text: str, *, file: str | None = None, default_name: str = "s
     except ValidationError as e:
         raise error_from_validation(e, text, file) from None
     # The engine checks what only it knows (RED's tc derivation, CC tunables).
-    from ._lower import check_with_engine
 
     check_with_engine(scenario, text=text, file=file)
     return scenario

@@ -58,7 +58,7 @@ def option_table(about: dict[str, Any]) -> str:
 @app.command("aqms")
 def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them).")) -> None:
     """Queue disciplines and their options (unit, default, range, source), from the engine."""
-    from .._scenario import describe_aqms
+    from .._lower import describe_aqms
 
     if markdown:
         for kind, about in describe_aqms().items():
