@@ -58,9 +58,12 @@ macro_rules! disciplines {
             }
 
             /// The engine's parameters for these options on `link` (errors name the scenario key).
-            pub fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+            pub fn lower(&self, link: &Link) -> Result<Lowered<QdiscConfig>, OptionError> {
                 match self {
-                    $(QdiscOptions::$variant(o) => o.lower(link),)*
+                    $(QdiscOptions::$variant(o) => {
+                        let l = o.lower(link)?;
+                        Ok(Lowered { config: QdiscConfig::$variant(l.config), delay_target_ns: l.delay_target_ns })
+                    })*
                 }
             }
 
@@ -179,7 +182,7 @@ mod option_tests {
     use super::*;
     use crate::options::Link;
 
-    fn lower(options: &str, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(options: &str, link: &Link) -> Result<Lowered<QdiscConfig>, OptionError> {
         serde_json::from_str::<QdiscOptions>(options).unwrap().lower(link)
     }
 

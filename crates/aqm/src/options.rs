@@ -14,7 +14,6 @@
 //! already multiplied by `rtt_ref`), rates in bit/s, sizes as [`Size`] (packets, or bytes —
 //! a `bdp` or a time at line rate already converted), packet counts as integers.
 
-use crate::any::QdiscConfig;
 use crate::Nanos;
 
 /// Bytes of one packet where a size given in packets is needed in bytes (a 1500-byte MTU).
@@ -226,17 +225,21 @@ impl From<OptionError> for String {
 
 /// A discipline's options lowered: the engine's parameters, and the delay target the summary
 /// compares the mean sojourn with, where the discipline has one.
+/// `C` is the discipline's engine config; the registry (`crate::any`) wraps it in its
+/// `QdiscConfig` variant.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Lowered {
-    pub config: QdiscConfig,
+pub struct Lowered<C> {
+    pub config: C,
     pub delay_target_ns: Option<Nanos>,
 }
 
 /// What every discipline's file provides for scenarios (its `Options`).
 pub trait ScenarioOptions {
+    /// The discipline's engine config (its `Params`, or tc's options where it derives them).
+    type Config;
     const ABOUT: About;
     /// The engine's parameters for these options on `link`; errors name the scenario key.
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError>;
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError>;
 }
 
 /// n/d correctly rounded to the nearest f64 (ties to even), as Python's `float(Fraction(n, d))`.

@@ -6,7 +6,6 @@
 //! De Schepper et al., CoNEXT 2016 §3).
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -42,6 +41,7 @@ pub struct Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "bernoulli",
         summary: "ideal random dropper/marker for validation: drop with `drop`, else mark ECT with `mark`",
@@ -54,10 +54,10 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let params = Params { drop: self.drop, mark: self.mark };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Bernoulli(params), delay_target_ns: None })
+        Ok(Lowered { config: params, delay_target_ns: None })
     }
 }
 

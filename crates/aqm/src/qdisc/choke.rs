@@ -17,7 +17,6 @@
 
 use crate::red::{RedLaw, DEFAULT_PROBABILITY};
 use crate::ring::HoleRing;
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -61,6 +60,7 @@ pub struct Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = TcOptions;
     const ABOUT: About = About {
         kind: "choke",
         summary: "RED on the average queue length in packets, plus a random queued packet compared with each arrival: same flow, both dropped",
@@ -79,7 +79,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let options = TcOptions {
             limit: Some(self.limit.unwrap_or_else(|| link.buffer_packets.unwrap_or_else(|| (link.buffer_bytes.unwrap_or(0) / crate::options::PACKET_BYTES).max(1)))),
             min: self.min,
@@ -92,7 +92,7 @@ impl ScenarioOptions for Options {
             harddrop: self.harddrop,
         };
         options.derive()?;
-        Ok(Lowered { config: QdiscConfig::Choke(options), delay_target_ns: None })
+        Ok(Lowered { config: options, delay_target_ns: None })
     }
 }
 

@@ -32,7 +32,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::rate::{SlotClock, SlotRate};
 use crate::ring::HoleRing;
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{uniform01, DropReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -140,6 +139,7 @@ impl Default for Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "ckcd",
         summary: "CHOKe-like enqueue phase on an EWMA of the queue in packets, then per-flow delay drops at dequeue",
@@ -159,7 +159,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         use crate::options::{ratio_to_f64, PACKET_BYTES};
         let pkt = PACKET_BYTES as u128;
         // BDP in packets = C·rtt_ref / (8·10⁹·1500); the buffer in packets = B_pkts, or
@@ -195,7 +195,7 @@ impl ScenarioOptions for Options {
             flow_expiry_ns: self.flow_expiry,
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Ckcd(params), delay_target_ns: Some(self.d) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.d) })
     }
 }
 

@@ -18,7 +18,6 @@
 
 use crate::codel_law::{self, Vars};
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -88,6 +87,7 @@ pub(crate) const CODEL_OPTIONS: [Opt; 3] = [
 ];
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "codel",
         summary: "CoDel: drops (or marks) at dequeue once the sojourn has stayed above target for an interval, then at interval/√count spacing",
@@ -103,10 +103,10 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let params = Params { target_ns: self.target, interval_ns: self.interval, limit: self.limit, ecn: self.ecn, ce_threshold_ns: self.ce_threshold, ..Params::default() };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Codel(params), delay_target_ns: Some(self.target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
     }
 }
 

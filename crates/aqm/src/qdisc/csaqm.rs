@@ -35,7 +35,6 @@
 //!   tail-drops as `Overflow`.
 
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -91,6 +90,7 @@ impl Default for Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "csaqm",
         summary: "every `interval` a congestion threshold value keeps the unmarked queued bytes within target × C; packets valued below it are CE-marked at dequeue (Not-ECT ones dropped)",
@@ -103,11 +103,11 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let target = self.target.ok_or_else(|| OptionError::new("target", "required key is missing"))?;
         let params = Params { target_bytes: link.bytes_in(target), interval_ns: self.interval };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Csaqm(params), delay_target_ns: Some(target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(target) })
     }
 }
 

@@ -19,7 +19,6 @@
 //! a packet-count threshold); drops are decided at dequeue (dualpi2's default).
 
 use crate::fifo::Fifo;
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::pi2::{EcnMask, Gains, Signal, Vars, PI2_OPTIONS};
 use crate::{DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
@@ -130,6 +129,7 @@ impl Default for Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "dualpi2",
         summary: "DualQ Coupled AQM: an L queue with a step AQM and the coupled k·p′, a C queue with p′², one PI controller, WRR giving C at least wc %",
@@ -150,7 +150,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let params = Params {
             target_ns: self.target,
             tupdate_ns: self.tupdate,
@@ -165,7 +165,7 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Dualpi2(params), delay_target_ns: Some(self.target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
     }
 }
 

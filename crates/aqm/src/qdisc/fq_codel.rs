@@ -22,7 +22,6 @@
 use crate::codel_law::{self, CodelQueue, Vars};
 use crate::drr::{self, Drr, Scheduled};
 use crate::pool::{List, Pool};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::codel::CODEL_OPTIONS;
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
@@ -103,6 +102,7 @@ impl Default for Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "fq_codel",
         summary: "hashed flow queues with CoDel each, deficit round robin with new flows first; on overflow, drops from the fattest queue's head",
@@ -124,7 +124,7 @@ impl ScenarioOptions for Options {
 
     /// FQ-CoDel enforces its own limits (it drops from the fattest queue, not the arrival);
     /// the physical buffer caps them.
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let quantum = u32::try_from(self.quantum.bytes()).map_err(|_| OptionError::new("quantum", "too large"))?;
         let memory = self.memory_limit.bytes();
         let params = Params {
@@ -140,7 +140,7 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::FqCodel(params), delay_target_ns: Some(self.target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
     }
 }
 

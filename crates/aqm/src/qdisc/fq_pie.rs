@@ -13,7 +13,6 @@
 use crate::drr::{self, Drr, Scheduled};
 use crate::pie::{self, PieLaw, PIE_OPTIONS};
 use crate::pool::{List, Pool};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -94,6 +93,7 @@ impl Default for Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "fq_pie",
         summary: "hashed flow queues served by deficit round robin, PIE per queue at enqueue",
@@ -115,7 +115,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let quantum = u32::try_from(self.quantum.bytes()).map_err(|_| OptionError::new("quantum", "too large"))?;
         let params = Params {
             flows: self.flows,
@@ -135,7 +135,7 @@ impl ScenarioOptions for Options {
             },
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::FqPie(params), delay_target_ns: Some(self.target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
     }
 }
 

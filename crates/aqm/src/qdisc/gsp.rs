@@ -23,7 +23,6 @@
 //! paper's ratio), max_time to 10·τ.
 
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -111,6 +110,7 @@ impl Default for Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "gsp",
         summary: "Global Synchronization Protection: drop the first arrival above a threshold, then ignore violations for a blind interval (adaptive by default)",
@@ -129,7 +129,7 @@ impl ScenarioOptions for Options {
     };
 
     /// GSP enforces the buffer itself, so that its state machine sees overflows.
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let (threshold_bytes, delay_target_ns) = match (self.target, self.threshold) {
             (Some(t), None) => (link.bytes_in(t), Some(t)),
             (None, Some(s)) => (s.bytes(), None),
@@ -146,7 +146,7 @@ impl ScenarioOptions for Options {
             limit_bytes: link.buffer_bytes,
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Gsp(params), delay_target_ns })
+        Ok(Lowered { config: params, delay_target_ns })
     }
 }
 

@@ -22,7 +22,6 @@
 //! controller runs lazily from `now`, first at t = tupdate.
 
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{uniform01, DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -130,6 +129,7 @@ pub(crate) const PI2_OPTIONS: [Opt; 6] = [
 ];
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "pi2",
         summary: "PI2 in one queue: p′ from a PI controller on the head packet's age; classic packets signalled with p′², scalable ones with min(k·p′, 1)",
@@ -147,7 +147,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let params = Params {
             target_ns: self.target,
             tupdate_ns: self.tupdate,
@@ -159,7 +159,7 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Pi2(params), delay_target_ns: Some(self.target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
     }
 }
 

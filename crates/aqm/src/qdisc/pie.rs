@@ -21,7 +21,6 @@
 //! t = tupdate rather than 500 ms after qdisc creation (aqmlab's choice).
 
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -126,6 +125,7 @@ pub(crate) const PIE_OPTIONS: [Opt; 7] = [
 ];
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "pie",
         summary: "PIE: a PI controller on the queue delay drops (or marks) arrivals early",
@@ -144,7 +144,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let params = Params {
             target_ns: self.target,
             tupdate_ns: self.tupdate,
@@ -157,7 +157,7 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Pie(params), delay_target_ns: Some(self.target) })
+        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
     }
 }
 

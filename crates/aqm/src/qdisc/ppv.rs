@@ -40,7 +40,6 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, OptionError, ScenarioOptions};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
@@ -77,6 +76,7 @@ impl Params {
 pub struct Options {}
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "ppv",
         summary: "one FIFO; when full, the lowest-valued packet (the arrival's if lowest) is dropped; limit = the physical buffer, packet values from the [marker]",
@@ -88,10 +88,10 @@ impl ScenarioOptions for Options {
 
     /// PPV owns its limit: it must see the overflowing arrival to choose the lowest-value
     /// victim, so the physical buffer is handed to it.
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let params = Params { limit_packets: link.buffer_packets, limit_bytes: link.buffer_bytes };
         params.validate()?;
-        Ok(Lowered { config: QdiscConfig::Ppv(params), delay_target_ns: None })
+        Ok(Lowered { config: params, delay_target_ns: None })
     }
 }
 

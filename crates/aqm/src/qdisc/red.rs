@@ -24,7 +24,6 @@
 //! timer.
 
 use crate::fifo::{fifo_accessors, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
@@ -93,6 +92,7 @@ pub struct Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = TcOptions;
     const ABOUT: About = About {
         kind: "red",
         summary: "RED with tc's option names and derivations, so a tc line transcribes directly",
@@ -115,7 +115,7 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let bytes = |s: Option<Size>| s.map(Size::bytes);
         let options = TcOptions {
             // Default child limit: the physical buffer.
@@ -133,7 +133,7 @@ impl ScenarioOptions for Options {
             gentle: self.gentle,
         };
         options.derive()?;
-        Ok(Lowered { config: QdiscConfig::Red(options), delay_target_ns: None })
+        Ok(Lowered { config: options, delay_target_ns: None })
     }
 }
 

@@ -10,7 +10,6 @@
 //! with w = 1/2), this is the exact instantaneous rule.
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 
@@ -53,6 +52,7 @@ pub struct Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "step",
         summary: "DCTCP's marker: CE-mark (drop if Not-ECT) every arrival while the instantaneous queue exceeds the threshold",
@@ -65,14 +65,14 @@ impl ScenarioOptions for Options {
         ],
     };
 
-    fn lower(&self, link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let (params, delay_target_ns) = match (self.target, self.threshold) {
             (Some(t), None) => (Params { threshold_bytes: Some(link.bytes_in(t)), threshold_packets: None }, Some(t)),
             (None, Some(Size::Packets(n))) => (Params { threshold_bytes: None, threshold_packets: Some(n) }, None),
             (None, Some(Size::Bytes(b))) => (Params { threshold_bytes: Some(b), threshold_packets: None }, None),
             _ => return Err(OptionError::new("", "give exactly one of target (a delay such as 1ms or 0.17rtt) or threshold (a size)")),
         };
-        Ok(Lowered { config: QdiscConfig::Step(params), delay_target_ns })
+        Ok(Lowered { config: params, delay_target_ns })
     }
 }
 

@@ -7,7 +7,6 @@
 //! byte limit at line rate, converted by the caller.
 
 use crate::fifo::{fifo_accessors, fifo_dequeue_and_reset, Fifo};
-use crate::any::QdiscConfig;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
@@ -30,6 +29,7 @@ pub struct Options {
 }
 
 impl ScenarioOptions for Options {
+    type Config = Params;
     const ABOUT: About = About {
         kind: "taildrop",
         summary: "FIFO that drops arrivals when full",
@@ -39,9 +39,9 @@ impl ScenarioOptions for Options {
         options: &[Opt::new("limit", Unit::Size, Range::POSITIVE, "a limit of its own beneath the physical buffer (none: only the buffer's)", "tc-pfifo(8) limit (packets), tc-bfifo(8) limit (bytes)")],
     };
 
-    fn lower(&self, _link: &Link) -> Result<Lowered, OptionError> {
+    fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let (limit_packets, limit_bytes) = Size::limit(self.limit);
-        Ok(Lowered { config: QdiscConfig::Taildrop(Params { limit_packets, limit_bytes }), delay_target_ns: None })
+        Ok(Lowered { config: Params { limit_packets, limit_bytes }, delay_target_ns: None })
     }
 }
 
