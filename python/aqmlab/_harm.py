@@ -6,7 +6,9 @@ A's *solo baseline*: the same scenario with every class running A's congestion c
 counts, RTTs and start times — "A against its own kind in the same setting"). For a metric
 where more is better (throughput), harm = (baseline − mixed) / baseline; for one where less is
 better (queueing delay), harm = (mixed − baseline) / mixed. 0 means no harm; negative values
-mean A does better than against its own kind. Baselines are ordinary runs stored under their
+mean A does better than against its own kind (the formulas are the measurement crate's,
+`link::metrics::throughput_harm` and `delay_harm`; this module runs the baselines and stores
+the table). Baselines are ordinary runs stored under their
 scenario hash, so they are run once and reused.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import _native
 from ._run import run
 from ._scenario import Scenario
 from ._sweeprun import is_complete
@@ -68,16 +71,17 @@ def harm(s: Scenario, directory: str | Path) -> tuple[pd.DataFrame, int]:
         bc = base["classes"][i]
         t_mix, t_base = cls["goodput_bps"], bc["goodput_bps"]
         q_mix, q_base = mixed["metrics"]["sojourn_ms"]["mean"], base["metrics"]["sojourn_ms"]["mean"]
+        t_harm, q_harm = _native.harm(t_mix, t_base, q_mix, q_base)
         rows.append(
             {
                 "class": cls["name"],
                 "cc": cls["cc"],
                 "goodput_bps": t_mix,
                 "baseline_goodput_bps": t_base,
-                "throughput_harm": (t_base - t_mix) / t_base if t_base else None,
+                "throughput_harm": t_harm,
                 "sojourn_mean_ms": q_mix,
                 "baseline_sojourn_mean_ms": q_base,
-                "delay_harm": (q_mix - q_base) / q_mix if q_mix else None,
+                "delay_harm": q_harm,
                 "baseline_run": base_s.hash(),
             }
         )

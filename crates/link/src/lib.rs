@@ -12,11 +12,14 @@
 //! - [`seed`]: seed derivation, and every component's stream number;
 //! - [`record`], [`metrics`], [`tables`]: a run's records and the summary and tables computed
 //!   from them, for both backends; [`emu`] builds the emulator's records from the router's
-//!   report and the traffic's measurements.
+//!   report and the traffic's measurements;
+//! - [`convergence`]: the windowed Jain index over a run's time series and the convergence
+//!   time after each join or leave.
 //!
 //! It knows nothing of the TCP model.
 
 pub mod config;
+pub mod convergence;
 pub mod emu;
 pub mod marker;
 pub mod measure;

@@ -1,5 +1,6 @@
 //! The metrics of a run, defined once for both backends (docs/model.md §Metrics): Jain's
-//! index, fair shares, the nearest-rank quantile, completion times by flow-size bin.
+//! index, fair shares, the nearest-rank quantile, completion times by flow-size bin, and the
+//! harm one flow class does to another.
 
 use serde_json::{json, Value};
 
@@ -63,6 +64,20 @@ pub fn fair_shares(spans: &[(u64, Option<u64>)], scheduled: &[usize], window: (u
         }
     }
     share
+}
+
+/// Throughput harm (Ware, Mukerjee, Seshan, Sherry, "Beyond Jain's Fairness Index: Setting the
+/// Bar for the Deployment of Congestion Control Algorithms", HotNets 2019): for a metric where
+/// more is better, (baseline − mixed) / baseline; 0 is no harm, negative means the class does
+/// better than against its own kind. None when the baseline is 0.
+pub fn throughput_harm(mixed: f64, baseline: f64) -> Option<f64> {
+    (baseline != 0.0).then(|| (baseline - mixed) / baseline)
+}
+
+/// Delay harm (Ware et al., HotNets 2019): for a metric where less is better,
+/// (mixed − baseline) / mixed. None when the mixed value is 0.
+pub fn delay_harm(mixed: f64, baseline: f64) -> Option<f64> {
+    (mixed != 0.0).then(|| (mixed - baseline) / mixed)
 }
 
 /// What the completion-time summary needs of one finite flow.
@@ -132,6 +147,19 @@ mod tests {
         // One flow takes everything: (x)²/(4·x²) = 1/4.
         assert_eq!(jain(&[8.0, 0.0, 0.0, 0.0]), Some(0.25));
         assert_eq!(jain(&[]), None);
+    }
+
+    #[test]
+    fn harm_is_relative_to_the_baseline_and_undefined_at_zero() {
+        // Goodput 6 against a baseline of 8: (8 − 6)/8 = 0.25; more than the baseline: −0.25.
+        assert_eq!(throughput_harm(6.0, 8.0), Some(0.25));
+        assert_eq!(throughput_harm(10.0, 8.0), Some(-0.25));
+        assert_eq!(throughput_harm(8.0, 8.0), Some(0.0));
+        assert_eq!(throughput_harm(3.0, 0.0), None);
+        // Delay 8 against a baseline of 2: (8 − 2)/8 = 0.75; the ratio is over the mixed value.
+        assert_eq!(delay_harm(8.0, 2.0), Some(0.75));
+        assert_eq!(delay_harm(2.0, 8.0), Some(-3.0));
+        assert_eq!(delay_harm(0.0, 2.0), None);
     }
 
     #[test]

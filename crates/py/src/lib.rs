@@ -181,6 +181,76 @@ fn lower_aqm<'py>(py: Python<'py>, options_json: &str, link_json: &str) -> PyRes
     Ok((json_to_py(py, &config)?, lowered.delay_target_ns))
 }
 
+/// A flows table's columns (flow, start_s, stop_s) as `link::convergence` schedules.
+fn spans(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>)) -> PyResult<Vec<link::convergence::Span>> {
+    let (flow, start, stop) = flows;
+    if flow.len() != start.len() || flow.len() != stop.len() {
+        return Err(PyValueError::new_err("flows: flow, start_s and stop_s differ in length"));
+    }
+    Ok(flow.into_iter().zip(start).zip(stop).map(|((flow, start_s), stop_s)| link::convergence::Span { flow, start_s, stop_s }).collect())
+}
+
+/// A time series' columns (t_s, flow, throughput_bps), checked for equal lengths.
+fn series<'a>(t_s: &'a [f64], flow: &'a [i64], throughput_bps: &'a [f64]) -> PyResult<link::convergence::Series<'a>> {
+    if t_s.len() != flow.len() || t_s.len() != throughput_bps.len() {
+        return Err(PyValueError::new_err("timeseries: t_s, flow and throughput_bps differ in length"));
+    }
+    Ok(link::convergence::Series { t_s, flow, throughput_bps })
+}
+
+/// The windowed Jain index (`link::convergence::windowed_jain`): from the time series' columns
+/// and, optionally, the flows table's `(flow, start_s, stop_s)`, returns `(t_s, jain)` lists,
+/// jain None where every active flow's mean is 0.
+#[pyfunction]
+#[pyo3(signature = (t_s, flow, throughput_bps, window_s, flows=None))]
+fn windowed_jain(
+    t_s: Vec<f64>,
+    flow: Vec<i64>,
+    throughput_bps: Vec<f64>,
+    window_s: f64,
+    flows: Option<(Vec<i64>, Vec<f64>, Vec<Option<f64>>)>,
+) -> PyResult<(Vec<f64>, Vec<Option<f64>>)> {
+    let ts = series(&t_s, &flow, &throughput_bps)?;
+    let flows = flows.map(spans).transpose()?;
+    Ok(link::convergence::windowed_jain(ts, window_s, flows.as_deref()).into_iter().unzip())
+}
+
+/// The joins and leaves (`link::convergence::events`) of a flows table `(flow, start_s,
+/// stop_s)` before `end_s`: a list of `(event, flow, event_s, active_after)`.
+#[pyfunction]
+fn events(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>), end_s: f64) -> PyResult<Vec<(&'static str, i64, f64, usize)>> {
+    Ok(link::convergence::events(&spans(flows)?, end_s).into_iter().map(|e| (e.kind.name(), e.flow, e.event_s, e.active_after)).collect())
+}
+
+/// Convergence after each join or leave (`link::convergence::convergence`): a list of
+/// `(event, flow, event_s, active_after, converged_s or None)`.
+#[pyfunction]
+fn convergence(
+    t_s: Vec<f64>,
+    flow: Vec<i64>,
+    throughput_bps: Vec<f64>,
+    flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>),
+    threshold: f64,
+    window_s: f64,
+    hold_s: f64,
+) -> PyResult<Vec<(&'static str, i64, f64, usize, Option<f64>)>> {
+    let ts = series(&t_s, &flow, &throughput_bps)?;
+    let c = link::convergence::convergence(ts, &spans(flows)?, threshold, window_s, hold_s);
+    Ok(c.into_iter().map(|c| (c.event.kind.name(), c.event.flow, c.event.event_s, c.event.active_after, c.converged_s)).collect())
+}
+
+/// Harm (`link::metrics::throughput_harm`, `delay_harm`; Ware et al., HotNets 2019) of a class
+/// against its solo baseline: `(throughput_harm, delay_harm)`, each None where undefined (a
+/// zero denominator) or where an input is None.
+#[pyfunction]
+fn harm(mixed_goodput: Option<f64>, base_goodput: Option<f64>, mixed_sojourn_mean: Option<f64>, base_sojourn_mean: Option<f64>) -> (Option<f64>, Option<f64>) {
+    let both = |a: Option<f64>, b: Option<f64>| a.zip(b);
+    (
+        both(mixed_goodput, base_goodput).and_then(|(m, b)| link::metrics::throughput_harm(m, b)),
+        both(mixed_sojourn_mean, base_sojourn_mean).and_then(|(m, b)| link::metrics::delay_harm(m, b)),
+    )
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
@@ -193,6 +263,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_aqms, m)?)?;
     m.add_function(wrap_pyfunction!(lower_aqm, m)?)?;
+    m.add_function(wrap_pyfunction!(windowed_jain, m)?)?;
+    m.add_function(wrap_pyfunction!(events, m)?)?;
+    m.add_function(wrap_pyfunction!(convergence, m)?)?;
+    m.add_function(wrap_pyfunction!(harm, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
