@@ -145,3 +145,23 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_case_table_is_large_enough() -> None:
     assert len(CASES) >= 15
+
+
+# A scenario saved in Latin-1 (é is 0xe9, alone an invalid UTF-8 byte) and a binary file: the
+# offset and line are those of the first byte that does not decode, counted by hand.
+NOT_UTF8 = [
+    pytest.param(GOOD.replace('name = "t"', 'name = "caf\xe9"').encode("latin-1"), len('name = "caf'), 1, id="latin-1"),
+    pytest.param(GOOD.encode() + b"# \xff\xfe\n", len(GOOD.encode()) + 2, GOOD.count("\n") + 1, id="binary-tail"),
+]
+
+
+@pytest.mark.parametrize("data, offset, line", NOT_UTF8)
+def test_a_file_that_is_not_utf8_names_its_line_and_byte_offset(data: bytes, offset: int, line: int, tmp_path: Path) -> None:
+    path = tmp_path / "scen.toml"
+    path.write_bytes(data)
+    for args in (["validate", str(path)], ["run", str(path), "-o", str(tmp_path / "results")], ["sweep", str(path), "-o", str(tmp_path / "sweep")]):
+        r = _cli(*args, cwd=tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr
+        assert f"{path}:{line}: not UTF-8 text" in r.stderr and f"at byte offset {offset};" in r.stderr, r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["scen.toml"]

@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from . import _units as u
-from ._errors import ScenarioError
+from ._errors import ScenarioError, read_utf8
 from ._locate import locate
 from ._lower import check_with_engine, describe_aqms, lower
 
@@ -332,6 +332,8 @@ class SizeDistribution(_Model):
                 text = path.read_text(encoding="utf-8")
             except OSError as e:
                 raise ValueError(f"file: cannot read {str(path)!r} ({e.strerror})") from None
+            except UnicodeDecodeError as e:
+                raise ValueError(f"file: {str(path)!r} is not UTF-8 text (byte offset {e.start})") from None
             points = []
             for n, line in enumerate(text.splitlines(), 1):
                 line = line.split("#", 1)[0].strip()
@@ -638,10 +640,7 @@ def error_from_validation(e: ValidationError, text: str | None, file: str | None
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a TOML scenario file (files it names are relative to it)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ScenarioError(f"cannot read the file ({e.strerror})", file=str(path)) from None
+    text = read_utf8(p)
     return parse_scenario(text, file=str(path), default_name=p.stem, base_dir=p.parent)
 
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ._errors import read_utf8
 from ._scenario import Scenario, ScenarioError, error_from_validation
 
 __all__ = ["Sweep", "Run", "load_sweep", "parse_sweep", "SweepError"]
@@ -367,8 +368,5 @@ def parse_sweep(text: str, *, file: str | None = None, default_name: str = "swee
 
 def load_sweep(path: str | Path, *, quick: bool = False) -> Sweep:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SweepError(f"cannot read the file ({e.strerror})", file=str(path)) from None
+    text = read_utf8(p, SweepError)
     return parse_sweep(text, file=str(path), default_name=p.stem, quick=quick)
