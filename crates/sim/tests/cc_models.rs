@@ -190,8 +190,7 @@ fn dualpi2_keeps_prague_in_a_far_shorter_queue_than_cubic_with_comparable_throug
     // RFC 9332 §1 and De Schepper et al. (DualQ): the L4S queue (Prague, ECT(1)) stays below
     // the 1 ms step while the classic queue (CUBIC) sits near DualPI2's 15 ms target. The
     // coupling k = 2 makes the rates "roughly equal" (RFC 9332 §2.1) — derived for
-    // Reno-friendly classic traffic; accept a factor of 3 either way (this run gives 2.2 in
-    // Prague's favour).
+    // Reno-friendly classic traffic, and CUBIC is not Reno: accept a factor of 3 either way.
     let aqm = json!({"kind": "dualpi2"});
     let mut cubic = class("cubic", 1, 20.0);
     cubic.ecn = true;

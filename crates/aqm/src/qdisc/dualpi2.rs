@@ -68,22 +68,12 @@ impl Default for Params {
 }
 
 impl Params {
+    pub(crate) fn gains(&self) -> Gains {
+        Gains { target_ns: self.target_ns, tupdate_ns: self.tupdate_ns, alpha: self.alpha, beta: self.beta }
+    }
+
     pub fn validate(&self) -> Result<(), OptionError> {
-        if self.target_ns == 0 {
-            return Err(OptionError::new("target", "must be positive"));
-        }
-        if self.tupdate_ns == 0 {
-            return Err(OptionError::new("tupdate", "must be positive"));
-        }
-        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
-        }
-        if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
-        }
-        if !(self.k.is_finite() && self.k >= 1.0) {
-            return Err(OptionError::new("k", format!("{} must be ≥ 1", self.k)));
-        }
+        self.gains().validate(self.k)?;
         if self.wc > 100 {
             return Err(OptionError::new("wc", format!("{} must be a percentage", self.wc)));
         }
@@ -220,8 +210,7 @@ impl<P: Packet> DualPi2<P> {
     /// Run the PI updates due by `now`, each on the larger head age of the two queues at its
     /// tick (dualpi2's `get_queue_delays`).
     fn catch_up(&mut self, now: Nanos) {
-        let p = &self.params;
-        let g = Gains { target_ns: p.target_ns, tupdate_ns: p.tupdate_ns, alpha: p.alpha, beta: p.beta };
+        let g = self.params.gains();
         let (c_head, l_head) = (self.c.head_enqueue_ns(), self.l.head_enqueue_ns());
         self.vars.catch_up(g, now, |t| {
             let age = |h: Option<Nanos>| h.map_or(0, |h| t.saturating_sub(h));

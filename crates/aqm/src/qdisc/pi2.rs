@@ -75,22 +75,12 @@ impl Default for Params {
 }
 
 impl Params {
+    pub(crate) fn gains(&self) -> Gains {
+        Gains { target_ns: self.target_ns, tupdate_ns: self.tupdate_ns, alpha: self.alpha, beta: self.beta }
+    }
+
     pub fn validate(&self) -> Result<(), OptionError> {
-        if self.target_ns == 0 {
-            return Err(OptionError::new("target", "must be positive"));
-        }
-        if self.tupdate_ns == 0 {
-            return Err(OptionError::new("tupdate", "must be positive"));
-        }
-        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
-        }
-        if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
-        }
-        if !(self.k.is_finite() && self.k >= 1.0) {
-            return Err(OptionError::new("k", format!("{} must be ≥ 1", self.k)));
-        }
+        self.gains().validate(self.k)?;
         if self.limit == 0 {
             return Err(OptionError::new("limit", "must be positive"));
         }
@@ -181,6 +171,28 @@ pub(crate) struct Gains {
     pub tupdate_ns: Nanos,
     pub alpha: f64,
     pub beta: f64,
+}
+
+impl Gains {
+    /// The controller's own checks, and the coupling factor k ≥ 1 both disciplines take.
+    pub(crate) fn validate(&self, k: f64) -> Result<(), OptionError> {
+        if self.target_ns == 0 {
+            return Err(OptionError::new("target", "must be positive"));
+        }
+        if self.tupdate_ns == 0 {
+            return Err(OptionError::new("tupdate", "must be positive"));
+        }
+        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
+            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
+        }
+        if !(self.beta.is_finite() && self.beta >= 0.0) {
+            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
+        }
+        if !(k.is_finite() && k >= 1.0) {
+            return Err(OptionError::new("k", format!("{k} must be ≥ 1")));
+        }
+        Ok(())
+    }
 }
 
 impl Vars {
@@ -308,8 +320,7 @@ impl<P: Packet> Pi2<P> {
     }
 
     fn gains(&self) -> Gains {
-        let p = &self.params;
-        Gains { target_ns: p.target_ns, tupdate_ns: p.tupdate_ns, alpha: p.alpha, beta: p.beta }
+        self.params.gains()
     }
 
     /// Run the updates due by `now` on the head packet's age at each tick.
