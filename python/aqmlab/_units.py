@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from . import _native
+
 __all__ = [
     "PACKET_BYTES",
     "Quantity",
@@ -25,8 +27,9 @@ __all__ = [
     "format_size",
 ]
 
-#: Bytes of one packet when a size is given in ``pkt`` and bytes are needed (1500-byte MTU).
-PACKET_BYTES = 1500
+#: Bytes of one packet when a size is given in ``pkt`` and bytes are needed (a 1500-byte MTU):
+#: the engine's own constant (crates/aqm/src/options.rs), so both sides count alike.
+PACKET_BYTES: int = _native.PACKET_BYTES
 
 _NUM = r"(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?)"
 #: Largest value any quantity may take (ns, bit/s or bytes): the engine's u64 with headroom.

@@ -268,5 +268,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convergence, m)?)?;
     m.add_function(wrap_pyfunction!(harm, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("PACKET_BYTES", aqm::options::PACKET_BYTES)?;
     Ok(())
 }
