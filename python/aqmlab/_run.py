@@ -18,19 +18,13 @@ __all__ = ["run", "VERSION"]
 
 def _version() -> str:
     """aqmlab's version, written once, in pyproject.toml: the installed distribution's
-    metadata carries it. A source tree run without installing (`PYTHONPATH=python`, with the
-    native module built and copied in) has no metadata, so there it is read from the
-    pyproject.toml beside the package; a lone copy of the package has neither."""
+    metadata carries it; a source tree run without installing reads the pyproject.toml beside
+    the package."""
     try:
         return metadata.version("aqmlab")
     except metadata.PackageNotFoundError:
-        pass
-    try:
         with open(Path(__file__).resolve().parents[2] / "pyproject.toml", "rb") as f:
-            project = tomllib.load(f)["project"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return "unknown"
-    return str(project["version"]) if project.get("name") == "aqmlab" else "unknown"
+            return str(tomllib.load(f)["project"]["version"])
 
 
 VERSION = _version()

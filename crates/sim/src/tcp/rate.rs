@@ -98,7 +98,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flight_sent_over_2ms_and_acked_over_10ms_gives_a_10ms_interval() {
+    fn a_flight_sent_over_2ms_and_acked_at_12ms_gives_a_12ms_interval() {
         // Segments 0..4 leave at 0, 0.5, 1, 1.5, 2 ms from an idle connection; one ACK at 12 ms
         // delivers them all. The sample is taken from segment 4 (sent last): its snapshot says
         // 0 delivered at 0 ms, first sent at 0 ms. Send phase 2 ms, ACK phase 12 − 0 = 12 ms:
