@@ -59,7 +59,7 @@ CASES = [
     ("zero-rtt", edit('rtt = "10ms"', 'rtt = "0ms"'), "14: flows[0].rtt", "must be positive"),
     ("zero-rate", edit('"100Mbps"', '"0Mbps"'), "7: bottleneck.rate", "positive"),
     ("count-zero", edit('count = 2', 'count = 0'), "13: flows[0].count", "greater than or equal to 1"),
-    ("warmup-too-long", edit('warmup = "0s"', 'warmup = "5s"'), "3: warmup", "must be shorter than duration"),
+    ("warmup-too-long", edit('warmup = "0s"', 'warmup = "5s"'), "3: warmup", "must be shorter than duration (5 s ≥ 2 s)"),
     ("toml-syntax", edit('seed = 1', 'seed = = 1'), "4", "TOML syntax"),
     ("uniform-reversed", edit('uniform(0s, 1s)', 'uniform(2s, 1s)'), "19: flows[1].start", "needs a <= b"),
     ("probability-above-one", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "bernoulli", drop = 1.5 }'), "9: bottleneck.aqm.drop", "less than or equal to 1"),

@@ -126,7 +126,7 @@ pub fn check_run(duration_ns: u64, warmup_ns: u64, bottleneck: &BottleneckConfig
         return Err("duration: must be positive".into());
     }
     if warmup_ns >= duration_ns {
-        return Err("warmup: must be shorter than duration".into());
+        return Err(format!("warmup: must be shorter than duration ({} s ≥ {} s)", warmup_ns as f64 / 1e9, duration_ns as f64 / 1e9));
     }
     if bottleneck.rate_bps == 0 {
         return Err("bottleneck.rate: must be positive".into());
@@ -229,7 +229,7 @@ mod tests {
     fn each_check_names_its_key() {
         let err = |e: String| LinkConfig::from_json(&e).unwrap_err();
         assert_eq!(err(engine("", "").replace("\"duration_ns\": 1000000000", "\"duration_ns\": 0")), "duration: must be positive");
-        assert_eq!(err(engine("", "").replace("\"warmup_ns\": 0", "\"warmup_ns\": 1000000000")), "warmup: must be shorter than duration");
+        assert_eq!(err(engine("", "").replace("\"warmup_ns\": 0", "\"warmup_ns\": 1000000000")), "warmup: must be shorter than duration (1 s ≥ 1 s)");
         assert_eq!(err(engine("", "").replace("12000000", "0")), "bottleneck.rate: must be positive");
         assert_eq!(err(engine("", "").replace("10000000,", "0,")), "flows[0].rtt: must be positive");
         assert_eq!(err(engine(r#", "marker": {"class_weights": [1, 2]}"#, "")), "marker.weights: 2 weights for 1 flow classes");
