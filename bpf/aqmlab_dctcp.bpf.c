@@ -83,16 +83,37 @@ struct dctcp {
 struct aqmlab_dctcp_stats {
 	__u64 inits;		/* dctcp_init calls */
 	__u64 reno_fallbacks;	/* of which without ECN: Reno */
-	__u64 alpha_updates;	/* dctcp_update_alpha at an expired RTT */
+	__u64 alpha_updates;	/* dctcp_update_alpha at an expired RTT with data delivered */
 	__u64 alpha_sum;	/* sum of alpha after those updates (fixed point, 1024 = 1) */
 	__u64 alpha_nonzero;	/* updates that left alpha > 0 */
 	__u64 ssthresh_calls;	/* dctcp_ssthresh (a CWR or a loss) */
 	__u64 loss_reactions;	/* dctcp_react_to_loss (Recovery entered or CA_EVENT_LOSS) */
 	__u64 ce_changes;	/* receiver: CE state changes (immediate ACKs forced) */
+	__u64 ssthresh_max;	/* largest value dctcp_ssthresh returned */
+	__u64 corrupt;		/* ops that found snd_ssthresh or snd_cwnd >= 2^31 (see check_sane) */
+	__u64 corrupt_ssthresh;	/* the first such snd_ssthresh ... */
+	__u64 corrupt_cwnd;	/* ... and snd_cwnd */
 };
 struct aqmlab_dctcp_stats aqmlab_dctcp_stats = {};
 
 #define STAT_ADD(field, v) __sync_fetch_and_add(&aqmlab_dctcp_stats.field, (v))
+
+/* Not in tcp_dctcp.c: the kernel keeps snd_cwnd below 2^31 (include/net/tcp.h
+ * tcp_snd_cwnd_set warns otherwise) and snd_ssthresh at most TCP_INFINITE_SSTHRESH
+ * (0x7fffffff); a value at or above 2^31 means a congestion-control op did not run and the
+ * kernel used its trampoline's unset return value (docs/emulator.md, "The anomaly").
+ * Counted, never repaired: the emulator refuses such a run. */
+static __always_inline void check_sane(const struct tcp_sock *tp)
+{
+	__u32 cwnd = tp->snd_cwnd, ssthresh = tp->snd_ssthresh;
+
+	if ((cwnd | ssthresh) & 0x80000000U) {
+		if (__sync_fetch_and_add(&aqmlab_dctcp_stats.corrupt, 1) == 0) {
+			aqmlab_dctcp_stats.corrupt_ssthresh = ssthresh;
+			aqmlab_dctcp_stats.corrupt_cwnd = cwnd;
+		}
+	}
+}
 
 static __always_inline void dctcp_reset(const struct tcp_sock *tp, struct dctcp *ca)
 {
@@ -136,12 +157,16 @@ __u32 BPF_PROG(dctcp_ssthresh, struct sock *sk)
 	struct dctcp *ca = inet_csk_ca(sk);
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 cwnd = tp->snd_cwnd;
+	__u32 ret;
 
 	if (ca->reno)
 		return tcp_reno_ssthresh(sk);
 	STAT_ADD(ssthresh_calls, 1);
 	ca->loss_cwnd = cwnd;
-	return max(cwnd - ((cwnd * ca->dctcp_alpha) >> 11U), 2U);
+	ret = max(cwnd - ((cwnd * ca->dctcp_alpha) >> 11U), 2U);
+	if (ret > aqmlab_dctcp_stats.ssthresh_max)
+		aqmlab_dctcp_stats.ssthresh_max = ret;
+	return ret;
 }
 
 SEC("struct_ops/dctcp_update_alpha")
@@ -150,6 +175,7 @@ void BPF_PROG(dctcp_update_alpha, struct sock *sk, __u32 flags)
 	const struct tcp_sock *tp = tcp_sk(sk);
 	struct dctcp *ca = inet_csk_ca(sk);
 
+	check_sane(tp);	/* BPF check, on every ACK */
 	if (ca->reno)
 		return;
 	/* Expired RTT */
@@ -171,12 +197,14 @@ void BPF_PROG(dctcp_update_alpha, struct sock *sk, __u32 flags)
 
 			alpha = min(alpha + delivered_ce, DCTCP_MAX_ALPHA);
 		}
+		if (tp->delivered != ca->old_delivered) {	/* a sender's RTT, not a receiver's */
+			STAT_ADD(alpha_updates, 1);
+			STAT_ADD(alpha_sum, alpha);
+			if (alpha)
+				STAT_ADD(alpha_nonzero, 1);
+		}
 		ca->dctcp_alpha = alpha;
 		dctcp_reset(tp, ca);
-		STAT_ADD(alpha_updates, 1);
-		STAT_ADD(alpha_sum, alpha);
-		if (alpha)
-			STAT_ADD(alpha_nonzero, 1);
 	}
 }
 

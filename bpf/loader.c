@@ -50,8 +50,8 @@ static int die(const char *what, int err)
 	return 1;
 }
 
-/* Print the __u64 members of the structs in .bss (the object's counters) as JSON. libbpf maps
- * .bss into this process, so its live contents are bpf_map__initial_value's. */
+/* Print the __u64 members of the structs in .bss (the object's counters) as JSON, read from
+ * the kernel's map (libbpf 1.1 maps .bss into this process only for skeletons). */
 static void print_stats(struct bpf_object *obj)
 {
 	struct bpf_map *bss = NULL, *m;
@@ -66,8 +66,13 @@ static void print_stats(struct bpf_object *obj)
 	}
 	printf("{");
 	if (bss && btf) {
-		size_t sz = 0;
-		const unsigned char *val = bpf_map__initial_value(bss, &sz);
+		size_t sz = bpf_map__value_size(bss);
+		int zero = 0;
+		unsigned char *val = calloc(1, sz);
+		if (val && bpf_map_lookup_elem(bpf_map__fd(bss), &zero, val)) {
+			free(val);
+			val = NULL;
+		}
 		__s32 id = btf__find_by_name_kind(btf, ".bss", BTF_KIND_DATASEC);
 		const struct btf_type *ds = id > 0 ? btf__type_by_id(btf, id) : NULL;
 		const struct btf_var_secinfo *vs = ds ? btf_var_secinfos(ds) : NULL;
@@ -90,8 +95,24 @@ static void print_stats(struct bpf_object *obj)
 				first = 0;
 			}
 		}
+		free(val);
 	}
-	printf("}\n");
+	/* Per program, the runs its trampoline skipped (kernel/bpf/trampoline.c
+	 * __bpf_prog_enter_recur: the program already active on this CPU): a skipped op returns
+	 * whatever its trampoline's stack slot held (docs/emulator.md, the anomaly). */
+	printf("%s\"recursion_misses\": {", first ? "" : ", ");
+	int pfirst = 1;
+	struct bpf_program *prog;
+	bpf_object__for_each_program(prog, obj) {
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+			continue;
+		printf("%s\"%s\": %llu", pfirst ? "" : ", ", bpf_program__name(prog), (unsigned long long)info.recursion_misses);
+		pfirst = 0;
+	}
+	printf("}}\n");
 	fflush(stdout);
 }
 
