@@ -173,10 +173,12 @@ def remove_stale(log: Any = lambda m: None) -> list[str]:
             pass
     if shutil.which("bpftool"):
         r = subprocess.run(["bpftool", "struct_ops", "list"], capture_output=True, text=True)
-        for m in re.finditer(r"^\d+:\s+(\S+)\s+tcp_congestion_ops", r.stdout, re.M):
-            name = m.group(1)
+        for m in re.finditer(r"^(\d+):\s+(\S+)\s+tcp_congestion_ops", r.stdout, re.M):
+            map_id, name = m.groups()
             if name.startswith(NAME_PREFIX) and name in registered() and not stale_loaders(include_live=True):
-                u = subprocess.run(["bpftool", "struct_ops", "unregister", "name", name], capture_output=True, text=True)
+                # By id: a link-based map of the same name (a run's, or one freed later
+                # because a socket still holds it) refuses this (EOPNOTSUPP), harmlessly.
+                u = subprocess.run(["bpftool", "struct_ops", "unregister", "id", map_id], capture_output=True, text=True)
                 if u.returncode == 0:
                     removed.append(f"struct_ops {name}")
     for x in removed:
