@@ -123,6 +123,8 @@ class Registration:
             out, _ = p.communicate(input="", timeout=5)
             last = out.strip().splitlines()[-1] if out.strip() else ""
             self.stats = json.loads(last) if last.startswith("{") else {}
+            # Beside the log, for a kept work directory (--keep-work).
+            self.log.with_suffix(".stats.json").write_text(json.dumps(self.stats))
         except (subprocess.TimeoutExpired, ValueError, OSError):
             p.kill()
             p.wait()
