@@ -110,6 +110,20 @@ def test_a_run_whose_cc_was_skipped_is_refused(stats: dict[str, Any], words: str
     E._check_bpf_run("dctcp", CLEAN)  # a clean run passes
 
 
+@pytest.mark.parametrize(("cc", "words"), [("prague", "no eBPF port of TCP Prague"), ("bbr3", "no eBPF port of BBRv3")])
+def test_ccs_without_a_port_are_refused_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cc: str, words: str) -> None:
+    # Neither in mainline Linux nor ported: the refusal says so (the environment checks come
+    # first: pretend the environment is fine).
+    assert cc not in E.kernel_ccs()
+    monkeypatch.setattr(E, "is_root", lambda: True)
+    monkeypatch.setattr(E.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(E.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "", ""))
+    s = aqmlab.load_scenario(scenario(f'duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "{cc}"\nrtt = "10ms"\n', tmp_path))
+    with pytest.raises(aqmlab.ScenarioError) as e:
+        E.preflight(s, router=False)
+    assert e.value.key == "flows[0].cc" and words in str(e.value)
+
+
 def _cc(s: socket.socket) -> str:
     return s.getsockopt(socket.IPPROTO_TCP, T.TCP_CONGESTION, 16).rstrip(b"\0").decode()
 

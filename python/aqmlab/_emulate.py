@@ -162,9 +162,11 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
             continue
         if not _have_cc(KERNEL_CC.get(f.cc, f.cc)):
             offered = kernel_ccs()
+            why = _bpfcc.NO_PORT.get(f.cc)
             raise ScenarioError(
                 f"the kernel has no {f.cc!r} congestion control (modprobe tcp_{f.cc} failed); "
-                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)",
+                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)"
+                + (f"; {why}" if why else ""),
                 key=f"{key}.cc",
             )
     if router:
