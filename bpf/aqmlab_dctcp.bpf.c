@@ -129,6 +129,7 @@ void BPF_PROG(dctcp_init, struct sock *sk)
 	const struct tcp_sock *tp = tcp_sk(sk);
 	struct dctcp *ca = inet_csk_ca(sk);
 
+	/* tcp_dctcp.c tests TCP_ECN_OK, since AccECN (include/net/tcp.h) either ECN mode. */
 	if ((tp->ecn_flags & (TCP_ECN_MODE_RFC3168 | TCP_ECN_MODE_ACCECN)) ||
 	    (sk->__sk_common.skc_state == TCP_LISTEN ||
 	     sk->__sk_common.skc_state == TCP_CLOSE)) {

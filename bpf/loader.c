@@ -12,7 +12,8 @@
  * struct_ops register` instead registers a map that stays until `bpftool struct_ops
  * unregister`, and libbpf 1.1 knows no ".struct_ops.link" section, hence the raw syscall.)
  *
- * Prints "ready NAME" on stdout once the CC is in tcp_available_congestion_control, waits for
+ * Prints "ready NAME" (the struct_ops variable's name, by our convention the CC's) on stdout
+ * once the CC is in tcp_available_congestion_control, waits for
  * EOF on stdin, then prints the object's global counters (its .bss, if any) as one JSON line
  * of "name": value pairs of __u64 members, and exits 0. Errors: one line on stderr, exit 1.
  */

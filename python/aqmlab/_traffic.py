@@ -624,8 +624,8 @@ class Receiver:
         # cc_by_src runs that CC. A child inherits its listener's CC when that was set with
         # TCP_CONGESTION (net/ipv4/tcp_cong.c tcp_ca_openreq_child, icsk_ca_setsockopt), so
         # the listener gets the first such CC; a connection from another source is switched
-        # to its own (or back to the namespace default) right after accept, before it has
-        # received any data beyond its first flight.
+        # to its own (or back to the namespace default) right after accept (what it received
+        # before went through the listener's CC).
         self.cc_by_src: dict[str, str] = spec.get("cc_by_src") or {}
         self.default_cc = lsock.getsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, 16).rstrip(b"\0").decode()
         self.listen_cc = next(iter(sorted(set(self.cc_by_src.values()))), self.default_cc)
