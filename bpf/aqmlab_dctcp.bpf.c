@@ -100,9 +100,9 @@ struct aqmlab_dctcp_stats aqmlab_dctcp_stats = {};
 
 /* Not in tcp_dctcp.c: the kernel keeps snd_cwnd below 2^31 (include/net/tcp.h
  * tcp_snd_cwnd_set warns otherwise) and snd_ssthresh at most TCP_INFINITE_SSTHRESH
- * (0x7fffffff); a value at or above 2^31 means a congestion-control op did not run and the
- * kernel used its trampoline's unset return value (docs/emulator.md, "The anomaly").
- * Counted, never repaired: the emulator refuses such a run. */
+ * (0x7fffffff); a value at or above 2^31 has been seen only when the kernel ran none of this
+ * CC's ops during an ACK and took snd_ssthresh from a stale word (docs/emulator.md, "The
+ * anomaly"). Counted, never repaired: the emulator refuses such a run. */
 static __always_inline void check_sane(const struct tcp_sock *tp)
 {
 	__u32 cwnd = tp->snd_cwnd, ssthresh = tp->snd_ssthresh;
