@@ -87,6 +87,8 @@ def dump_stack() -> None:
     for x in json.loads(r.stdout)[0]["formatted"]["value"][".bss"]:
         v.update(x)
     print(f"  stack catcher: CA-state changes to CWR {v['ncwr']}, with ssthresh >= 2^31 {v['nbig']}; first: ssthresh {v['ssth']} cwnd {v['cwnd']}")
+    p = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "name", "t_state"], capture_output=True, text=True).stdout or "{}")
+    print(f"  stack catcher's own recursion misses (runs skipped by the kernel): {p.get('recursion_misses', 0) if isinstance(p, dict) else p}")
     addrs, names = kallsyms()
     for a in v["stack"]:
         if not a:
