@@ -124,6 +124,22 @@ def test_ccs_without_a_port_are_refused_with_the_reason(tmp_path: Path, monkeypa
     assert e.value.key == "flows[0].cc" and words in str(e.value)
 
 
+def test_dctcp_without_the_built_port_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel without tcp_dctcp and no built objects: refused before anything is created,
+    # naming the missing file and how to build it.
+    monkeypatch.setattr(E, "is_root", lambda: True)
+    monkeypatch.setattr(E.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(E.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(E, "_have_cc", lambda name: False)
+    monkeypatch.setattr(B, "KERNEL_BTF", Path("/"))  # exists: the BTF check passes
+    monkeypatch.setenv("AQMLAB_BPF_DIR", str(tmp_path / "nothing"))
+    s = aqmlab.load_scenario(scenario('duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "dctcp"\nrtt = "10ms"\n', tmp_path))
+    with pytest.raises(E.EmulatorError) as e:
+        E.preflight(s, router=False)
+    assert e.value.key == "flows[0].cc"
+    assert str(tmp_path / "nothing" / DCTCP.obj) in str(e.value) and "make build" in str(e.value)
+
+
 def _cc(s: socket.socket) -> str:
     return s.getsockopt(socket.IPPROTO_TCP, T.TCP_CONGESTION, 16).rstrip(b"\0").decode()
 

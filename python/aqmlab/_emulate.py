@@ -158,7 +158,7 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
         if b is not None and (FORCE_BPF or not _have_cc(KERNEL_CC.get(f.cc, f.cc))):
             why = _bpfcc.missing(b)
             if why is not None:
-                raise EmulatorError(f"{key}.cc: the kernel has no {f.cc!r} and our eBPF port cannot run: {why}")
+                raise EmulatorError(f"the kernel has no {f.cc!r} and our eBPF port cannot run: {why}", key=f"{key}.cc")
             continue
         if not _have_cc(KERNEL_CC.get(f.cc, f.cc)):
             offered = kernel_ccs()
@@ -543,7 +543,7 @@ def emulate(
     regs = [_bpfcc.Registration(_bpfcc.BPF_CCS[cc], work / f"bpfcc-{cc}.log") for cc, p in ccs.items() if p["implementation"] == "bpf"]
     # RPS stays off with an eBPF CC: with it, ACKs are processed in softirqs on the IRQ exit
     # of RPS IPIs on the traffic core, where the kernel sometimes ran none of the CC's ops and
-    # took snd_ssthresh from an unset return value (docs/emulator.md, "The anomaly");
+    # took snd_ssthresh from a stale word (docs/emulator.md, "The anomaly");
     # without it, never in our runs. AQMLAB_EMU_BPF_RPS=1 keeps it on (to reproduce that).
     rps = RPS and (not regs or os.environ.get("AQMLAB_EMU_BPF_RPS") == "1")
     restore = _signals_raise()
@@ -592,7 +592,7 @@ def _check_bpf_run(cc: str, stats: dict[str, Any]) -> None:
     """Refuse a run whose eBPF CC reports that the kernel skipped its ops (docs/emulator.md,
     "The anomaly"): its figures cannot be trusted. Nothing is written."""
     if "corrupt" not in stats:
-        raise EmulatorError(f"the eBPF {cc} left no counters (its loader's log is in the run's work directory); the run cannot be checked, nothing was written")
+        raise EmulatorError(f"the eBPF {cc} left no counters (--keep-work keeps its loader's log); the run cannot be checked, nothing was written")
     misses = {k: v for k, v in (stats.get("recursion_misses") or {}).items() if v}
     if stats["corrupt"] or misses:
         raise EmulatorError(
