@@ -10,7 +10,7 @@ PY_DEPS := pydantic==2.13.4 typer==0.29.1 rich==15.0.0 pyarrow==26.0.1 pandas==3
            pytest==9.2.0 hypothesis==6.170.15 maturin==1.16.0
 STAMP := .make
 
-.PHONY: run test deps build rust-test py-test bench bench-emu clean
+.PHONY: run test deps build bpf rust-test py-test bench bench-emu clean
 
 $(STAMP)/deps: Makefile
 	@mkdir -p $(STAMP)
@@ -20,6 +20,9 @@ $(STAMP)/deps: Makefile
 	@# The emulator (docs/emulator.md): ethtool turns veth offloads off; iproute2 builds the
 	@# namespaces; taskset/chrt (util-linux) pin and prioritise its processes.
 	@command -v ethtool >/dev/null && command -v ip >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool iproute2 >/dev/null; }
+	@# Its eBPF congestion controls (bpf/): clang/llvm compile them, libbpf-dev links the
+	@# loader, bpftool writes vmlinux.h from the kernel's BTF.
+	@command -v clang >/dev/null && command -v llc >/dev/null && command -v bpftool >/dev/null && test -f /usr/include/bpf/libbpf.h || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev bpftool >/dev/null; }
 	@touch $@
 
 deps: $(STAMP)/deps
@@ -31,6 +34,27 @@ build: deps
 	@$(PYTHON) -c "import aqmlab._native" || { echo "native module failed to build"; exit 1; }
 	@# The emulator's bottleneck router (target/release/aqmlab-router).
 	cargo build --release -q -p router
+	@$(MAKE) --no-print-directory bpf
+
+# The emulator's eBPF congestion controls and their loader (docs/emulator.md), into target/bpf.
+# vmlinux.h is the running kernel's BTF as C (generated, never committed); the objects use
+# CO-RE relocations against it. A kernel without BTF cannot run them: say so, build the rest.
+BPF_OUT := target/bpf
+KERNEL_BTF := /sys/kernel/btf/vmlinux
+bpf:
+	@if test -r $(KERNEL_BTF); then $(MAKE) --no-print-directory $(BPF_OUT)/aqmlab_dctcp.bpf.o $(BPF_OUT)/aqmlab-bpfcc; \
+	else echo "no $(KERNEL_BTF): the eBPF congestion controls are not built (the emulator refuses them)"; fi
+
+$(BPF_OUT)/vmlinux.h: $(KERNEL_BTF)
+	@mkdir -p $(BPF_OUT)
+	bpftool btf dump file $(KERNEL_BTF) format c > $@.tmp && mv $@.tmp $@
+
+$(BPF_OUT)/%.bpf.o: bpf/%.bpf.c $(BPF_OUT)/vmlinux.h
+	clang -target bpf -O2 -g -Wall -I$(BPF_OUT) -c $< -o $@
+
+$(BPF_OUT)/aqmlab-bpfcc: bpf/loader.c
+	@mkdir -p $(BPF_OUT)
+	cc -O2 -Wall -o $@ $< -lbpf
 
 run: build
 	$(PYTHON) -m aqmlab reproduce ckcd --quick -o out/ckcd-quick

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import _bpfcc
 from ._emu_results import PORT, assemble, save_extra
 from ._results import Result
 from ._scenario import Scenario, ScenarioError, load_scenario
@@ -78,6 +79,11 @@ RPS = os.environ.get("AQMLAB_EMU_RPS", "1") != "0"
 #: The CCs the scenario names that the kernel calls differently (none today: reno, cubic,
 #: bbr, dctcp are the kernel's module names tcp_<name>).
 KERNEL_CC = {"reno": "reno", "cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "bbr2": "bbr2", "bbr3": "bbr3", "prague": "prague"}
+#: CCs with receiver-side logic (tcp_dctcp.c: the CE state machine in dctcp_cwnd_event decides
+#: the receiver's ECE and immediate ACKs): their flows' receiving sockets run them too.
+RECEIVER_SIDE_CC = {"dctcp"}
+#: AQMLAB_EMU_BPF=1 runs our eBPF port (_bpfcc.BPF_CCS) even where the kernel has its own.
+FORCE_BPF = os.environ.get("AQMLAB_EMU_BPF", "0") == "1"
 
 
 
@@ -148,15 +154,39 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
             )
         if f.fq_pacing:
             raise ScenarioError("the emulator does not support fq_pacing yet (no fq qdisc on the senders)", key=f"{key}.fq_pacing")
+        b = _bpfcc.BPF_CCS.get(f.cc)
+        if b is not None and (FORCE_BPF or not _have_cc(KERNEL_CC.get(f.cc, f.cc))):
+            why = _bpfcc.missing(b)
+            if why is not None:
+                raise EmulatorError(f"the kernel has no {f.cc!r} and our eBPF port cannot run: {why}", key=f"{key}.cc")
+            continue
         if not _have_cc(KERNEL_CC.get(f.cc, f.cc)):
             offered = kernel_ccs()
+            why = _bpfcc.NO_PORT.get(f.cc)
             raise ScenarioError(
                 f"the kernel has no {f.cc!r} congestion control (modprobe tcp_{f.cc} failed); "
-                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)",
+                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)"
+                + (f"; {why}" if why else ""),
                 key=f"{key}.cc",
             )
     if router:
         router_binary()
+
+
+def cc_plan(s: Scenario) -> dict[str, dict[str, Any]]:
+    """Which implementation runs each TCP CC of `s` (after `preflight`): the kernel's own, or
+    our eBPF port; recorded in the run's summary (``emu.cc``)."""
+    plan: dict[str, dict[str, Any]] = {}
+    for f in [*s.flows, *s.workload]:
+        if f.cc == "cbr" or f.cc in plan:
+            continue
+        b = _bpfcc.BPF_CCS.get(f.cc)
+        if b is not None and (FORCE_BPF or not _have_cc(KERNEL_CC.get(f.cc, f.cc))):
+            plan[f.cc] = {"kernel_name": b.kernel_name, "implementation": "bpf", "source": b.source}
+        else:
+            name = KERNEL_CC.get(f.cc, f.cc)
+            plan[f.cc] = {"kernel_name": name, "implementation": "kernel", "source": f"the running kernel's {name}"}
+    return plan
 
 
 def router_binary() -> Path:
@@ -314,6 +344,10 @@ def cleanup(*, force: bool = False, log: Callable[[str], None] = lambda m: None)
         _teardown(tag, nss, [])
         log(f"removed testbed {tag}: {', '.join(nss) or 'work directory only'}")
         removed.append(tag)
+    # eBPF congestion controls: a loader outlives its run only if re-parented (the run was
+    # SIGKILLed between fork and PR_SET_PDEATHSIG); a link-less registration of ours (bpftool)
+    # stays until unregistered.
+    _bpfcc.remove_stale(log)
     return removed
 
 
@@ -505,16 +539,28 @@ def emulate(
     work.mkdir(mode=0o700)
     (work / "owner.pid").write_text(f"{os.getpid()}\n")
     tb = Testbed(tag, len(config["classes"]), work)
+    ccs = cc_plan(s)
+    regs = [_bpfcc.Registration(_bpfcc.BPF_CCS[cc], work / f"bpfcc-{cc}.log") for cc, p in ccs.items() if p["implementation"] == "bpf"]
+    # RPS stays off with an eBPF CC: with it, ACKs are processed in softirqs on the IRQ exit
+    # of RPS IPIs on the traffic core, where the kernel sometimes ran none of the CC's ops and
+    # took snd_ssthresh from a stale word (docs/emulator.md, "The anomaly");
+    # without it, never in our runs. AQMLAB_EMU_BPF_RPS=1 keeps it on (to reproduce that).
+    rps = RPS and (not regs or os.environ.get("AQMLAB_EMU_BPF_RPS") == "1")
     restore = _signals_raise()
     wall0 = time.perf_counter()
     try:
         try:
+            for reg in regs:
+                try:
+                    reg.start()
+                except RuntimeError as e:
+                    raise EmulatorError(str(e)) from None
             cpus = _cpus()
-            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None)
+            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and rps else None)
             for i, c in enumerate(config["classes"]):
                 tb.set_sender_sysctls(i, c["ecn"])
             tb.set_receiver_sysctls()
-            raw = _run_traffic(s, config, tb, router, progress)
+            raw = _run_traffic(s, config, tb, router, progress, ccs)
         except _Interrupted as e:
             raise KeyboardInterrupt(str(e)) from None
     finally:
@@ -522,17 +568,41 @@ def emulate(
         # everything is gone, then the caller's handlers come back.
         _signals_ignore()
         try:
-            _teardown(tag, tb.namespaces, tb.procs, keep_work=keep_work)
+            # The sockets go first (with the namespaces), then the registrations.
+            _teardown(tag, tb.namespaces, tb.procs, keep_work=True)
+            for reg in regs:
+                ccs[reg.b.cc]["stats"] = reg.stop()
+            if not keep_work:
+                shutil.rmtree(work, ignore_errors=True)
         finally:
             restore()
+    for cc, p in ccs.items():
+        if p["implementation"] == "bpf":
+            _check_bpf_run(cc, p.get("stats") or {})
     res = assemble(s, config, raw, wall_time_s=time.perf_counter() - wall0)
+    res.summary["emu"]["cc"] = ccs
+    res.summary["emu"]["rps"] = rps
     if out_dir is not None:
         res.save(out_dir, overwrite=overwrite)
         save_extra(Path(out_dir), res)
     return res
 
 
-def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None) -> dict[str, Any]:
+def _check_bpf_run(cc: str, stats: dict[str, Any]) -> None:
+    """Refuse a run whose eBPF CC reports that the kernel skipped its ops (docs/emulator.md,
+    "The anomaly"): its figures cannot be trusted. Nothing is written."""
+    if "corrupt" not in stats:
+        raise EmulatorError(f"the eBPF {cc} left no counters (--keep-work keeps its loader's log); the run cannot be checked, nothing was written")
+    misses = {k: v for k, v in (stats.get("recursion_misses") or {}).items() if v}
+    if stats["corrupt"] or misses:
+        raise EmulatorError(
+            f"the kernel skipped ops of the eBPF {cc} during the run ({stats['corrupt']} ACKs saw snd_ssthresh/snd_cwnd >= 2^31, "
+            f"first ssthresh {stats.get('corrupt_ssthresh')} cwnd {stats.get('corrupt_cwnd')}; recursion misses {misses or 0}); "
+            "its figures cannot be trusted and nothing was written (docs/emulator.md, \"The anomaly\")"
+        )
+
+
+def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None, ccs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     work = tb.work
     cpus = _cpus()
     # Router on one core, all traffic on another: a sender migrating between cores reorders
@@ -560,15 +630,21 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     _wait_ready(rp, "the router (aqmlab-router)", deadline_ready, work / "router.log")
     traffic_py = str(Path(__file__).resolve().with_name("_traffic.py"))
     drain_ns = 500_000_000
+    # Receiver-side CCs: the class's connections are accepted with its CC (see _traffic.py).
+    cc_by_src = {
+        f"10.77.{i + 1}.2": ccs[c["cc"]["name"]]["kernel_name"]
+        for i, c in enumerate(config["classes"])
+        if c.get("cc") is not None and c["cc"]["name"] in RECEIVER_SIDE_CC
+    }
     (work / "recv.json").write_text(
-        json.dumps({"bind": "10.77.200.2", "port": PORT, "t0_ns": t0, "warmup_ns": warmup_ns, "duration_ns": duration_ns, "interval_ns": interval_ns, "drain_ns": drain_ns})
+        json.dumps({"bind": "10.77.200.2", "port": PORT, "t0_ns": t0, "warmup_ns": warmup_ns, "duration_ns": duration_ns, "interval_ns": interval_ns, "drain_ns": drain_ns, "cc_by_src": cc_by_src})
     )
     recv = tb.spawn(tb.receiver_ns, [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")], traffic_cpu, work / "recv.log")
     _wait_ready(recv, "the traffic receiver", deadline_ready, work / "recv.log")
     senders = []
     for i, c in enumerate(config["classes"]):
         # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
-        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"])}
+        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": ccs[c["cc"]["name"]]["kernel_name"]}
         flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
         spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT, "flows": flows}
         (work / f"send{i}.json").write_text(json.dumps(spec))

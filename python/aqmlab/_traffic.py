@@ -620,6 +620,17 @@ class Receiver:
         self.view = memoryview(self.buf)
         lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Receiver-side CCs (DCTCP's CE state machine): a connection accepted from a source in
+        # cc_by_src runs that CC. A child inherits its listener's CC when that was set with
+        # TCP_CONGESTION (net/ipv4/tcp_cong.c tcp_ca_openreq_child, icsk_ca_setsockopt), so
+        # the listener gets the first such CC; a connection from another source is switched
+        # to its own (or back to the namespace default) right after accept (what it received
+        # before went through the listener's CC).
+        self.cc_by_src: dict[str, str] = spec.get("cc_by_src") or {}
+        self.default_cc = lsock.getsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, 16).rstrip(b"\0").decode()
+        self.listen_cc = next(iter(sorted(set(self.cc_by_src.values()))), self.default_cc)
+        if self.listen_cc != self.default_cc:
+            lsock.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, self.listen_cc.encode())
         lsock.bind((spec["bind"], spec["port"]))
         lsock.listen(4096)
         lsock.setblocking(False)
@@ -640,6 +651,9 @@ class Receiver:
             except OSError:  # ECONNABORTED and the like: the next one
                 continue
             s.setblocking(False)
+            want = self.cc_by_src.get(peer[0], self.default_cc)
+            if want != self.listen_cc:
+                s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, want.encode())
             c = Conn(6, peer, now_ns())
             c.sock = s
             self.conns.append(c)
