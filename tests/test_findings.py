@@ -79,6 +79,9 @@ def test_max_over_an_axis_compares_runs_that_differ_only_there() -> None:
     assert v.verdict == "differs" and v.measured.startswith("1 of 2 settings")  # N = 10: 0.90 < STEP's 0.99
     f = one('where = { aqm = "step", N = 2 }\nmetric = "run_jain"\nclaim = "min over aqm"\n')
     assert evaluate(f, df, AXES).verdict == "reproduced"
+    # A tie does not single the selected value out: STEP 0.80 against PI2's 0.80.
+    df.loc[0, "run_jain"] = 0.80
+    assert evaluate(f, df, AXES).verdict == "differs"
 
 
 def test_not_comparable_names_what_the_grid_lacks() -> None:

@@ -267,22 +267,24 @@ def run_case(out: Path, case: Case, *, emu_runs: int = 1, lock: Path | None = No
     reason = not_run_reason(case)
     doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "emu_runs": emu_runs}
     if reason is not None:
-        doc.update(status=f"not run: {reason}", rows=[], load=[])
+        doc.update(status=f"not run: {reason}", rows=[], load={})
         _atomic_json(cdir / "case.json", doc)
         return doc
-    emus, loads = [], []
+    # The machine's 1-minute load average as each emulator run started (kept across resumes).
+    old = cdir / "case.json"
+    loads: dict[str, float] = json.loads(old.read_text(encoding="utf-8")).get("load", {}) if old.is_file() else {}
+    loads = loads if isinstance(loads, dict) else {}
+    emus = []
     for k in range(1, emu_runs + 1):
         d = cdir / f"emu-{k}"
         summary = _stored(d, case.hash)
         if summary is None:
             log(f"{case.name}: emulator, run {k}")
             with _held(lock):
-                la = os.getloadavg()[0]
-                res = emulate(case.scenario, d)
-            summary = res.summary
-            loads.append(round(la, 2))
+                loads[d.name] = round(os.getloadavg()[0], 2)
+                summary = emulate(case.scenario, d).summary
         emus.append(summary)
-    doc.update(status="scored", rows=score_case(sims, emus), load=loads,
+    doc.update(status="scored", rows=score_case(sims, emus), load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
                late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
     _atomic_json(cdir / "case.json", doc)
     return doc
@@ -396,6 +398,10 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
             )
     page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
     page.heading("The cases")
-    page.parts.append("<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}</li>" for d in docs) + "</ul>")
+    def load(d: dict[str, Any]) -> str:
+        la = d.get("load") or {}
+        return f" — load average at its emulator runs: {', '.join(f'{v:g}' for v in la.values())}" if isinstance(la, dict) and la else ""
+
+    page.parts.append("<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}{load(d)}</li>" for d in docs) + "</ul>")
     page.write(out / "fidelity.html")
     return out / "fidelity.html"

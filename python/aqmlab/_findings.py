@@ -22,8 +22,8 @@ divides the metric by the same metric of another class of the same run. The clai
     "< x", "<= x", "> x", ">= x"     every selected value (agg = "all", the default) or
     "approx x ± t"  (or "x +- t")    their mean (agg = "mean") satisfies it
     "in [a, b]"
-    "max over AXIS", "min over AXIS" the selected value is the largest (smallest) among the
-                                     runs that differ from it only in AXIS
+    "max over AXIS", "min over AXIS" the selected value is strictly the largest (smallest)
+                                     among the runs that differ from it only in AXIS
 
 and the verdict is computed from the runs, never typed in: reproduced (the claim holds),
 differs (it does not), or not comparable (no run of the sweep has that setting, e.g. the quick
@@ -330,7 +330,8 @@ def _best(f: Finding, df: pd.DataFrame, rows: pd.DataFrame, vals: pd.Series, axe
             continue
         best = sib[f.metric].max() if f.claim.kind == "max" else sib[f.metric].min()
         label = sib.loc[sib[f.metric].idxmax() if f.claim.kind == "max" else sib[f.metric].idxmin(), axis]
-        ok = v >= best if f.claim.kind == "max" else v <= best
+        # Strictly: a tie does not show what the paper states (one AQM stands out).
+        ok = v > best if f.claim.kind == "max" else v < best
         wins += ok
         judged.append(float(v))
         texts.append(f"{_fmt(float(v), f.metric)} vs {label} {_fmt(float(best), f.metric)}")
