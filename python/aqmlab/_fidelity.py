@@ -13,7 +13,8 @@ and names the case file's hash; each run directory is written atomically by `Res
 
     DIR/cases/<case>/sim-<seed>/    the simulator's results store, one per seed
     DIR/cases/<case>/emu-<k>/       the emulator's, one per run
-    DIR/cases/<case>/case.json      the scored rows of that case (written last, atomically)
+    DIR/cases/<case>/case.json      the case's status (written last, atomically); a case the
+                                emulator could not run is tried again on the next call
     DIR/fidelity.parquet            every case's rows: case × metric: sim, emu, band, pass
     DIR/fidelity.html               the table and a figure of every deviation against its band
 """
@@ -212,6 +213,8 @@ def case_done(out: Path, case: Case, emu_runs: int) -> dict[str, Any] | None:
     doc = json.loads(p.read_text(encoding="utf-8"))
     if doc.get("hash") != case.hash or doc.get("emu_runs") != emu_runs or doc.get("sim_seeds") != SIM_SEEDS:
         return None
+    if doc["status"] != "scored":
+        return None  # why it could not run is the machine's state: asked again on every call
     if doc["status"] == "scored":
         # Scored again from the stored summaries, so the rows always follow the current bands.
         cdir = p.parent
@@ -264,7 +267,8 @@ def run_case(out: Path, case: Case, *, emu_runs: int = 1, lock: Path | None = No
             res.save(d)
             summary = res.summary
         sims.append(summary)
-    reason = not_run_reason(case)
+    with _held(lock):  # the emulator's refusal may depend on another run in progress
+        reason = not_run_reason(case)
     doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "emu_runs": emu_runs}
     if reason is not None:
         doc.update(status=f"not run: {reason}", rows=[], load={})
