@@ -265,7 +265,7 @@ def _setting(sel: dict[str, Any]) -> str:
 
 def _missing(df: pd.DataFrame, f: Finding, grid: dict[str, list[Any]], grid_name: str) -> str:
     """Why no run matches: the values the sweep's grid lacks, else what did not complete."""
-    lacks = [f"{k} = {v}" for k, v in f.where.items() if k in grid and not any(_same(v, x) for x in grid[k])]
+    lacks = [f"{k} = {v}" for k, v in f.where.items() if grid and k not in CLASS_KEYS and (k not in grid or not any(_same(v, x) for x in grid[k]))]
     if lacks:
         return f"{grid_name} lacks {', '.join(lacks)}"
     if df.empty:
