@@ -162,6 +162,7 @@ class _Page:
             "figure{margin:1.2em 0}img{max-width:100%}figcaption{font-size:.9em;color:#555}"
             "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
             "details{margin-bottom:1.5em}code{background:#f4f4f4;padding:0 3px}"
+            "table.findings{border-collapse:collapse;font-size:.85em;margin-bottom:1.5em}table.findings td,table.findings th{padding:4px 6px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
         )
         body = "\n".join(self.parts)
         return f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(self.title)}</title><style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>\n{body}\n</body></html>\n'
@@ -185,13 +186,20 @@ def _pivot(df: pd.DataFrame, metric: str, x: str, col: str | None, row: str | No
     return t
 
 
-def write_report(directory: str | Path, output: str | Path) -> Path:
-    """Write the HTML report of a sweep directory; figures also go to <output stem>-figures/."""
+def write_report(directory: str | Path, output: str | Path, *, study: str | None = None) -> Path:
+    """Write the HTML report of a sweep directory; figures also go to <output stem>-figures/.
+    A seed study's sweep (`study`, or a sweep with a study's name and axes) opens with its
+    paper's findings beside what the runs measure."""
     d = Path(directory)
     out = Path(output)
     doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
     df = pq.read_table(d / "index.parquet").to_pandas()
     page = _Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures")
+    study = study or _study_of(doc)
+    if study is not None:
+        from ._findings import evaluate_all
+
+        _findings_table(page, study, evaluate_all(d, study))
     n_runs = df["run"].nunique() if not df.empty else 0
     page.para(f"{n_runs} runs of sweep {doc['name']!r}; axes: {', '.join(doc['axes'])}. Each point is one run (deterministic; seed in the scenario).")
     if doc.get("missing_models"):
@@ -230,6 +238,55 @@ def write_report(directory: str | Path, output: str | Path) -> Path:
     _convergence_figures(page, [(_run_label(r, all_runs, doc["axes"]), d / "runs" / r["run"]) for _, r in all_runs.iterrows()])
     page.write(out)
     return out
+
+
+def _study_of(doc: dict[str, Any]) -> str | None:
+    """The seed study a sweep directory runs: its name and axes are the study's."""
+    from ._findings import findings_path, study_axes
+    from .studies import STUDIES
+
+    name = doc.get("name")
+    if name not in STUDIES or not findings_path(name).is_file():
+        return None
+    return name if set(doc["axes"]) == set(study_axes(name)) else None
+
+
+_VERDICT_COLOURS = {"reproduced": "#1a7f37", "differs": "#b42318", "not comparable": "#6b7280"}
+
+
+def _findings_table(page: _Page, study: str, verdicts: list[Any]) -> None:
+    """The paper's findings, what the runs measure in the same setting, and the verdict
+    computed from them (python/aqmlab/_findings.py)."""
+    from .studies import STUDIES
+
+    counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in _VERDICT_COLOURS}
+    page.heading(f"Findings of {STUDIES[study][0]} beside aqmlab")
+    page.para(
+        f"{len(verdicts)} findings: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+        + ". Each claim is checked on this sweep's runs (the simulator); the setting is the paper's, from the study file."
+    )
+    rows = []
+    for v in verdicts:
+        f = v.finding
+        setting = ", ".join(f"{k} = {x}" for k, x in f.where.items())
+        if f.ratio_to:
+            setting += " ÷ " + ", ".join(f"{k} = {x}" for k, x in f.ratio_to.items())
+        verdict = v.verdict + (f": {v.reason}" if v.reason else "")
+        notes = f.why if v.verdict != "reproduced" else ""
+        rows.append(
+            "<tr>"
+            f"<td>{html.escape(f.statement)}<br><small>{html.escape(f.source)}</small></td>"
+            f"<td><code>{html.escape(f.metric)}</code> {html.escape(f.claim.text())}{' (mean)' if f.agg == 'mean' else ''}<br><small>{html.escape(setting)}</small></td>"
+            f"<td>{html.escape(v.measured)}</td>"
+            f'<td style="color:{_VERDICT_COLOURS[v.verdict]};font-weight:600">{html.escape(verdict)}</td>'
+            f"<td>{html.escape(notes)}</td>"
+            f"<td>{html.escape(f.emulator) or '–'}</td>"
+            "</tr>"
+        )
+    page.parts.append(
+        '<table class="findings"><thead><tr><th>the paper states</th><th>claim checked (setting)</th><th>aqmlab measures</th>'
+        "<th>verdict</th><th>where it differs, why</th><th>real stack (emulator)</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 def _cells(per_run: pd.DataFrame, col: str | None, row: str | None) -> list[tuple[str, pd.DataFrame]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import emulate as emulate_cmds
+from . import fidelity as fidelity_cmds
 from . import listing
 from . import run as run_cmds
 from . import sweep as sweep_cmds
@@ -25,6 +26,7 @@ app.command("plot")(sweep_cmds.plot)
 app.command("harm")(sweep_cmds.harm_cmd)
 app.command("emulate")(emulate_cmds.emulate_cmd)
 app.command("compare")(emulate_cmds.compare)
+app.command("fidelity")(fidelity_cmds.fidelity)
 app.command("router", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_cmds.router)
 app.add_typer(listing.app, name="list")
 

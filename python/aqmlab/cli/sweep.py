@@ -129,9 +129,17 @@ def reproduce(
     res = _execute(sw, target, jobs, cluster, skip_missing, dry_run, quiet)
     if res is None:
         return
+    from .._findings import evaluate_all
     from .._report import write_report
 
-    html = write_report(target, target / "report.html")
+    html = write_report(target, target / "report.html", study=study)
+    if not quiet:
+        t = Table(title=f"{study}: the paper's findings beside this sweep (report.html has the details)", title_justify="left")
+        for col in ("finding", "aqmlab measures", "verdict"):
+            t.add_column(col)
+        for v in evaluate_all(target, study):
+            t.add_row(v.finding.id, v.measured, v.verdict + (f": {v.reason}" if v.reason else ""))
+        out.print(t)
     out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
 
 

@@ -1,0 +1,411 @@
+"""The fidelity suite: a fixed set of cases run on both backends, the simulator and the
+emulator (real Linux TCP through the same disciplines), each metric scored against a stated
+band (docs/fidelity.md).
+
+A case is a scenario file in `python/aqmlab/fidelity/`, listed in its `manifest.toml`. The
+simulator side is the mean over `SIM_SEEDS` seeds (the scenario's seed and the next ones); the
+emulator side the mean over `emu_runs` runs (1 by default) of the scenario as written. Every
+metric is read from the two backends' summaries (computed by the Rust core), never recomputed
+from the tables.
+
+Layout of a suite directory (resumable per case: a case counts when its `case.json` is there
+and names the case file's hash; each run directory is written atomically by `Result.save`):
+
+    DIR/cases/<case>/sim-<seed>/    the simulator's results store, one per seed
+    DIR/cases/<case>/emu-<k>/       the emulator's, one per run
+    DIR/cases/<case>/case.json      the case's status (written last, atomically); a case the
+                                emulator could not run is tried again on the next call
+    DIR/fidelity.parquet            every case's rows: case × metric: sim, emu, band, pass
+    DIR/fidelity.html               the table and a figure of every deviation against its band
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tomllib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ._errors import ScenarioError, read_utf8
+from ._locate import locate
+from ._scenario import Scenario, parse_scenario
+
+__all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
+
+_DIR = Path(__file__).parent / "fidelity"
+
+#: Simulator seeds per case: the mean over this many runs (the scenario's seed, +1, +2).
+SIM_SEEDS = 3
+
+
+@dataclass(frozen=True)
+class Band:
+    """How far the emulator's value may be from the simulator's: |emu − sim| ≤ max(abs, rel·|sim|)."""
+
+    metric: str
+    abs: float
+    rel: float
+    text: str
+
+
+# The bands (docs/fidelity.md §Bands gives the reasons):
+#: Utilization ± 2 percentage points: the router's rate error is ≤ 0.01 % with the link
+#: backlogged (bench/README.md §Emulator), so 2 pp is room for TCP's own run-to-run variation,
+#: not for measurement error.
+UTIL_BAND = Band("utilization", 0.02, 0.0, "± 2 pp")
+#: Each class's share of the goodput ± 0.05: the kernel's class shares vary by σ ≈ 2.5 pp
+#: from run to run in the agreement scenarios (docs/emulator.md); ± 2σ.
+SHARE_BAND = Band("share", 0.05, 0.0, "± 0.05")
+#: Jain's index over all flows ± 0.05: the same run-to-run variation of per-flow goodputs.
+JAIN_BAND = Band("jain", 0.05, 0.0, "± 0.05")
+#: Mean queueing delay ± 20 % of the simulator's, or ± 0.5 ms when that is larger: the queue's
+#: level follows the CC's window dynamics, which the kernel's timers blur; and the emulator's
+#: senders wake up to 0.6 ms late (p99 of their start lateness, docs/emulator.md) and then
+#: send what is due at once, a burst that queues for a fraction of a millisecond where the
+#: noise-free simulator has none (the CBR underload case: 0 ms against ≈ 0.3 ms).
+DELAY_BAND = Band("sojourn_mean_ms", 0.5, 0.20, "± 20 % (min 0.5 ms)")
+BANDS = (UTIL_BAND, SHARE_BAND, JAIN_BAND, DELAY_BAND)
+
+
+class FidelityError(ScenarioError):
+    """A bad manifest or case, or a case name that is not in the suite."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    file: Path
+    what: str
+    quick: bool
+    scenario: Scenario
+    text: str
+
+    @property
+    def hash(self) -> str:
+        """The case file's identity: its scenario hash (every default filled in)."""
+        return self.scenario.hash()
+
+
+def load_manifest(directory: Path = _DIR) -> list[Case]:
+    """The suite's cases, in the manifest's order, each scenario validated."""
+    mpath = directory / "manifest.toml"
+    text = read_utf8(mpath, FidelityError)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise FidelityError(f"TOML syntax: {e}", file=str(mpath)) from None
+    cases: list[Case] = []
+    for i, c in enumerate(data.get("case", [])):
+        at = f"case[{i}]"
+        for k in c:
+            if k not in ("name", "file", "what", "quick"):
+                raise FidelityError("unknown key (allowed: name, file, what, quick)", file=str(mpath), line=locate(text, f"{at}.{k}"), key=f"{at}.{k}")
+        for k in ("name", "file", "what"):
+            if not isinstance(c.get(k), str) or not c[k]:
+                raise FidelityError("required string is missing", file=str(mpath), line=locate(text, at), key=f"{at}.{k}")
+        if any(x.name == c["name"] for x in cases):
+            raise FidelityError(f"duplicate case {c['name']!r}", file=str(mpath), line=locate(text, f"{at}.name"), key=f"{at}.name")
+        f = directory / c["file"]
+        ctext = read_utf8(f, FidelityError)
+        s = parse_scenario(ctext, file=str(f), default_name=f.stem, base_dir=f.parent)
+        cases.append(Case(c["name"], f, c["what"], bool(c.get("quick", False)), s, ctext))
+    if not cases:
+        raise FidelityError("no [[case]] tables", file=str(mpath))
+    return cases
+
+
+def select(cases: list[Case], names: list[str] | None, quick: bool) -> list[Case]:
+    if names:
+        known = {c.name for c in cases}
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise FidelityError(f"--cases: unknown case {', '.join(map(repr, bad))} (cases: {', '.join(c.name for c in cases)})")
+        return [c for c in cases if c.name in names]
+    return [c for c in cases if c.quick] if quick else cases
+
+
+# ------------------------------------------------------------------------------------------
+# Metrics and scoring
+# ------------------------------------------------------------------------------------------
+
+
+def case_metrics(summary: dict[str, Any]) -> dict[str, float | None]:
+    """The scored metrics of one run, from its summary: utilization, mean queueing delay,
+    Jain's index (two or more flows), and each class's share of the goodput (two or more
+    classes). One flow's Jain index and one class's share are 1 by definition: not scored."""
+    m = summary["metrics"]
+    out: dict[str, float | None] = {"utilization": m["utilization"], "sojourn_mean_ms": m["sojourn_ms"]["mean"]}
+    if (m.get("flows") or 0) >= 2:
+        out["jain"] = m["jain"]
+    classes = summary["classes"]
+    if len(classes) >= 2:
+        total = sum(c["goodput_bps"] for c in classes)
+        for c in classes:
+            out[f"share:{c['name']}"] = c["goodput_bps"] / total if total else None
+    return out
+
+
+def band_of(metric: str) -> Band:
+    return SHARE_BAND if metric.startswith("share:") else {b.metric: b for b in BANDS}[metric]
+
+
+def score(metric: str, sim: float | None, emu: float | None) -> dict[str, Any]:
+    """One row: the band, |emu − sim| against its tolerance, and whether it passes."""
+    b = band_of(metric)
+    if sim is None or emu is None:
+        return {"metric": metric, "sim": sim, "emu": emu, "band": b.text, "tolerance": None, "diff": None, "deviation": None, "pass": None}
+    tol = max(b.abs, b.rel * abs(sim))
+    diff = emu - sim
+    return {"metric": metric, "sim": sim, "emu": emu, "band": b.text, "tolerance": tol, "diff": diff, "deviation": abs(diff) / tol, "pass": abs(diff) <= tol}
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    ys = [x for x in xs if x is not None]
+    return sum(ys) / len(ys) if len(ys) == len(xs) and ys else None
+
+
+def score_case(sims: list[dict[str, Any]], emus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Score a case from its simulator summaries (mean over seeds) and emulator summaries (mean
+    over runs): one row per metric, in the simulator's metric order."""
+    sm = [case_metrics(s) for s in sims]
+    em = [case_metrics(e) for e in emus]
+    rows = []
+    for k in sm[0]:
+        rows.append(score(k, _mean([m.get(k) for m in sm]), _mean([m.get(k) for m in em])))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
+# Running the suite
+# ------------------------------------------------------------------------------------------
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=1)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _stored(run_dir: Path, scenario_hash: str) -> dict[str, Any] | None:
+    """A complete results store of this scenario, else None (a partial one is removed)."""
+    from ._sweeprun import is_complete
+
+    if run_dir.exists():
+        if is_complete(run_dir, scenario_hash):
+            return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        shutil.rmtree(run_dir)
+    return None
+
+
+def case_done(out: Path, case: Case, emu_runs: int) -> dict[str, Any] | None:
+    p = out / "cases" / case.name / "case.json"
+    if not p.is_file():
+        return None
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    if doc.get("hash") != case.hash or doc.get("emu_runs") != emu_runs or doc.get("sim_seeds") != SIM_SEEDS:
+        return None
+    if doc["status"] != "scored":
+        return None  # why it could not run is the machine's state: asked again on every call
+    if doc["status"] == "scored":
+        # Scored again from the stored summaries, so the rows always follow the current bands.
+        cdir = p.parent
+        sims = [json.loads((cdir / f"sim-{case.scenario.seed + k}" / "summary.json").read_text(encoding="utf-8")) for k in range(SIM_SEEDS)]
+        emus = [json.loads((cdir / f"emu-{k}" / "summary.json").read_text(encoding="utf-8")) for k in range(1, emu_runs + 1)]
+        doc["rows"] = score_case(sims, emus)
+    return doc
+
+
+def not_run_reason(case: Case) -> str | None:
+    """Why the emulator cannot run this case here (the emulator's own refusal), else None."""
+    from ._emulate import preflight
+
+    try:
+        preflight(case.scenario)
+    except ScenarioError as e:
+        return str(e.detail if e.key is None else f"{e.key}: {e.detail}")
+    return None
+
+
+@contextmanager
+def _held(lock: Path | None) -> Iterator[None]:
+    """An exclusive flock(2) on `lock` while the block runs (None: no lock)."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def run_case(out: Path, case: Case, *, emu_runs: int = 1, lock: Path | None = None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Run one case on both backends (reusing complete runs) and write its case.json."""
+    from ._emulate import emulate
+    from ._run import run
+
+    cdir = out / "cases" / case.name
+    cdir.mkdir(parents=True, exist_ok=True)
+    sims = []
+    for k in range(SIM_SEEDS):
+        s = case.scenario.model_copy(update={"seed": case.scenario.seed + k})
+        d = cdir / f"sim-{s.seed}"
+        summary = _stored(d, s.hash())
+        if summary is None:
+            log(f"{case.name}: simulator, seed {s.seed}")
+            res = run(s)
+            res.save(d)
+            summary = res.summary
+        sims.append(summary)
+    with _held(lock):  # the emulator's refusal may depend on another run in progress
+        reason = not_run_reason(case)
+    doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "emu_runs": emu_runs}
+    if reason is not None:
+        doc.update(status=f"not run: {reason}", rows=[], load={})
+        _atomic_json(cdir / "case.json", doc)
+        return doc
+    # The machine's 1-minute load average as each emulator run started (kept across resumes).
+    old = cdir / "case.json"
+    loads: dict[str, float] = json.loads(old.read_text(encoding="utf-8")).get("load", {}) if old.is_file() else {}
+    loads = loads if isinstance(loads, dict) else {}
+    emus = []
+    for k in range(1, emu_runs + 1):
+        d = cdir / f"emu-{k}"
+        summary = _stored(d, case.hash)
+        if summary is None:
+            log(f"{case.name}: emulator, run {k}")
+            with _held(lock):
+                loads[d.name] = round(os.getloadavg()[0], 2)
+                summary = emulate(case.scenario, d).summary
+        emus.append(summary)
+    doc.update(status="scored", rows=score_case(sims, emus), load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
+               late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
+    _atomic_json(cdir / "case.json", doc)
+    return doc
+
+
+def run_suite(out: Path, cases: list[Case], *, emu_runs: int = 1, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
+              on_case: Callable[[Case, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run every case not already complete in `out`, then write fidelity.parquet and .html."""
+    out.mkdir(parents=True, exist_ok=True)
+    docs = []
+    for c in cases:
+        doc = case_done(out, c, emu_runs) or run_case(out, c, emu_runs=emu_runs, lock=lock, log=log)
+        docs.append(doc)
+        if on_case:
+            on_case(c, doc)
+    write_table(out, docs)
+    write_html(out, docs)
+    return docs
+
+
+def rows_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per case × metric; a case not run is one row with its reason."""
+    rows = []
+    for d in docs:
+        base = {"case": d["case"], "status": d["status"], "sim_seeds": d["sim_seeds"], "emu_runs": d["emu_runs"]}
+        if not d["rows"]:
+            rows.append({**base, "metric": None, "sim": None, "emu": None, "band": None, "tolerance": None, "diff": None, "deviation": None, "pass": None})
+        for r in d["rows"]:
+            rows.append({**base, **r})
+    return rows
+
+
+def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = {"case": pa.string(), "metric": pa.string(), "sim": pa.float64(), "emu": pa.float64(), "band": pa.string(), "tolerance": pa.float64(),
+            "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "status": pa.string(), "sim_seeds": pa.int64(), "emu_runs": pa.int64()}
+    rows = rows_of(docs)
+    table = pa.table({k: pa.array([r[k] for r in rows], type=t) for k, t in cols.items()})
+    tmp = out / ".fidelity.parquet.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, out / "fidelity.parquet")
+    return out / "fidelity.parquet"
+
+
+def summary_counts(docs: list[dict[str, Any]]) -> dict[str, int]:
+    """Cases scored / passing every band / not run; metric rows scored / passing."""
+    scored = [d for d in docs if d["status"] == "scored"]
+    rows = [r for d in scored for r in d["rows"] if r["pass"] is not None]
+    return {
+        "cases": len(docs), "cases_scored": len(scored), "cases_passed": sum(all(r["pass"] for r in d["rows"] if r["pass"] is not None) for d in scored),
+        "cases_not_run": len(docs) - len(scored), "metrics": len(rows), "metrics_passed": sum(bool(r["pass"]) for r in rows),
+    }
+
+
+def _fmt(metric: str | None, v: float | None) -> str:
+    if v is None or metric is None:
+        return "–"
+    if metric == "sojourn_mean_ms":
+        return f"{v:.2f} ms"
+    if metric == "utilization":
+        return f"{100 * v:.1f} %"
+    return f"{v:.3f}"
+
+
+def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
+    """A static page: the counts, every case's rows, and each deviation ÷ its tolerance."""
+    import html
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ._report import _Page
+
+    page = _Page("aqmlab fidelity — simulator against the emulator (real Linux TCP)", out / "fidelity-figures")
+    n = summary_counts(docs)
+    page.para(
+        f"{n['cases']} cases: {n['cases_scored']} scored on both backends, {n['cases_passed']} of them within every band; {n['cases_not_run']} not run. "
+        f"{n['metrics_passed']} of {n['metrics']} metrics within their bands. Simulator: mean over {SIM_SEEDS} seeds; emulator: "
+        f"{docs[0]['emu_runs'] if docs else 1} run(s) per case. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
+        "mean queueing delay ± 20 % (at least 0.5 ms); docs/fidelity.md gives their reasons."
+    )
+    scored = [(d["case"], r) for d in docs for r in d["rows"] if r["deviation"] is not None]
+    if scored:
+        fig, ax = plt.subplots(figsize=(8, 0.22 * len(scored) + 1.2))
+        labels = [f"{c} · {r['metric']}" for c, r in scored]
+        devs = [r["deviation"] for _, r in scored]
+        ax.barh(range(len(scored)), devs, color=["#1a7f37" if r["pass"] else "#b42318" for _, r in scored])
+        ax.axvline(1.0, color="#444", lw=0.8, ls="--")
+        ax.set_yticks(range(len(scored)), labels, fontsize=6)
+        ax.invert_yaxis()
+        ax.set_xlabel("|emu − sim| ÷ tolerance (≤ 1: within the band)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="x", lw=0.3, alpha=0.6)
+        fig.tight_layout()
+        page.figure(fig, "deviation", "each metric's deviation between the backends, in units of its band")
+    body = []
+    for d in docs:
+        if not d["rows"]:
+            body.append(f"<tr><td>{html.escape(d['case'])}</td><td colspan=6 style='color:#6b7280'>{html.escape(d['status'])}</td></tr>")
+        for r in d["rows"]:
+            ok = "–" if r["pass"] is None else ("pass" if r["pass"] else "MISS")
+            dev = "–" if r["deviation"] is None else f"{r['deviation']:.2f}"
+            colour = "#1a7f37" if r["pass"] else "#b42318" if r["pass"] is False else "#6b7280"
+            body.append(
+                f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{_fmt(r['metric'], r['sim'])}</td><td>{_fmt(r['metric'], r['emu'])}</td>"
+                f"<td>{html.escape(r['band'])}</td><td>{dev}</td><td style='color:{colour};font-weight:600'>{ok}</td></tr>"
+            )
+    page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+    page.heading("The cases")
+    def load(d: dict[str, Any]) -> str:
+        la = d.get("load") or {}
+        return f" — load average at its emulator runs: {', '.join(f'{v:g}' for v in la.values())}" if isinstance(la, dict) and la else ""
+
+    page.parts.append("<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}{load(d)}</li>" for d in docs) + "</ul>")
+    page.write(out / "fidelity.html")
+    return out / "fidelity.html"

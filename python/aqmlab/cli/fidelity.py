@@ -1,0 +1,85 @@
+"""`aqmlab fidelity`: the simulator against the emulator on a fixed set of cases (docs/fidelity.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .._scenario import ScenarioError
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def fidelity(
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Suite directory (resumes if it exists; default out/fidelity[-quick])")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The short subset (cases marked quick: a few seconds each)")] = False,
+    cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
+    emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = 1,
+    lock: Annotated[Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")] = None,
+    list_cases: Annotated[bool, typer.Option("--list", help="List the cases and exit")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Run the fidelity suite: each case on the simulator and the emulator (root), every metric scored against its band."""
+    from .. import _fidelity as F
+    from .._emulate import is_root
+
+    try:
+        allc = F.load_manifest()
+        chosen = F.select(allc, [c.strip() for c in cases.split(",") if c.strip()] if cases else None, quick)
+    except ScenarioError as e:
+        _fail(e)
+        return
+    if list_cases:
+        t = Table(title="fidelity cases", title_justify="left")
+        for col in ("case", "quick", "what"):
+            t.add_column(col)
+        for c in allc:
+            t.add_row(c.name, "yes" if c.quick else "", c.what)
+        out.print(t)
+        return
+    if not is_root():
+        _fail(ScenarioError("the fidelity suite runs every case on the emulator, which needs root (network namespaces, veth and TUN devices); run it as root"))
+    target = output or Path("out") / ("fidelity-quick" if quick else "fidelity")
+    show = not quiet and err.is_terminal
+    try:
+        if show:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
+                task = bar.add_task("fidelity", total=len(chosen))
+                docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=lambda m: bar.update(task, description=m), on_case=lambda c, d: bar.advance(task))
+        else:
+            docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)))
+    except ScenarioError as e:  # EmulatorError included: the cases finished so far are kept
+        _fail(e)
+        return
+    except KeyboardInterrupt:
+        err.print("interrupted: finished cases are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds) vs emulator ({emu_runs} run(s))", title_justify="left")
+    for col in ("case", "metric", "sim", "emu", "band", "dev/tol", ""):
+        t.add_column(col, justify="left" if col in ("case", "metric", "band", "") else "right")
+    for d in docs:
+        if not d["rows"]:
+            t.add_row(d["case"], "", "", "", "", "", f"[dim]{escape(d['status'])}[/]")
+        for r in d["rows"]:
+            mark = "–" if r["pass"] is None else ("[green]pass[/]" if r["pass"] else "[bold red]MISS[/]")
+            t.add_row(d["case"], r["metric"], F._fmt(r["metric"], r["sim"]), F._fmt(r["metric"], r["emu"]), r["band"], "–" if r["deviation"] is None else f"{r['deviation']:.2f}", mark)
+    out.print(t)
+    n = F.summary_counts(docs)
+    out.print(
+        f"{n['cases_passed']} of {n['cases_scored']} scored cases within every band ({n['cases_not_run']} not run); "
+        f"{n['metrics_passed']} of {n['metrics']} metrics within their bands",
+        highlight=False,
+    )
+    out.print(f"results: {target / 'fidelity.parquet'}, {(target / 'fidelity.html').resolve()}", highlight=False, soft_wrap=True)

@@ -1,0 +1,129 @@
+"""The fidelity suite: scoring against the bands on hand-made numbers, the metrics read from a
+summary, the shipped cases, the refusals; with a testbed (root), the two CBR cases, whose
+utilization and queue are fixed by construction, run on both backends and pass, and a second
+call resumes without running anything again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from aqmlab import _emulate as E
+from aqmlab import _fidelity as F
+from aqmlab.cli.main import app
+from test_emulate import needs_testbed
+
+
+def test_bands_on_hand_made_numbers() -> None:
+    # Utilization ± 2 pp, absolute: 0.970 → 0.985 is 1.5 pp (pass), → 0.995 is 2.5 pp (miss).
+    r = F.score("utilization", 0.970, 0.985)
+    assert r["pass"] and r["tolerance"] == 0.02 and r["deviation"] == pytest.approx(0.75)
+    assert not F.score("utilization", 0.970, 0.995)["pass"]
+    # A class's share and Jain's index ± 0.05.
+    assert F.score("share:cubic-20ms", 0.50, 0.549)["pass"] and not F.score("share:cubic-20ms", 0.50, 0.551)["pass"]
+    assert F.score("jain", 0.90, 0.951)["pass"] is False and F.score("jain", 0.90, 0.86)["pass"]
+    # Mean queueing delay ± 20 % of the simulator's: 10 ms allows 8–12 ms ...
+    assert F.score("sojourn_mean_ms", 10.0, 11.9)["pass"] and not F.score("sojourn_mean_ms", 10.0, 12.1)["pass"]
+    assert F.score("sojourn_mean_ms", 10.0, 8.1)["pass"] and not F.score("sojourn_mean_ms", 10.0, 7.9)["pass"]
+    # ... and never less than ± 0.5 ms: an empty simulated queue against 0.4 ms passes, 0.6 not.
+    assert F.score("sojourn_mean_ms", 0.0, 0.4)["pass"] and not F.score("sojourn_mean_ms", 0.0, 0.6)["pass"]
+    # A missing value is not scored (neither pass nor miss).
+    assert F.score("jain", None, 0.9)["pass"] is None
+
+
+def _summary(util: float, mean_ms: float, jain: float | None, classes: list[tuple[str, float]], flows: int) -> dict:
+    return {
+        "metrics": {"utilization": util, "sojourn_ms": {"mean": mean_ms}, "jain": jain, "flows": flows},
+        "classes": [{"name": n, "goodput_bps": g} for n, g in classes],
+    }
+
+
+def test_metrics_come_from_the_summary_and_trivial_ones_are_left_out() -> None:
+    # One flow: its Jain index and its class's share are 1 by definition, so not scored.
+    assert F.case_metrics(_summary(0.99, 4.0, 1.0, [("bbr-20ms", 9e7)], 1)) == {"utilization": 0.99, "sojourn_mean_ms": 4.0}
+    # Two classes: each one's share of the goodput, 30/(30+10) = 0.75 and 0.25.
+    m = F.case_metrics(_summary(1.0, 8.0, 0.7, [("cubic-10ms", 30e6), ("cubic-30ms", 10e6)], 10))
+    assert m == {"utilization": 1.0, "sojourn_mean_ms": 8.0, "jain": 0.7, "share:cubic-10ms": 0.75, "share:cubic-30ms": 0.25}
+
+
+def test_a_case_is_scored_on_the_mean_over_seeds_and_runs() -> None:
+    sims = [_summary(u, d, 0.9, [("a", 1.0), ("b", 1.0)], 2) for u, d in ((0.96, 9.0), (0.98, 10.0), (1.00, 11.0))]
+    emus = [_summary(0.99, 12.5, 0.96, [("a", 3.0), ("b", 1.0)], 2)]
+    rows = {r["metric"]: r for r in F.score_case(sims, emus)}
+    assert rows["utilization"]["sim"] == pytest.approx(0.98) and rows["utilization"]["pass"]  # 0.99 − 0.98 = 1 pp
+    assert rows["sojourn_mean_ms"]["sim"] == pytest.approx(10.0) and not rows["sojourn_mean_ms"]["pass"]  # 12.5 > 10 + 2
+    assert rows["jain"]["pass"] is False  # 0.96 − 0.90 = 0.06 > 0.05
+    assert rows["share:a"]["sim"] == 0.5 and rows["share:a"]["emu"] == 0.75 and not rows["share:a"]["pass"]
+
+
+def test_the_shipped_cases_cover_what_the_suite_promises() -> None:
+    cases = F.load_manifest()
+    ccs = {f.cc for c in cases for f in c.scenario.flows}
+    aqms = {c.scenario.bottleneck.aqm.kind for c in cases}
+    assert {"reno", "cubic", "bbr", "dctcp", "cbr"} <= ccs
+    assert {"taildrop", "red", "step", "pi2", "fq_codel", "choke"} <= aqms
+    assert any(len({f.rtt for f in c.scenario.flows}) > 1 for c in cases)  # mixed RTTs
+    # BBRv1 alone in the deep buffer of the issue: 100 Mbit/s, 20 ms, 667 packets.
+    deep = next(c for c in cases if c.name == "bbr-deep-taildrop").scenario
+    assert deep.engine_config()["bottleneck"]["rate_bps"] == 100_000_000 and [f.cc for f in deep.flows] == ["bbr"]
+    # The quick subset is short: at most 5 s per case.
+    quick = [c for c in cases if c.quick]
+    assert 2 <= len(quick) <= 3 and all(c.scenario.engine_config()["duration_ns"] <= 5_000_000_000 for c in quick)
+    # The emulator's sustained rate with offloads off: ≤ 400 Mbit/s (bench/README.md §Emulator).
+    assert max(c.scenario.engine_config()["bottleneck"]["rate_bps"] for c in cases) <= 400_000_000
+
+
+def test_unknown_case_and_non_root_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = CliRunner().invoke(app, ["fidelity", "--cases", "cbr-overload-taildrop,nope", "-o", str(tmp_path / "f")])
+    assert r.exit_code == 2 and "unknown case 'nope'" in r.output
+    monkeypatch.setattr(E, "is_root", lambda: False)
+    r = CliRunner().invoke(app, ["fidelity", "--quick", "-o", str(tmp_path / "f")])
+    assert r.exit_code == 2 and "needs root" in r.output and not (tmp_path / "f").exists()
+
+
+@needs_testbed
+def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
+    out = tmp_path / "fid"
+    names = ["cbr-overload-taildrop", "cbr-underload-taildrop"]
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    df = pd.read_parquet(out / "fidelity.parquet")
+    print(df.to_string())
+    assert set(df["case"]) == set(names) and df["pass"].all()
+    over = df[df["case"] == "cbr-overload-taildrop"].set_index("metric")
+    under = df[df["case"] == "cbr-underload-taildrop"].set_index("metric")
+    # 60 Mbit/s offered to 50 Mbit/s: the link never idles. A packet is admitted within 0.2 ms
+    # (the CBR spacing) of the departure that freed its slot and waits for the 99 ahead and the
+    # rest of the one on the wire (0.24 ms each): between 23.80 and 24.0 ms.
+    assert over.loc["utilization", "sim"] == 1.0 and over.loc["utilization", "emu"] >= 0.98
+    assert 23.80 <= over.loc["sojourn_mean_ms", "sim"] <= 24.0
+    # 20 of 50 Mbit/s: utilization 0.4, and nothing waits in the simulator.
+    assert under.loc["utilization", "sim"] == pytest.approx(0.4, abs=1e-9) and under.loc["utilization", "emu"] == pytest.approx(0.4, abs=0.02)
+    assert under.loc["sojourn_mean_ms", "sim"] == 0.0
+    assert (out / "fidelity.html").read_text().count("pass") >= 4
+    # A second call finds both cases complete: nothing is run or rewritten.
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
+    assert len(stamps) == 2 * (F.SIM_SEEDS + 1)
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    assert {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")} == stamps
+
+
+@needs_testbed
+def test_a_case_the_emulator_cannot_run_is_reported_not_run(tmp_path: Path) -> None:
+    case = next(c for c in F.load_manifest() if c.name == "dctcp-step")
+    reason = F.not_run_reason(case)
+    if reason is None:
+        pytest.skip("the emulator runs DCTCP on this machine")
+    doc = F.run_case(tmp_path, case)
+    # The emulator's own refusal, word for word (on a kernel without DCTCP: "flows[0].cc: the
+    # kernel has no 'dctcp' congestion control ..."), and no rows.
+    assert doc["status"] == f"not run: {reason}" and "dctcp" in reason and doc["rows"] == []
+    assert json.loads((tmp_path / "cases" / "dctcp-step" / "case.json").read_text())["status"] == doc["status"]
+    # Its simulator runs are kept for when the emulator can run it; the case is not "done".
+    assert len(list((tmp_path / "cases" / "dctcp-step").glob("sim-*/summary.json"))) == F.SIM_SEEDS
+    assert F.case_done(tmp_path, case, 1) is None
