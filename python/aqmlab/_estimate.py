@@ -18,9 +18,14 @@ __all__ = ["Estimate", "estimate", "mem_available", "check_fits", "LONG_RUN_S"]
 
 #: The process's own cost besides the engine's: the interpreter with pandas, pyarrow and
 #: pydantic loaded, and starting, lowering and storing a run. bench/README.md §Estimates:
-#: peak RSS and wall time of `aqmlab run` on a 0.1 s scenario of one flow.
-BASE_RSS_BYTES = 160 * 2**20
-BASE_WALL_S = 1.0
+#: peak RSS (137 MB) and CPU time (1.86 s) of `aqmlab run` on a 0.1 s scenario of one flow.
+BASE_RSS_BYTES = 137 * 2**20
+BASE_WALL_S = 1.86
+#: What the results cost beyond the simulation, per time-series row and per flow (the FFI's
+#: Python lists, the DataFrames, the Parquet files): bench/README.md §Estimates, from the
+#: 2000-flow / 10 ms and 1000-flow / 100 ms time-series runs and the 10 000-flow run without one.
+ROW_S = 3e-6
+FLOW_S = 6e-5
 
 #: `run` and `sweep` say so before starting a run expected to take longer than this.
 LONG_RUN_S = 3600.0
@@ -45,7 +50,7 @@ class Estimate:
             packets=d["bottleneck_packets"] + d["excess_packets"],
             events=d["events"],
             timeseries_rows=d["timeseries_rows"],
-            wall_s=BASE_WALL_S + d["wall_s"],
+            wall_s=BASE_WALL_S + d["wall_s"] + ROW_S * d["timeseries_rows"] + FLOW_S * d["flows"],
             peak_bytes=BASE_RSS_BYTES + d["peak_bytes"],
             main_key=max(parts, key=lambda k: parts[k]),
         )
