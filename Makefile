@@ -4,17 +4,16 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
-# Pinned Python dependencies (pyproject.toml lists the same runtime pins).
-PY_DEPS := pydantic==2.13.4 typer==0.29.1 rich==15.0.0 pyarrow==26.0.1 pandas==3.1.1 numpy==2.4.6 \
-           matplotlib==3.11.2 dask==2026.8.0 distributed==2026.8.0 \
-           pytest==9.2.0 hypothesis==6.170.15 maturin==1.16.0
+# Python dependencies, at the exact versions of constraints.txt (pyproject.toml declares the
+# compatible ranges a user's environment may hold).
+PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed pytest hypothesis maturin
 STAMP := .make
 
 .PHONY: run test deps build bpf rust-test py-test bench bench-emu clean
 
-$(STAMP)/deps: Makefile
+$(STAMP)/deps: Makefile constraints.txt
 	@mkdir -p $(STAMP)
-	$(PIP) install --quiet --disable-pip-version-check $(PY_DEPS)
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt $(PY_DEPS)
 	@# Headless Chromium (Debian's package) for the report-in-a-browser test.
 	@command -v chromium >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@# The emulator (docs/emulator.md): ethtool turns veth offloads off; iproute2 builds the
@@ -27,9 +26,12 @@ $(STAMP)/deps: Makefile
 
 deps: $(STAMP)/deps
 
-# Build the native module (release) and install the package in editable mode: maturin puts
+# Build the wheel (target/wheels/, which tests/test_wheel.py installs into a clean virtual
+# environment), then the package in editable mode from the same compiled crates: maturin puts
 # the extension into python/aqmlab/ and the package on sys.path.
 build: deps
+	rm -f target/wheels/aqmlab-*.whl
+	maturin build --release --quiet -o target/wheels
 	$(PIP) install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
 	@$(PYTHON) -c "import aqmlab._native" || { echo "native module failed to build"; exit 1; }
 	@# The emulator's bottleneck router (target/release/aqmlab-router).

@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from ._estimate import check_fits, estimate
 from ._results import Result, frames_from_native
 from ._scenario import Scenario, load_scenario
 
@@ -49,6 +50,8 @@ def run(scenario: Scenario | str | Path, progress: Callable[[float], None] | Non
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
+    # A run that cannot fit is refused before anything is allocated for it.
+    check_fits(estimate(scenario), file=None, what=f"scenario {scenario.name!r}")
     config = scenario.engine_config()
     t0 = time.perf_counter()
     out = _native.run(json.dumps(config), progress)

@@ -247,7 +247,8 @@ class Flows(_Model):
     """One connection class: the same CC and base RTT."""
 
     cc: str
-    count: Annotated[int, Field(ge=1)] = 1
+    #: The engine counts a class's flows in 32 bits.
+    count: Annotated[int, Field(ge=1, le=2**32 - 1)] = 1
     rtt: PositiveTime
     start: Start = "0s"
     #: Bulk and CBR flows: when each flow stops (a time, uniform(a, b) or staggered(first,

@@ -63,7 +63,15 @@ class SweepError(ScenarioError):
 # ${...} expressions: + - * / // % ** and parentheses over numbers and variables.
 # ------------------------------------------------------------------------------------------
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+def _pow(base: Any, exp: Any) -> Any:
+    """`base ** exp`, refused when the result would exceed a double's range (2^1024): an
+    integer power such as 9**9**9 would otherwise take minutes and gigabytes to compute."""
+    if isinstance(base, (int, float)) and isinstance(exp, (int, float)) and abs(base) > 1 and exp > 0 and exp * math.log2(abs(base)) > 1024:
+        raise ValueError(f"{base!r}**{exp!r} is too large")
+    return operator.pow(base, exp)
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
 _UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _FUNCS = {"min": min, "max": max, "round": round, "int": int, "ceil": math.ceil, "floor": math.floor}
 _EXPR = re.compile(r"\$\{([^}]*)\}")
@@ -214,7 +222,7 @@ class Sweep:
                 raise SweepError(str(e.args[0]), file=self.file, key=f"sweep.{_quote(a.name)}") from None
         try:
             data = _substitute(data, env)
-        except (ValueError, ZeroDivisionError, TypeError) as e:
+        except (ValueError, ZeroDivisionError, TypeError, OverflowError) as e:
             raise SweepError(f"{e} (at {where})", file=self.file) from None
         if isinstance(data.get("flows"), list):
             data["flows"] = [f for f in data["flows"] if not (isinstance(f, dict) and f.get("count") == 0)]

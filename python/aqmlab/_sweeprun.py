@@ -174,8 +174,9 @@ def run_sweep(
 def _connect(address: str):
     try:
         from distributed import Client
-    except ImportError:  # pragma: no cover - dependency pinned in the Makefile
-        raise SweepError("--cluster needs the 'distributed' package (pip install distributed)") from None
+    except ImportError:
+        # Dask is an extra: the base install runs sweeps on this machine's cores.
+        raise SweepError("--cluster needs Dask, which is not installed: pip install 'aqmlab[cluster]'", key="--cluster") from None
     try:
         return Client(address, timeout="5s")
     except (OSError, TimeoutError) as e:

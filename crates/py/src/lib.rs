@@ -3,7 +3,7 @@
 //! simulator with the GIL released, and returns the summary and tables as plain Python
 //! objects (dicts and lists) that the front turns into DataFrames and Parquet.
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -26,12 +26,32 @@ fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>>
     })
 }
 
-/// Validate an engine config without running it. Raises ValueError("dotted.key: message").
+/// A run error as Python sees it: MemoryError for an allocation that failed, ValueError
+/// ("dotted.key: message") for a config the engine refuses.
+fn run_error(e: sim::RunError) -> PyErr {
+    match e {
+        sim::RunError::OutOfMemory(m) => PyMemoryError::new_err(m),
+        e => PyValueError::new_err(e.to_string()),
+    }
+}
+
+/// Validate an engine config without running it (nor building its flows). Raises
+/// ValueError("dotted.key: message").
 #[pyfunction]
 fn check(config_json: &str) -> PyResult<()> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
-    sim::World::new(cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(())
+    sim::world::check(&cfg).map_err(run_error)
+}
+
+/// What a run of this engine config will cost (`sim::estimate`): a dict of `flows`,
+/// `bottleneck_packets`, `excess_packets`, `events`, `timeseries_rows`, `wall_s` (the
+/// simulation on one core) and `peak_bytes` (the engine and its tables) with its parts
+/// `flow_bytes`, `network_bytes`, `table_bytes`. Raises ValueError for a config it refuses.
+#[pyfunction]
+fn estimate<'py>(py: Python<'py>, config_json: &str) -> PyResult<Bound<'py, PyAny>> {
+    let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
+    let e = serde_json::to_value(sim::estimate::estimate(&cfg)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    json_to_py(py, &e)
 }
 
 /// Every flow of the run as the simulator plans it (`sim::world::flow_plan`, which
@@ -42,7 +62,7 @@ fn check(config_json: &str) -> PyResult<()> {
 fn flow_plan(config_json: &str) -> PyResult<Vec<(usize, u64, Option<u64>, Option<u64>)>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
     cfg.check().map_err(PyValueError::new_err)?;
-    Ok(sim::world::flow_plan(&cfg).into_iter().map(|p| (p.class, p.start_ns, p.stop_ns, p.size_bytes)).collect())
+    Ok(sim::world::flow_plan(&cfg).map_err(run_error)?.into_iter().map(|p| (p.class, p.start_ns, p.stop_ns, p.size_bytes)).collect())
 }
 
 /// Validate one CC config `{"name": ..., tunables...}`. Returns the error message, or None.
@@ -64,7 +84,7 @@ fn check_cc(cc_json: &str) -> Option<String> {
 #[pyo3(signature = (config_json, progress=None))]
 fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
-    let world = sim::World::new(cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let world = sim::World::new(cfg).map_err(run_error)?;
     let progress: Option<Py<PyAny>> = progress.map(|p| p.unbind());
     let mut py_err: Option<PyErr> = None;
     let result = py.detach(|| {
@@ -90,7 +110,7 @@ fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAn
         Err(sim::RunError::Interrupted) => {
             return Err(py_err.unwrap_or_else(|| PyKeyboardInterrupt::new_err("interrupted")));
         }
-        Err(e) => return Err(PyValueError::new_err(e.to_string())),
+        Err(e) => return Err(run_error(e)),
     };
     result_to_py(py, &result)
 }
@@ -254,6 +274,7 @@ fn harm(mixed_goodput: Option<f64>, base_goodput: Option<f64>, mixed_sojourn_mea
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate, m)?)?;
     m.add_function(wrap_pyfunction!(check_cc, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(flow_plan, m)?)?;

@@ -67,6 +67,9 @@ impl Entry {
         (self.at, self.seq) < (other.at, other.seq)
     }
 }
+/// Bytes of one event-heap entry (for the run's memory estimate, [`crate::estimate`]).
+pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
+
 // BinaryHeap is a max-heap: invert so the earliest (time, seq) pops first. The comparison
 // operators are spelled out because the heap's sift loops use them directly (the default
 // ones go through `partial_cmp` and an `Option<Ordering>`).

@@ -36,6 +36,21 @@ pub struct Flow {
 pub enum RunError {
     Config(String),
     Interrupted,
+    /// A large allocation (flows, per-flow state, result tables) failed: what it was for.
+    OutOfMemory(String),
+}
+
+/// Reserve room for `n` more elements, or say what the memory was for.
+fn reserve<T>(v: &mut Vec<T>, n: usize, what: &str) -> Result<(), RunError> {
+    v.try_reserve_exact(n).map_err(|_| RunError::OutOfMemory(format!("cannot allocate {} MB for {what}", (n as u128 * std::mem::size_of::<T>() as u128) >> 20)))
+}
+
+/// `n` copies of `x` in a vector allocated with [`reserve`].
+fn filled<T: Clone>(n: usize, x: T, what: &str) -> Result<Vec<T>, RunError> {
+    let mut v = Vec::new();
+    reserve(&mut v, n, what)?;
+    v.resize(n, x);
+    Ok(v)
 }
 
 impl std::fmt::Display for RunError {
@@ -43,6 +58,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Config(m) => f.write_str(m),
             RunError::Interrupted => f.write_str("interrupted"),
+            RunError::OutOfMemory(m) => write!(f, "out of memory: {m}"),
         }
     }
 }
@@ -116,11 +132,14 @@ pub struct PlannedFlow {
 /// stream, SEED_WORKLOAD + class), else `count` flows whose starts come from the run's start
 /// stream and stops from its stop stream, class by class and flow by flow. The emulator
 /// (`aqmlab._native.flow_plan`) starts the same flows at the same times with the same sizes.
-/// `cfg` must have passed [`EngineConfig::check`].
-pub fn flow_plan(cfg: &EngineConfig) -> Vec<PlannedFlow> {
+/// `cfg` must have passed [`EngineConfig::check`]. Fails, rather than aborting, when the
+/// plan cannot be allocated.
+pub fn flow_plan(cfg: &EngineConfig) -> Result<Vec<PlannedFlow>, RunError> {
     let mut start_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STARTS));
     let mut stop_rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STOPS));
     let mut out = Vec::new();
+    let scheduled: usize = cfg.classes.iter().filter(|c| c.workload.is_none()).map(|c| c.count as usize).sum();
+    reserve(&mut out, scheduled, "the flow plan")?;
     for (c, class) in cfg.classes.iter().enumerate() {
         if let Some(wl) = &class.workload {
             // Each class's workload has its own RNG stream: exponential inter-arrival times (a
@@ -135,6 +154,9 @@ pub fn flow_plan(cfg: &EngineConfig) -> Vec<PlannedFlow> {
                 }
                 let (u, v) = (aqm::uniform01(&mut rng), aqm::uniform01(&mut rng));
                 // A workload class has no stop schedule (EngineConfig::check).
+                if out.len() == out.capacity() {
+                    out.try_reserve(1).map_err(|_| RunError::OutOfMemory(format!("cannot allocate the flow plan beyond {} flows", out.len())))?;
+                }
                 out.push(PlannedFlow { class: c, start_ns: t as Nanos, stop_ns: None, size_bytes: Some(wl.size.sample(u, v)) });
             }
             continue;
@@ -145,7 +167,16 @@ pub fn flow_plan(cfg: &EngineConfig) -> Vec<PlannedFlow> {
             out.push(PlannedFlow { class: c, start_ns, stop_ns, size_bytes: class.size_bytes });
         }
     }
-    out
+    Ok(out)
+}
+
+/// Everything [`World::new`] checks, without building the flows: the config's own checks
+/// and its discipline's (a config of a hundred million flows is checked in no time, and its
+/// cost estimated, [`crate::estimate`], before anything is allocated for it).
+pub fn check(cfg: &EngineConfig) -> Result<(), RunError> {
+    cfg.check().map_err(RunError::Config)?;
+    cfg.bottleneck.aqm.build::<DataPkt>(derive_seed(cfg.seed, SEED_QDISC)).map_err(|e| RunError::Config(format!("bottleneck.aqm.{e}")))?;
+    Ok(())
 }
 
 impl World {
@@ -182,8 +213,9 @@ impl World {
         // shared with the emulator (`flow_plan`). Drawn before any flow is built so `flows` is
         // allocated once at its final size (a growing vector of a workload's thousands of
         // flows would copy them each time it doubles).
-        let plan = flow_plan(&cfg);
-        let mut flows = Vec::with_capacity(plan.len());
+        let plan = flow_plan(&cfg)?;
+        let mut flows = Vec::new();
+        reserve(&mut flows, plan.len(), "the flows")?;
         for PlannedFlow { class: c, start_ns, stop_ns, size_bytes } in plan {
             let class = &cfg.classes[c];
             let id = flows.len() as u32;
@@ -213,18 +245,15 @@ impl World {
             };
             flows.push(Flow { class: c, start_ns, stop_ns, size_bytes, sender, receiver });
         }
-        let markers = match &marker_cfg {
-            None => Vec::new(),
-            Some(m) => flows
-                .iter()
-                .enumerate()
-                .map(|(id, f)| {
-                    let rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_MARKER.wrapping_add(id as u64)));
-                    FlowMarker::new(m.tvf(f.class), m.rate_window_ns, rng)
-                })
-                .collect(),
-        };
-        let fm = vec![FlowMeasure::default(); flows.len()];
+        let mut markers = Vec::new();
+        if let Some(m) = &marker_cfg {
+            reserve(&mut markers, flows.len(), "the packet-value markers")?;
+            markers.extend(flows.iter().enumerate().map(|(id, f)| {
+                let rng = aqm::rng_from_seed(derive_seed(cfg.seed, SEED_MARKER.wrapping_add(id as u64)));
+                FlowMarker::new(m.tvf(f.class), m.rate_window_ns, rng)
+            }));
+        }
+        let fm = filled(flows.len(), FlowMeasure::default(), "the flows' measurements")?;
         Ok(World {
             cfg,
             sched: Scheduler::new(),
@@ -270,12 +299,14 @@ impl World {
         }
         // One pending start at a time (a workload has thousands of flows: keep the event heap
         // small); flows starting at the same instant start together, in flow order.
-        self.start_order = (0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].start_ns < self.cfg.duration_ns).collect();
+        reserve(&mut self.start_order, self.flows.len(), "the start order")?;
+        self.start_order.extend((0..self.flows.len() as u32).filter(|&f| self.flows[f as usize].start_ns < self.cfg.duration_ns));
         self.start_order.sort_by_key(|&f| (self.flows[f as usize].start_ns, f));
         if let Some(&f) = self.start_order.first() {
             self.sched.schedule(self.flows[f as usize].start_ns, Event::FlowStart(f));
         }
-        self.sample_order = (0..self.flows.len() as u32).collect();
+        reserve(&mut self.sample_order, self.flows.len(), "the sample order")?;
+        self.sample_order.extend(0..self.flows.len() as u32);
         self.sample_order.sort_by_key(|&f| (self.flows[f as usize].start_ns, f));
         if self.cfg.measure.interval_ns > 0 && self.cfg.measure.interval_ns <= self.cfg.duration_ns {
             self.sched.schedule(self.cfg.measure.interval_ns, Event::Sample);
@@ -289,7 +320,10 @@ impl World {
                 self.mark_window_start();
                 warmup_done = true;
             }
-            self.dispatch(ev);
+            match ev {
+                Event::Sample => self.on_sample()?,
+                ev => self.dispatch(ev),
+            }
             tick = tick.wrapping_add(1);
             if tick & 0xFFFF == 0 && !progress(now as f64 / end as f64) {
                 return Err(RunError::Interrupted);
@@ -300,7 +334,7 @@ impl World {
             self.mark_window_start();
         }
         progress(1.0);
-        Ok(link::collect(self.into_record()))
+        Ok(link::collect(self.into_record()?))
     }
 
     fn mark_window_start(&mut self) {
@@ -383,14 +417,19 @@ impl World {
                 self.route_ack_batch(&mut out);
                 self.ack_buf = out;
             }
-            Event::Sample => {
-                self.take_sample();
-                let next = self.sched.now() + self.cfg.measure.interval_ns;
-                if next <= self.cfg.duration_ns {
-                    self.sched.schedule(next, Event::Sample);
-                }
-            }
+            Event::Sample => unreachable!("run by World::on_sample"),
         }
+    }
+
+    /// Take a time-series sample and schedule the next; the time series is the run's largest
+    /// table, so its growth fails as an error, not an abort.
+    fn on_sample(&mut self) -> Result<(), RunError> {
+        self.take_sample()?;
+        let next = self.sched.now() + self.cfg.measure.interval_ns;
+        if next <= self.cfg.duration_ns {
+            self.sched.schedule(next, Event::Sample);
+        }
+        Ok(())
     }
 
     fn route_data_batch(&mut self, out: &mut Vec<DataPkt>) {
@@ -473,7 +512,7 @@ impl World {
         }
     }
 
-    fn take_sample(&mut self) {
+    fn take_sample(&mut self) -> Result<(), RunError> {
         let now = self.sched.now();
         let iv = self.cfg.measure.interval_ns;
         // Only flows under way: not yet started, or completed before this interval, have
@@ -493,6 +532,13 @@ impl World {
             !(flow.receiver.completed_at.is_some_and(|t| t + iv <= now)
                 || (flow.stop_ns.is_some() && flow.sender.finished_at.is_some_and(|t| t + iv <= now)))
         });
+        if self.samples.capacity() - self.samples.len() < self.sampled.len() {
+            let grow = self.sampled.len().max(self.samples.len());
+            self.samples.try_reserve(grow).map_err(|_| RunError::OutOfMemory(format!("cannot grow the time series beyond {} rows", self.samples.len())))?;
+        }
+        if self.queue_samples.len() == self.queue_samples.capacity() {
+            self.queue_samples.try_reserve(self.queue_samples.len().max(64)).map_err(|_| RunError::OutOfMemory("cannot grow the queue table".into()))?;
+        }
         for &f in &self.sampled {
             let (f, flow) = (f as usize, &self.flows[f as usize]);
             let d = flow.receiver.delivered_bytes;
@@ -525,15 +571,16 @@ impl World {
             drops,
             marks,
         });
+        Ok(())
     }
 
     /// The run's records, for the summary and tables ([`link::collect`]). The packets still
     /// in the network are counted per flow (for the conservation identity sent = received +
     /// dropped + in network), and the part of a transmission in progress that falls inside
-    /// the window is credited to the link.
-    pub fn into_record(mut self) -> RunRecord {
+    /// the window is credited to the link. Fails when the records cannot be allocated.
+    pub fn into_record(mut self) -> Result<RunRecord, RunError> {
         let cfg = &self.cfg;
-        let mut in_network = vec![0u64; self.flows.len()];
+        let mut in_network = filled(self.flows.len(), 0u64, "the flows' records")?;
         for p in self.bottleneck.qdisc.reset() {
             in_network[p.flow as usize] += 1;
         }
@@ -547,11 +594,9 @@ impl World {
                 in_network[p.flow as usize] += 1;
             }
         }
-        let flows: Vec<FlowRecord> = self
-            .flows
-            .iter()
-            .enumerate()
-            .map(|(f, flow)| {
+        let mut flows: Vec<FlowRecord> = Vec::new();
+        reserve(&mut flows, self.flows.len(), "the flows table")?;
+        flows.extend(self.flows.iter().enumerate().map(|(f, flow)| {
                 let m = &self.fm[f];
                 let st = &flow.sender.stats;
                 FlowRecord {
@@ -579,8 +624,7 @@ impl World {
                     end_in_network_pkts: Some(in_network[f]),
                     fct_s: flow.sender.finished_at.map(|t| (t - flow.start_ns) as f64 / 1e9),
                 }
-            })
-            .collect();
+            }));
         let classes = cfg
             .classes
             .iter()
@@ -599,9 +643,10 @@ impl World {
                 }
             })
             .collect();
-        let samples = std::mem::take(&mut self.samples)
-            .into_iter()
-            .map(|r| SampleRecord {
+        let rows = std::mem::take(&mut self.samples);
+        let mut samples: Vec<SampleRecord> = Vec::new();
+        reserve(&mut samples, rows.len(), "the time series")?;
+        samples.extend(rows.into_iter().map(|r| SampleRecord {
                 t_ns: r.t_ns,
                 flow: r.flow as u64,
                 class: r.class as usize,
@@ -616,13 +661,12 @@ impl World {
                 cc_bw_bps: r.cc.bw_bps,
                 inflight_hi: r.cc.inflight_hi.map(f64::from),
                 cc_alpha: r.cc.alpha,
-            })
-            .collect();
+            }));
         let mut counters = serde_json::Map::new();
         counters.insert("events".into(), self.sched.events_run.into());
         counters.insert("bottleneck_pkts".into(), self.bottleneck_pkts.into());
         counters.insert("dropped_pkts".into(), self.dropped_total.into());
-        RunRecord {
+        Ok(RunRecord {
             warmup_ns: cfg.warmup_ns,
             duration_ns: cfg.duration_ns,
             rate_bps: cfg.bottleneck.rate_bps,
@@ -639,6 +683,6 @@ impl World {
             sojourn_count: self.qm.sojourn_count,
             link_bytes: self.qm.link_bytes,
             counters,
-        }
+        })
     }
 }

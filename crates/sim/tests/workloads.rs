@@ -130,7 +130,7 @@ fn flow_plan_is_what_the_world_runs() {
     let mut v: Value = serde_json::from_str(&config(30 * MBPS, Some(100_000), None, json!({"kind": "taildrop"}), &[bulk, wl_fixed, c, wl_pareto], 3.0, 1.0, 5)).unwrap();
     v["classes"][0]["stop"] = json!({"kind": "uniform", "lo_ns": 2_000_000_000u64, "hi_ns": 2_500_000_000u64});
     let cfg = sim::EngineConfig::from_json(&v.to_string()).unwrap();
-    let plan = sim::world::flow_plan(&cfg);
+    let plan = sim::world::flow_plan(&cfg).unwrap();
     let world = sim::World::new(cfg).unwrap();
     let built: Vec<sim::world::PlannedFlow> = world
         .flows

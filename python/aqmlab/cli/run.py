@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .._estimate import LONG_RUN_S, check_fits, estimate
 from .._run import run as run_scenario
 from .._scenario import Scenario, ScenarioError, load_scenario
 
@@ -39,6 +40,7 @@ def validate(file: Annotated[Path, typer.Argument(help="Scenario TOML file")]) -
     s = _load(file)
     flows = ", ".join(f"{f.count}×{f.cc} {f.rtt}" for f in s.flows)
     out.print(f"ok: {s.name}: {s.bottleneck.rate}, buffer {s.bottleneck.buffer}, aqm {s.bottleneck.aqm.kind}; {flows}; {s.duration} (hash {s.hash()})", highlight=False)
+    out.print(estimate(s).line(), highlight=False, soft_wrap=True)
 
 
 def _pct(x: Any) -> str:
@@ -87,6 +89,13 @@ def run(
     target = output or Path("runs") / f"{s.name}-{s.hash()}"
     if target.exists() and any(target.iterdir()) and not overwrite:
         _fail(ScenarioError(f"{target} exists and is not empty (pass --overwrite to replace it)"))
+    est = estimate(s)
+    try:
+        check_fits(est, file=str(file))
+    except ScenarioError as e:
+        _fail(e)
+    if est.wall_s > LONG_RUN_S:
+        err.print(f"warning: {file}: this run is expected to take a long time ({est.line()})", highlight=False, soft_wrap=True, markup=False)
     show = not quiet and not as_json and sys.stderr.isatty()
     try:
         if show:
@@ -98,6 +107,8 @@ def run(
     except KeyboardInterrupt:
         err.print("interrupted: nothing written")
         raise typer.Exit(130) from None
+    except MemoryError as e:
+        _fail(ScenarioError(f"out of memory during the run ({e}); nothing written ({est.line()})", file=str(file)))
     res.save(target, overwrite=overwrite)
     if as_json:
         print(json.dumps(res.summary, indent=2))

@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .._estimate import LONG_RUN_S, check_fits, estimate
 from .._scenario import ScenarioError
-from .._sweep import Sweep, SweepError, load_sweep
+from .._sweep import Run, Sweep, SweepError, load_sweep
 from .._sweeprun import SweepResult, plan, run_sweep
 
 err = Console(stderr=True)
@@ -43,6 +44,7 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, ski
             t.add_row(*[str(r.params[a]) for a in sw.axis_names], r.hash)
         out.print(t)
         return None
+    _check_estimates(sw, p.runs)
     show = not quiet and err.is_terminal
     try:
         if show:
@@ -85,6 +87,27 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, ski
     if res.failed:
         raise typer.Exit(1)
     return res
+
+
+def _check_estimates(sw: Sweep, runs: list[Run]) -> None:
+    """Refuse a sweep any of whose runs cannot fit in memory; say, in one line, when runs are
+    expected to take over an hour each."""
+    ests = {r.hash: (r, estimate(r.scenario)) for r in runs}
+    try:
+        for r, e in ests.values():
+            params = ", ".join(f"{k}={v}" for k, v in r.params.items())
+            check_fits(e, file=str(sw.file) if sw.file else None, what=f"run {r.hash} ({params})")
+    except ScenarioError as e:
+        _fail(e)
+    long = [e for _, e in ests.values() if e.wall_s > LONG_RUN_S]
+    if long:
+        worst = max(long, key=lambda e: e.wall_s)
+        total = sum(e.wall_s for _, e in ests.values())
+        err.print(
+            f"warning: {len(long)} of {len(ests)} runs are expected to take over an hour each on one core "
+            f"(the longest: {worst.line()}); the sweep: {total / 3600:.3g} core-hours",
+            highlight=False, soft_wrap=True, markup=False,
+        )
 
 
 def sweep(

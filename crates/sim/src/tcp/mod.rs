@@ -25,5 +25,9 @@ pub use cbr::CbrSender;
 pub use receiver::{EcnFeedback, Receiver};
 pub use sender::{Sender, SenderConfig};
 
+/// Bytes of one segment's entry in a sender's retransmission queue and scoreboard (for the
+/// run's memory estimate, [`crate::estimate`]).
+pub const SEG_BYTES: usize = std::mem::size_of::<scoreboard::Seg>();
+
 #[cfg(test)]
 mod tests;
