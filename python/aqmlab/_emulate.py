@@ -117,7 +117,7 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     if shutil.which("ip") is None:
         raise EmulatorError("the emulator needs iproute2's `ip` command (apt-get install iproute2)")
     if shutil.which("ethtool") is None:
-        raise EmulatorError("the emulator needs `ethtool` to turn segmentation offloads off (apt-get install ethtool; `make deps` does it)")
+        raise EmulatorError("the emulator needs `ethtool` to set the hosts' segmentation offloads (apt-get install ethtool; `make deps` does it)")
     if not Path("/dev/net/tun").exists():
         raise EmulatorError("/dev/net/tun is missing: the kernel has no TUN support here")
     for tool in ("taskset", *(PRIORITY_RT[:1] + PRIORITY_TRAFFIC[:1])):
@@ -341,10 +341,13 @@ class Testbed:
     def sender_ns(self, i: int) -> str:
         return f"aqS{i}-{self.tag}"
 
-    def build(self, kernel_cpu: int | None = None) -> None:
+    def build(self, kernel_cpu: int | None = None, *, offloads: bool = False) -> None:
         """Namespaces, veths, addresses, routes, the TUN and the policy rules of the contract.
         `kernel_cpu`: the core that does the kernel's receive work for packets the router
-        writes back (RPS on the TUN), so that the router's core does only the router's."""
+        writes back (RPS on the TUN), so that the router's core does only the router's.
+        `offloads`: the hosts segment (TSO/GSO) and merge (GRO) as real hosts do, and the
+        router takes super-packets (docs/emulator.md §Offloads); otherwise every veth has
+        them off."""
         r = self.router_ns
         for ns in [r, self.receiver_ns, *(self.sender_ns(i) for i in range(self.n_classes))]:
             _run("ip", "netns", "add", ns)
@@ -373,10 +376,23 @@ class Testbed:
         _run("ip", "addr", "add", "10.77.200.1/24", "dev", "dst", ns=r)
         _run("ip", "link", "set", "dst", "up", ns=r)
         veths += [(d, "eth0"), (r, "dst")]
-        # Wire-size packets: with TSO/GSO the router would read 64 KB super-packets, with GRO
-        # the receiver side would merge them; the bottleneck must see what a wire carries.
-        for ns, dev in veths:
-            _run("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns)
+        if offloads:
+            # Real hosts: the senders' NICs segment (TSO/GSO: the kernel hands them bursts of up
+            # to 64 KB) and every host merges what it receives (GRO); ethtool's defaults for a
+            # veth leave GRO off, so it is turned on at the hosts. The router's veths keep TSO/GSO
+            # so a super-packet crosses the router whole in both directions: into the TUN, which
+            # takes it (TUNSETOFFLOAD) for aqmlab-router to segment before its queue, and out
+            # towards the receiver, when the router writes a run of departures as one.
+            for i in range(self.n_classes):
+                _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=self.sender_ns(i))
+            _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=d)
+            for dev in [*(f"c{i}" for i in range(self.n_classes)), "dst"]:
+                _run("ethtool", "-K", dev, "tso", "on", "gso", "on", "gro", "off", ns=r)
+        else:
+            # Wire-size packets from the hosts themselves: the kernel segments in software
+            # before the veth, and nothing is merged on receipt.
+            for ns, dev in veths:
+                _run("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns)
         # The TUN: persistent, no packet-info header, MTU 1500 (contract). Its txqueuelen is
         # raised from 500 so that a short stall of the router program never drops packets in
         # the kernel before the AQM sees them (those would be losses no discipline decided).
@@ -483,6 +499,7 @@ def emulate(
     progress: Callable[[float], None] | None = None,
     overwrite: bool = False,
     keep_work: bool = False,
+    offloads: bool = False,
 ) -> Result:
     """Run `scenario` on the emulator and return its `Result` (the simulator's schema,
     ``summary["backend"] == "emu"``); with `out_dir`, also store it there (atomically).
@@ -510,11 +527,11 @@ def emulate(
     try:
         try:
             cpus = _cpus()
-            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None)
+            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None, offloads=offloads)
             for i, c in enumerate(config["classes"]):
                 tb.set_sender_sysctls(i, c["ecn"])
             tb.set_receiver_sysctls()
-            raw = _run_traffic(s, config, tb, router, progress)
+            raw = _run_traffic(s, config, tb, router, progress, offloads=offloads)
         except _Interrupted as e:
             raise KeyboardInterrupt(str(e)) from None
     finally:
@@ -532,7 +549,7 @@ def emulate(
     return res
 
 
-def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None) -> dict[str, Any]:
+def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None, *, offloads: bool) -> dict[str, Any]:
     work = tb.work
     cpus = _cpus()
     # Router on one core, all traffic on another: a sender migrating between cores reorders
@@ -552,6 +569,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
                 "class_sources": [f"10.77.{i + 1}.0/24" for i in range(len(config["classes"]))],
                 "t0_monotonic_ns": t0,
                 "output": str(router_out),
+                "offloads": offloads,
             },
             indent=1,
         )
@@ -613,6 +631,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     raw["router_cpu_s"] = router_cpu_s
     raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
     raw["t0_monotonic_ns"] = t0
+    raw["offloads"] = offloads
     return raw
 
 

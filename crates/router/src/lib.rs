@@ -18,6 +18,7 @@
 //! - [`tun`] (Linux only): the TUN device and the clock; used by the `aqmlab-router` binary.
 
 pub mod config;
+pub mod gso;
 pub mod ipv4;
 pub mod measure;
 pub mod packet;
