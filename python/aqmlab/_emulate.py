@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from ._emu_results import PORT, assemble, save_extra
 from ._results import Result
-from ._scenario import Scenario, ScenarioError, load_scenario
+from ._scenario import Host, Scenario, ScenarioError, load_scenario
 
 __all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
            # re-exported from _emu_results (the assembly of the results)
@@ -155,8 +155,31 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
                 f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)",
                 key=f"{key}.cc",
             )
+    _check_host(s.host)
     if router:
         router_binary()
+
+
+#: Largest GSO and GRO packet this emulator's IPv4 hosts can use: beyond 64 KiB needs BIG TCP
+#: (`gso_ipv4_max_size`, `gro_ipv4_max_size`), which the testbed does not set up.
+MAX_OFFLOAD_BYTES = 65_536
+
+
+def _check_host(h: Host) -> None:
+    """The `[host]` knobs the real hosts can take. `nic_rate` and `rx_coalesce` are the
+    router's (it spaces a burst's segments at the NIC rate and writes departures every
+    `rx_coalesce`); `gso_max_size`, `gro_max_size` and `min_tso_segs` are set on the hosts."""
+    if not h.offloads:
+        return
+    e = h.engine()
+    if "pacing_shift" in h.model_fields_set and e["pacing_shift"] != Host().engine()["pacing_shift"]:
+        raise ScenarioError(
+            f"the emulator cannot set pacing_shift (the kernel's sk_pacing_shift is {Host().pacing_shift} for every TCP socket; no sysctl or socket option changes it)",
+            key="host.pacing_shift",
+        )
+    for key, field in (("gso_max_size", "gso_max_bytes"), ("gro_max_size", "gro_max_bytes")):
+        if e[field] > MAX_OFFLOAD_BYTES:
+            raise ScenarioError(f"the emulator's hosts use at most {MAX_OFFLOAD_BYTES} B ({e[field]} B needs BIG TCP, which the testbed does not set up)", key=f"host.{key}")
 
 
 def router_binary() -> Path:
@@ -341,12 +364,13 @@ class Testbed:
     def sender_ns(self, i: int) -> str:
         return f"aqS{i}-{self.tag}"
 
-    def build(self, kernel_cpu: int | None = None, *, offloads: bool = False) -> None:
+    def build(self, kernel_cpu: int | None = None, *, host: Host | None = None) -> None:
         """Namespaces, veths, addresses, routes, the TUN and the policy rules of the contract.
         `kernel_cpu`: the core that does the kernel's receive work for packets the router
         writes back (RPS on the TUN), so that the router's core does only the router's.
-        `offloads`: the hosts segment (TSO/GSO) and merge (GRO) as real hosts do, and the
-        router takes super-packets (docs/emulator.md §Offloads); otherwise every veth has
+        `host`: with offloads, the hosts segment (TSO/GSO, up to `gso_max_size`, at least
+        `min_tso_segs`) and merge (GRO, up to `gro_max_size`) as real hosts do, and the router
+        takes super-packets (docs/emulator.md §Offloads); otherwise (or None) every veth has
         them off."""
         r = self.router_ns
         for ns in [r, self.receiver_ns, *(self.sender_ns(i) for i in range(self.n_classes))]:
@@ -376,16 +400,21 @@ class Testbed:
         _run("ip", "addr", "add", "10.77.200.1/24", "dev", "dst", ns=r)
         _run("ip", "link", "set", "dst", "up", ns=r)
         veths += [(d, "eth0"), (r, "dst")]
-        if offloads:
+        if host is not None and host.offloads:
             # Real hosts: the senders' NICs segment (TSO/GSO: the kernel hands them bursts of up
-            # to 64 KB) and every host merges what it receives (GRO); ethtool's defaults for a
-            # veth leave GRO off, so it is turned on at the hosts. The router's veths keep TSO/GSO
-            # so a super-packet crosses the router whole in both directions: into the TUN, which
+            # to gso_max_size) and every host merges what it receives (GRO); a veth comes with
+            # GRO off, so it is turned on at the hosts. The router's veths keep TSO/GSO so a
+            # super-packet crosses the router whole in both directions: into the TUN, which
             # takes it (TUNSETOFFLOAD) for aqmlab-router to segment before its queue, and out
             # towards the receiver, when the router writes a run of departures as one.
+            e = host.engine()
             for i in range(self.n_classes):
-                _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=self.sender_ns(i))
+                s = self.sender_ns(i)
+                _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=s)
+                _run("ip", "link", "set", "dev", "eth0", "gso_max_size", str(e["gso_max_bytes"]), ns=s)
+                _sysctl(s, "net.ipv4.tcp_min_tso_segs", str(e["min_tso_segs"]))
             _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=d)
+            _run("ip", "link", "set", "dev", "eth0", "gro_max_size", str(e["gro_max_bytes"]), ns=d)
             for dev in [*(f"c{i}" for i in range(self.n_classes)), "dst"]:
                 _run("ethtool", "-K", dev, "tso", "on", "gso", "on", "gro", "off", ns=r)
         else:
@@ -499,7 +528,6 @@ def emulate(
     progress: Callable[[float], None] | None = None,
     overwrite: bool = False,
     keep_work: bool = False,
-    offloads: bool = False,
 ) -> Result:
     """Run `scenario` on the emulator and return its `Result` (the simulator's schema,
     ``summary["backend"] == "emu"``); with `out_dir`, also store it there (atomically).
@@ -527,11 +555,11 @@ def emulate(
     try:
         try:
             cpus = _cpus()
-            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None, offloads=offloads)
+            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and RPS else None, host=s.host)
             for i, c in enumerate(config["classes"]):
                 tb.set_sender_sysctls(i, c["ecn"])
             tb.set_receiver_sysctls()
-            raw = _run_traffic(s, config, tb, router, progress, offloads=offloads)
+            raw = _run_traffic(s, config, tb, router, progress)
         except _Interrupted as e:
             raise KeyboardInterrupt(str(e)) from None
     finally:
@@ -549,7 +577,7 @@ def emulate(
     return res
 
 
-def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None, *, offloads: bool) -> dict[str, Any]:
+def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None) -> dict[str, Any]:
     work = tb.work
     cpus = _cpus()
     # Router on one core, all traffic on another: a sender migrating between cores reorders
@@ -569,7 +597,6 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
                 "class_sources": [f"10.77.{i + 1}.0/24" for i in range(len(config["classes"]))],
                 "t0_monotonic_ns": t0,
                 "output": str(router_out),
-                "offloads": offloads,
             },
             indent=1,
         )
@@ -631,7 +658,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     raw["router_cpu_s"] = router_cpu_s
     raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
     raw["t0_monotonic_ns"] = t0
-    raw["offloads"] = offloads
+    raw["offloads"] = s.host.offloads
     return raw
 
 

@@ -3,7 +3,7 @@
 //! ```json
 //! { "tun": "aqtun", "engine": { ...the simulator's engine config... },
 //!   "class_sources": ["10.77.1.0/24", "10.77.2.0/24"],
-//!   "t0_monotonic_ns": 123456789, "output": "/abs/path/router.json", "offloads": true }
+//!   "t0_monotonic_ns": 123456789, "output": "/abs/path/router.json" }
 //! ```
 //!
 //! `engine` is the simulator's engine config, read as [`link::LinkConfig`]: the bottleneck's part
@@ -62,15 +62,18 @@ pub struct RouterConfig {
     pub t0_monotonic_ns: Option<u64>,
     /// Absolute path of the results file.
     pub output: std::path::PathBuf,
-    /// Take TCP super-packets from the kernel (virtio-net headers, `TUNSETOFFLOAD`), segment
-    /// them before the queue, and write back-to-back departures of one flow as one
-    /// super-packet; false (absent): plain packets both ways, the kernel segments first.
-    pub offloads: bool,
 }
 
-const KEYS: [&str; 6] = ["tun", "engine", "class_sources", "t0_monotonic_ns", "output", "offloads"];
+const KEYS: [&str; 5] = ["tun", "engine", "class_sources", "t0_monotonic_ns", "output"];
 
 impl RouterConfig {
+    /// The hosts' offloads, if the engine config has hosts with them: the router then takes
+    /// super-packets, spaces their segments at the senders' NIC rate, and writes runs back
+    /// coalesced every `rx_coalesce` (crates/router/src/main.rs).
+    pub fn offloads(&self) -> Option<&link::config::HostConfig> {
+        self.engine.host.as_ref().filter(|h| h.offloads)
+    }
+
     /// Parse and check `router.json`. Errors are one line starting with the key.
     pub fn from_json(text: &str) -> Result<RouterConfig, String> {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("router config: not JSON: {e}"))?;
@@ -117,12 +120,7 @@ impl RouterConfig {
         if output.file_name().is_none() {
             return Err("output: must name a file".into());
         }
-        let offloads = match obj.get("offloads") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err("offloads: must be true or false".into()),
-        };
-        Ok(RouterConfig { tun, engine, class_sources, t0_monotonic_ns, output, offloads })
+        Ok(RouterConfig { tun, engine, class_sources, t0_monotonic_ns, output })
     }
 }
 
@@ -172,12 +170,9 @@ mod tests {
         assert_eq!(c.tun, "aqtun");
         assert_eq!(c.t0_monotonic_ns, Some(5));
         assert_eq!(c.engine.classes[0].rtt_ns, 10_000_000);
-        assert!(!c.offloads, "offloads absent: off");
-        assert!(RouterConfig::from_json(&cfg(&e, r#", "offloads": true"#)).unwrap().offloads);
         let err = |s: &str| RouterConfig::from_json(s).unwrap_err();
         assert!(err(&cfg(&e, r#", "tunn": 1"#)).starts_with("tunn:"));
         assert!(err(&cfg(&e, r#", "t0_monotonic_ns": -1"#)).starts_with("t0_monotonic_ns:"));
-        assert!(err(&cfg(&e, r#", "offloads": 1"#)).starts_with("offloads:"));
         assert!(err(&cfg(&e, "").replace("/tmp/r.json", "rel.json")).starts_with("output:"));
         assert!(err(&cfg(&e, "").replace("10.77.1.0/24", "10.77.1.0/99")).starts_with("class_sources[0]:"));
         assert!(err(&cfg(&e, "").replace(r#"["10.77.1.0/24"]"#, "[]")).starts_with("class_sources:"));

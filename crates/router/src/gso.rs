@@ -207,13 +207,23 @@ pub fn segment(p: &[u8], mss: u16, mut take: impl FnMut() -> Vec<u8>, mut emit: 
 /// identical TCP header apart from sequence number, checksum and the flags GRO lets differ;
 /// the sequence contiguous; every segment but the last exactly as long as the first, the last
 /// no longer and not empty; nothing after a segment with FIN, PSH, URG, RST or SYN; no CWR
-/// but on the first; at most 64 KB in all.
-#[derive(Debug, Default)]
+/// but on the first; the whole below the receiver's `gro_max_size` (`skb_gro_receive` stops
+/// at `len >= gro_max_size`, net/core/gro.c) and within an IPv4 total length.
+#[derive(Debug)]
 pub struct Coalescer {
-    /// Bytes of the packets in the current group (payload only, after the first).
+    /// IP length of the group so far.
     total: usize,
     mss: usize,
     count: usize,
+    /// A group's IP length stays below this.
+    limit: usize,
+}
+
+impl Default for Coalescer {
+    /// GRO's default limit (`GRO_LEGACY_MAX_SIZE`, 65 536, include/linux/netdevice.h).
+    fn default() -> Self {
+        Coalescer::new(65_536)
+    }
 }
 
 fn u32_at(p: &[u8], i: usize) -> u32 {
@@ -221,6 +231,11 @@ fn u32_at(p: &[u8], i: usize) -> u32 {
 }
 
 impl Coalescer {
+    /// Groups stay below `gro_max_bytes` of IP packet (and within 65 535, IPv4's limit).
+    pub fn new(gro_max_bytes: usize) -> Coalescer {
+        Coalescer { total: 0, mss: 0, count: 0, limit: gro_max_bytes.min(MAX_IP_LEN + 1) }
+    }
+
     /// Start a group with `first`; false if it can head no group (not TCP/IPv4 with a 20-byte
     /// IP header, or no payload), in which case it is written alone.
     pub fn start(&mut self, first: &[u8]) -> bool {
@@ -251,7 +266,7 @@ impl Coalescer {
             && len <= self.mss
             && prev.len() >= hl
             && (u16::from_be_bytes([prev[2], prev[3]]) as usize).saturating_sub(hl) == self.mss
-            && self.total + len <= MAX_IP_LEN
+            && self.total + len < self.limit
             // IP: TOS, flags and offset, TTL, protocol, addresses as the first's; ID one more.
             && next[1] == first[1]
             && next[6..10] == first[6..10]
@@ -514,6 +529,13 @@ mod tests {
         let third = tcp_packet(0x02, 12, 2448, 0x10, 1000);
         assert!(!c.push(&a, &short, &third), "the previous segment was already the short last one");
         assert_eq!(c.count(), 2);
+        // The GRO limit: 1 000 + 52 + 1 000 bytes (or more) must stay below it.
+        let s1 = tcp_packet(0x02, 10, 0, 0x10, 1000);
+        let s2 = tcp_packet(0x02, 11, 1000, 0x10, 1000);
+        let mut small = Coalescer::new(2052);
+        assert!(small.start(&s1) && !small.push(&s1, &s1, &s2), "2052 B is not below 2052");
+        let mut fits = Coalescer::new(2053);
+        assert!(fits.start(&s1) && fits.push(&s1, &s1, &s2));
         // A pure ACK heads no group.
         assert!(!c.start(&tcp_packet(0x02, 10, 0, 0x10, 0)));
     }

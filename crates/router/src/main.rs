@@ -36,16 +36,6 @@ const SCRATCH_BYTES: usize = gso::VNET_HDR_LEN + 65_536;
 /// in the next round, `ppoll` returning immediately.
 const MAX_READS_PER_ROUND: usize = 64;
 
-/// With offloads, after a round that wrote packets the router sleeps at least this long
-/// before writing again (arrivals still wake it): the departures due meanwhile go out together,
-/// coalesced, as a receiving NIC's interrupt moderation hands them to GRO together. 50 µs is
-/// the short end of e1000's default moderation ("dynamic conservative": 4 000 interrupts/s
-/// for bulk traffic, up to 20 000/s for latency-sensitive traffic;
-/// Documentation/networking/device_drivers/ethernet/intel/e1000.rst, InterruptThrottleRate).
-/// It halves the wake-ups and writes per packet at 1 Gbit/s (bench/README.md §Emulator); the
-/// lateness it adds is at most this.
-const OFFLOAD_WRITE_INTERVAL_NS: u64 = 50_000;
-
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -138,16 +128,26 @@ fn write_atomically(path: &std::path::Path, value: &serde_json::Value) -> std::i
 /// that the receiver's GRO would merge ([`Coalescer`]) goes out as one super-packet: its
 /// header, then each segment's payload, gathered with `writev`; any other packet alone with an
 /// empty header (its checksums are complete).
-#[derive(Default)]
 struct Writer {
     hdr: Vec<u8>,
     errors: u64,
+    /// The receiver's `gro_max_size`: a coalesced write stays below it.
+    gro_max_bytes: usize,
+}
+
+/// Transmission time of `bits` at the NIC rate, ns (0 without offloads).
+fn nic_ns(nic_rate: Option<u64>, bits: u64) -> u64 {
+    nic_rate.map_or(0, |r| (bits as u128 * 1_000_000_000 / r as u128) as u64)
 }
 
 impl Writer {
+    fn new(gro_max_bytes: usize) -> Writer {
+        Writer { hdr: Vec::new(), errors: 0, gro_max_bytes }
+    }
+
     fn write_all(&mut self, tun: &Tun, due: &mut [Emit], c: &mut router::measure::Counters) {
         let plain = VnetHdr::default().bytes();
-        let mut co = Coalescer::default();
+        let mut co = Coalescer::new(self.gro_max_bytes);
         let mut i = 0;
         while i < due.len() {
             let mut j = i + 1;
@@ -191,7 +191,8 @@ fn main() {
     if realtime {
         go_realtime();
     }
-    let tun = match Tun::open(&cfg.tun, cfg.offloads) {
+    let host = cfg.offloads().cloned();
+    let tun = match Tun::open(&cfg.tun, host.is_some()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("aqmlab-router: tun: cannot open {:?}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)", cfg.tun);
@@ -208,11 +209,18 @@ fn main() {
     let mut scratch = vec![0u8; SCRATCH_BYTES];
     let mut segs: Vec<Vec<u8>> = Vec::new();
     let mut due: Vec<Emit> = Vec::new();
-    let mut out = Writer::default();
+    let mut out = Writer::new(host.as_ref().map_or(65_536, |h| h.gro_max_bytes as usize));
     let mut complete = true;
     let mut readable = true;
     let mut polls: u64 = 0;
-    let batch_ns = if cfg.offloads { OFFLOAD_WRITE_INTERVAL_NS } else { 0 };
+    // With offloads: after a round that wrote packets, the next write waits the receiver's
+    // interrupt moderation (`host.rx_coalesce`), so the departures due meanwhile reach it
+    // together, coalesced as its GRO would (arrivals still wake the router at once).
+    let batch_ns = host.as_ref().map_or(0, |h| h.rx_coalesce_ns);
+    // A burst leaves the sender's NIC as back-to-back packets at `host.nic_rate`: the router
+    // reads the super-packet whole, and stamps segment k at its read time plus the NIC's
+    // transmission time of segments 0..=k.
+    let nic_rate = host.as_ref().map(|h| h.nic_rate_bps);
     'run: loop {
         if STOP.load(Ordering::Relaxed) {
             complete = false;
@@ -250,7 +258,8 @@ fn main() {
                 }
                 let mut buf = pipe.take_buf();
                 buf.extend_from_slice(pkt);
-                pipe.receive(buf, now);
+                let at = now + nic_ns(nic_rate, buf.len() as u64 * 8);
+                pipe.receive(buf, at);
                 continue;
             }
             pipe.counters.gso_packets_in += 1;
@@ -263,8 +272,10 @@ fn main() {
                 Ok(k) => pipe.counters.gso_segments_in += k as u64,
                 Err(_) => pipe.counters.gso_refused += 1,
             }
+            let mut bits = 0;
             for s in segs.drain(..) {
-                pipe.receive(s, now);
+                bits += s.len() as u64 * 8;
+                pipe.receive(s, now + nic_ns(nic_rate, bits));
             }
         }
         // 2. The link up to now, then every packet due, written (back-to-back segments of one
@@ -291,12 +302,14 @@ fn main() {
         if wrote {
             wake = wake.max(now + batch_ns);
         }
-        let now = scenario_now();
-        if wake <= now {
+        // On CLOCK_MONOTONIC: before t0 scenario time stands at 0, and a wake-up at scenario
+        // time w is t0 + w.
+        let mono = monotonic_ns();
+        if t0 + wake <= mono {
             readable = true;
             continue;
         }
-        let d = (wake - now).min(MAX_SLEEP_NS);
+        let d = (t0 + wake - mono).min(MAX_SLEEP_NS);
         let ts = libc::timespec { tv_sec: (d / 1_000_000_000) as libc::time_t, tv_nsec: (d % 1_000_000_000) as libc::c_long };
         let mut pfd = libc::pollfd { fd: tun.raw_fd(), events: libc::POLLIN, revents: 0 };
         polls += 1;
