@@ -7,15 +7,19 @@
 //! `--realtime` the thread runs under SCHED_FIFO, so busy senders on the same cores do not delay
 //! it (the emulator instead starts it under `chrt -f`, which the router leaves alone).
 //!
+//! When the engine config's hosts have offloads (`engine.host.offloads`), every read and write
+//! carries a virtio-net header: a TCP super-packet is cut into its segments before the
+//! pipeline (`router::gso`), spaced at the senders' NIC rate; writes come at most once per
+//! `host.rx_coalesce`, each run of a flow's due segments that GRO would merge written as one
+//! super-packet (docs/emulator.md §Offloads).
+//!
 //! Ends at scenario time `duration + 200 ms` (the drain: packets still in the delay lines get
 //! out) with `"complete": true`, or on SIGTERM/SIGINT with `"complete": false`; either way the
 //! results are written atomically (temp file + rename) and the exit status is 0. A bad config
 //! is one line on stderr naming the key, exit status 2, nothing written.
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-use std::io::IoSlice;
 
 use router::gso::{self, Coalescer, VnetHdr};
 use router::pipeline::Emit;
