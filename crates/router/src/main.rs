@@ -258,9 +258,11 @@ fn main() {
             };
             let pkt = &mut scratch[gso::VNET_HDR_LEN..n];
             if h.gso_type == gso::GSO_NONE {
-                // A partial checksum is completed here, as the sender's NIC would have.
-                if h.flags & gso::F_NEEDS_CSUM != 0 {
-                    gso::complete_checksum(pkt, h.csum_start as usize, h.csum_offset as usize);
+                // A partial checksum is completed here, as the sender's NIC would have; one
+                // whose offsets lie outside the packet is forwarded as it is, counted
+                // `malformed` (the receiver will drop it).
+                if h.flags & gso::F_NEEDS_CSUM != 0 && !gso::complete_checksum(pkt, h.csum_start as usize, h.csum_offset as usize) {
+                    pipe.counters.malformed += 1;
                 }
                 let mut buf = pipe.take_buf();
                 buf.extend_from_slice(pkt);
