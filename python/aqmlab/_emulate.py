@@ -577,6 +577,16 @@ def emulate(
     return res
 
 
+def notsent_lowat(rate_bps: int) -> int:
+    """The senders' TCP_NOTSENT_LOWAT, bytes: what a socket holds unsent, so that a sender
+    descheduled for a while still keeps its flow busy — at least 256 KB, and 32 ms of the
+    bottleneck rate (4 MB at 1 Gbit/s). Measured on the 2-core machine under load (bench/README.md
+    §Emulator): with 256 KB (2 ms at 1 Gbit/s) one BBR flow, which keeps little queue, left the
+    link idle 2–12 % of the time; with 4 MB, 0.1–2.7 %. A flow that stops writing still sends
+    up to this much after its stop."""
+    return max(256 * 1024, rate_bps * 32 // 8 // 1000)
+
+
 def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None) -> dict[str, Any]:
     work = tb.work
     cpus = _cpus()
@@ -615,7 +625,8 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
         kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": KERNEL_CC.get(c["cc"]["name"], c["cc"]["name"])}
         flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
-        spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT, "flows": flows}
+        spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT,
+                "notsent_lowat": notsent_lowat(config["bottleneck"]["rate_bps"]), "flows": flows}
         (work / f"send{i}.json").write_text(json.dumps(spec))
         senders.append(
             tb.spawn(tb.sender_ns(i), [sys.executable, traffic_py, "send", "--spec", str(work / f"send{i}.json"), "--out", str(work / f"send{i}-out.json")], traffic_cpu, work / f"send{i}.log")
