@@ -79,7 +79,7 @@ bench:
 
 # The emulator's rate / CPU benchmark (root; several minutes): bench/README.md §Emulator.
 bench-emu: build
-	$(PYTHON) bench/emulator.py --rates 50,200,400,600,800 --rounds 2
+	$(PYTHON) bench/emulator.py --rates 400,600,1000,1200 --offloads on,off --rounds 2
 
 clean:
 	rm -rf target $(STAMP) out python/aqmlab/*.so

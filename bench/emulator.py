@@ -1,16 +1,20 @@
 """Emulator benchmark (bench/README.md §Emulator): the highest bottleneck rate the router
 sustains with a rate error under 1 % and no reordering, and its CPU time per packet.
 
-    sudo python3 bench/emulator.py [--rates 50,100,200,400] [--flows 4] [--rounds 2]
+    sudo python3 bench/emulator.py [--rates 50,100,200,400] [--flows 4] [--rounds 2] [--offloads on,off] [--cc cubic]
 
-For each rate, N CUBIC flows (10 ms, 4-BDP TailDrop, 8 s, 2 s warmup) keep the queue
+For each rate and each host setting (`[host] offloads`), N flows (CUBIC unless `--cc`; 10 ms,
+4-BDP TailDrop, 8 s, 2 s warmup) keep the queue
 backlogged (a CUBIC back-off by 0.7 from 5 BDP in flight leaves 2.5 BDP queued), so the link
 should be busy the whole window: rate error = link bytes ÷ window
 against the configured rate (|utilization − 1|). Reordering: the router's own count of
 packets written out of order within a flow, and the senders' tcpi_reord_seen. Router CPU per
-packet: its user + system time (wait4 rusage) ÷ packets it read. Rounds alternate the rates
-(50, 100, ..., 50, 100, ...) so a busy spell on the machine does not land on one rate.
-One JSON line per run; a table at the end.
+packet: its user + system time (wait4 rusage) ÷ packets it queued (with offloads, the
+segments it cut from super-packets), and the user/system split from its own getrusage. The
+receiver's goodput ÷ (C · 1448/1500) checks the rate from the other end (1448 payload bytes
+per 1500-byte packet with TCP timestamps). Rounds alternate the rates and host settings so a
+busy spell on the machine does not land on one of them. Each run records the load average
+(os.getloadavg) at its end. One JSON line per run; a table at the end.
 
     sudo python3 bench/emulator.py --agreement bench/emu/*.toml [--rounds 2]
 
@@ -22,23 +26,44 @@ shares, mean sojourn, drop ratio.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import platform
 import time
+from typing import Any, Iterator
 
 import aqmlab
 from aqmlab._emulate import emulate
 
 
-def scenario(rate_mbps: int, flows: int) -> aqmlab.Scenario:
+#: Payload per 1500-byte packet of a Linux TCP flow with timestamps (1500 − 20 − 20 − 12).
+PAYLOAD_FRACTION = 1448 / 1500
+
+
+def scenario(rate_mbps: int, flows: int, offloads: bool, cc: str = "cubic") -> aqmlab.Scenario:
     return aqmlab.Scenario(
         name=f"emu-bench-{rate_mbps}M",
         duration="8s",
         warmup="2s",
         bottleneck={"rate": f"{rate_mbps}Mbps", "buffer": "4bdp"},
-        flows=[{"cc": "cubic", "count": flows, "rtt": "10ms", "start": "uniform(0s, 200ms)"}],
+        flows=[{"cc": cc, "count": flows, "rtt": "10ms", "start": "uniform(0s, 200ms)"}],
+        host={"offloads": offloads},
     )
+
+
+@contextlib.contextmanager
+def _locked(path: str | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _shares(summary: dict) -> list[float]:
@@ -86,6 +111,9 @@ def main() -> None:
     p.add_argument("--rates", default="50,100,200,400")
     p.add_argument("--flows", type=int, default=4)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--offloads", default="on,off", help="host settings to measure: on, off or both")
+    p.add_argument("--cc", default="cubic", help="the flows' congestion control (the kernel's)")
+    p.add_argument("--lock", help="a file to hold an exclusive flock on during each run (to share the machine's testbed with others)")
     p.add_argument("--agreement", nargs="*", help="scenario files: compare the two backends instead")
     a = p.parse_args()
     if a.agreement:
@@ -93,27 +121,36 @@ def main() -> None:
         agreement(a.agreement, a.rounds)
         return
     rates = [int(x) for x in a.rates.split(",")]
+    hosts = [{"on": True, "off": False}[x] for x in a.offloads.split(",")]
     print(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
-    rows: dict[int, list[dict[str, float]]] = {r: [] for r in rates}
+    rows: dict[tuple[bool, int], list[dict[str, Any]]] = {(h, r): [] for h in hosts for r in rates}
     for rnd in range(a.rounds):
+        for h in hosts:
+            for r in rates:
+                with _locked(a.lock):
+                    res = emulate(scenario(r, a.flows, h, a.cc))
+                m, c, e = res.summary["metrics"], res.summary["counters"], res.summary["emu"]
+                pkts = c["rx_pkts"]
+                row = {
+                    "round": rnd, "offloads": h, "cc": a.cc, "flows": a.flows, "rate_mbps": r, "utilization": m["utilization"], "rate_error": abs(m["utilization"] - 1.0),
+                    "goodput_ratio": m["goodput_bps"] / (r * 1e6 * PAYLOAD_FRACTION),
+                    "router_reordered": c["reordered"], "tcp_reord_seen": c["tcp_reord_seen"], "late_p99_us": c["late_p99_ns"] / 1e3,
+                    "late_max_us": c["late_max_ns"] / 1e3, "rx_pkts": pkts, "router_cpu_s": e["router_cpu_s"],
+                    "cpu_per_pkt_us": e["router_cpu_s"] / pkts * 1e6 if e["router_cpu_s"] and pkts else None,
+                    "user_per_pkt_us": c["cpu_user_ns"] / pkts / 1e3 if pkts else None, "sys_per_pkt_us": c["cpu_sys_ns"] / pkts / 1e3 if pkts else None,
+                    "gso_packets_in": c["gso_packets_in"], "gso_segments_in": c["gso_segments_in"], "writes": c["writes"], "polls": c["polls"],
+                    "goodput_mbps": m["goodput_bps"] / 1e6, "drop_ratio": m["drop_ratio"], "load1": os.getloadavg()[0],
+                }
+                rows[(h, r)].append(row)
+                print(json.dumps(row), flush=True)
+    print("\n| offloads | rate | utilization | rate error | goodput ÷ C·1448/1500 | router reordered | TCP reord_seen | late p99 µs | router CPU µs/pkt (user + sys) | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for h in hosts:
         for r in rates:
-            res = emulate(scenario(r, a.flows))
-            m, c, e = res.summary["metrics"], res.summary["counters"], res.summary["emu"]
-            row = {
-                "round": rnd, "rate_mbps": r, "utilization": m["utilization"], "rate_error": abs(m["utilization"] - 1.0),
-                "router_reordered": c["reordered"], "tcp_reord_seen": c["tcp_reord_seen"], "late_p99_us": c["late_p99_ns"] / 1e3,
-                "late_max_us": c["late_max_ns"] / 1e3, "rx_pkts": c["rx_pkts"], "router_cpu_s": e["router_cpu_s"],
-                "cpu_per_pkt_us": e["router_cpu_s"] / c["rx_pkts"] * 1e6 if e["router_cpu_s"] and c["rx_pkts"] else None,
-                "goodput_mbps": m["goodput_bps"] / 1e6, "drop_ratio": m["drop_ratio"],
-            }
-            rows[r].append(row)
-            print(json.dumps(row), flush=True)
-    print("\n| rate | utilization | rate error | router reordered | TCP reord_seen | late p99 µs | router CPU µs/pkt |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rates:
-        xs = rows[r]
-        f = lambda k, fmt: " ".join(format(x[k], fmt) for x in xs)  # noqa: E731
-        print(f"| {r} Mbit/s | {f('utilization', '.4f')} | {f('rate_error', '.2%')} | {f('router_reordered', 'd')} | {f('tcp_reord_seen', 'd')} | {f('late_p99_us', '.0f')} | {f('cpu_per_pkt_us', '.1f')} |")
+            xs = rows[(h, r)]
+            f = lambda k, fmt: " ".join(format(x[k], fmt) for x in xs)  # noqa: E731
+            cpu = " ".join(f"{x['cpu_per_pkt_us']:.1f} ({x['user_per_pkt_us']:.1f} + {x['sys_per_pkt_us']:.1f})" for x in xs)
+            print(f"| {'on' if h else 'off'} | {r} Mbit/s | {f('utilization', '.4f')} | {f('rate_error', '.2%')} | {f('goodput_ratio', '.4f')} | {f('router_reordered', 'd')} | {f('tcp_reord_seen', 'd')} | {f('late_p99_us', '.0f')} | {cpu} | {f('load1', '.1f')} |")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from . import _bpfcc
 from ._emu_results import PORT, assemble, save_extra
 from ._results import Result
-from ._scenario import Scenario, ScenarioError, load_scenario
+from ._scenario import Host, Scenario, ScenarioError, load_scenario
 
 __all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
            # re-exported from _emu_results (the assembly of the results)
@@ -123,7 +123,7 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     if shutil.which("ip") is None:
         raise EmulatorError("the emulator needs iproute2's `ip` command (apt-get install iproute2)")
     if shutil.which("ethtool") is None:
-        raise EmulatorError("the emulator needs `ethtool` to turn segmentation offloads off (apt-get install ethtool; `make deps` does it)")
+        raise EmulatorError("the emulator needs `ethtool` to set the hosts' segmentation offloads (apt-get install ethtool; `make deps` does it)")
     if not Path("/dev/net/tun").exists():
         raise EmulatorError("/dev/net/tun is missing: the kernel has no TUN support here")
     for tool in ("taskset", *(PRIORITY_RT[:1] + PRIORITY_TRAFFIC[:1])):
@@ -169,6 +169,7 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
                 + (f"; {why}" if why else ""),
                 key=f"{key}.cc",
             )
+    _check_host(s.host)
     if router:
         router_binary()
 
@@ -187,6 +188,28 @@ def cc_plan(s: Scenario) -> dict[str, dict[str, Any]]:
             name = KERNEL_CC.get(f.cc, f.cc)
             plan[f.cc] = {"kernel_name": name, "implementation": "kernel", "source": f"the running kernel's {name}"}
     return plan
+
+
+#: Largest GSO and GRO packet this emulator's IPv4 hosts can use: beyond 64 KiB needs BIG TCP
+#: (`gso_ipv4_max_size`, `gro_ipv4_max_size`), which the testbed does not set up.
+MAX_OFFLOAD_BYTES = 65_536
+
+
+def _check_host(h: Host) -> None:
+    """The `[host]` knobs the real hosts can take. `nic_rate` and `rx_coalesce` are the
+    router's (it spaces a burst's segments at the NIC rate and writes departures every
+    `rx_coalesce`); `gso_max_size`, `gro_max_size` and `min_tso_segs` are set on the hosts."""
+    if not h.offloads:
+        return
+    e = h.engine()
+    if "pacing_shift" in h.model_fields_set and e["pacing_shift"] != Host().engine()["pacing_shift"]:
+        raise ScenarioError(
+            f"the emulator cannot set pacing_shift (the kernel's sk_pacing_shift is {Host().pacing_shift} for every TCP socket; no sysctl or socket option changes it)",
+            key="host.pacing_shift",
+        )
+    for key, field in (("gso_max_size", "gso_max_bytes"), ("gro_max_size", "gro_max_bytes")):
+        if e[field] > MAX_OFFLOAD_BYTES:
+            raise ScenarioError(f"the emulator's hosts use at most {MAX_OFFLOAD_BYTES} B ({e[field]} B needs BIG TCP, which the testbed does not set up)", key=f"host.{key}")
 
 
 def router_binary() -> Path:
@@ -375,10 +398,14 @@ class Testbed:
     def sender_ns(self, i: int) -> str:
         return f"aqS{i}-{self.tag}"
 
-    def build(self, kernel_cpu: int | None = None) -> None:
+    def build(self, kernel_cpu: int | None = None, *, host: Host | None = None) -> None:
         """Namespaces, veths, addresses, routes, the TUN and the policy rules of the contract.
         `kernel_cpu`: the core that does the kernel's receive work for packets the router
-        writes back (RPS on the TUN), so that the router's core does only the router's."""
+        writes back (RPS on the TUN), so that the router's core does only the router's.
+        `host`: with offloads, the hosts segment (TSO/GSO, up to `gso_max_size`, at least
+        `min_tso_segs`) and merge (GRO, up to `gro_max_size`) as real hosts do, and the router
+        takes super-packets (docs/emulator.md §Offloads); otherwise (or None) every veth has
+        them off."""
         r = self.router_ns
         for ns in [r, self.receiver_ns, *(self.sender_ns(i) for i in range(self.n_classes))]:
             _run("ip", "netns", "add", ns)
@@ -407,10 +434,28 @@ class Testbed:
         _run("ip", "addr", "add", "10.77.200.1/24", "dev", "dst", ns=r)
         _run("ip", "link", "set", "dst", "up", ns=r)
         veths += [(d, "eth0"), (r, "dst")]
-        # Wire-size packets: with TSO/GSO the router would read 64 KB super-packets, with GRO
-        # the receiver side would merge them; the bottleneck must see what a wire carries.
-        for ns, dev in veths:
-            _run("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns)
+        if host is not None and host.offloads:
+            # Real hosts: the senders' NICs segment (TSO/GSO: the kernel hands them bursts of up
+            # to gso_max_size) and every host merges what it receives (GRO); a veth comes with
+            # GRO off, so it is turned on at the hosts. The router's veths keep TSO/GSO so a
+            # super-packet crosses the router whole in both directions: into the TUN, which
+            # takes it (TUNSETOFFLOAD) for aqmlab-router to segment before its queue, and out
+            # towards the receiver, when the router writes a run of departures as one.
+            e = host.engine()
+            for i in range(self.n_classes):
+                s = self.sender_ns(i)
+                _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=s)
+                _run("ip", "link", "set", "dev", "eth0", "gso_max_size", str(e["gso_max_bytes"]), ns=s)
+                _sysctl(s, "net.ipv4.tcp_min_tso_segs", str(e["min_tso_segs"]))
+            _run("ethtool", "-K", "eth0", "tso", "on", "gso", "on", "gro", "on", ns=d)
+            _run("ip", "link", "set", "dev", "eth0", "gro_max_size", str(e["gro_max_bytes"]), ns=d)
+            for dev in [*(f"c{i}" for i in range(self.n_classes)), "dst"]:
+                _run("ethtool", "-K", dev, "tso", "on", "gso", "on", "gro", "off", ns=r)
+        else:
+            # Wire-size packets from the hosts themselves: the kernel segments in software
+            # before the veth, and nothing is merged on receipt.
+            for ns, dev in veths:
+                _run("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns)
         # The TUN: persistent, no packet-info header, MTU 1500 (contract). Its txqueuelen is
         # raised from 500 so that a short stall of the router program never drops packets in
         # the kernel before the AQM sees them (those would be losses no discipline decided).
@@ -556,7 +601,7 @@ def emulate(
                 except RuntimeError as e:
                     raise EmulatorError(str(e)) from None
             cpus = _cpus()
-            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and rps else None)
+            tb.build(kernel_cpu=cpus[1] if len(cpus) >= 2 and rps else None, host=s.host)
             for i, c in enumerate(config["classes"]):
                 tb.set_sender_sysctls(i, c["ecn"])
             tb.set_receiver_sysctls()
@@ -600,6 +645,16 @@ def _check_bpf_run(cc: str, stats: dict[str, Any]) -> None:
             f"first ssthresh {stats.get('corrupt_ssthresh')} cwnd {stats.get('corrupt_cwnd')}; recursion misses {misses or 0}); "
             "its figures cannot be trusted and nothing was written (docs/emulator.md, \"The anomaly\")"
         )
+
+
+def notsent_lowat(rate_bps: int) -> int:
+    """The senders' TCP_NOTSENT_LOWAT, bytes: what a socket holds unsent, so that a sender
+    descheduled for a while still keeps its flow busy — at least 256 KB, and 32 ms of the
+    bottleneck rate (4 MB at 1 Gbit/s). Measured on the 2-core machine under load (bench/README.md
+    §Emulator): with 256 KB (2 ms at 1 Gbit/s) one BBR flow, which keeps little queue, left the
+    link idle 2–12 % of the time; with 4 MB, 0.1–2.7 %. A flow that stops writing still sends
+    up to this much after its stop."""
+    return max(256 * 1024, rate_bps * 32 // 8 // 1000)
 
 
 def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None, ccs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -646,7 +701,8 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
         kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": ccs[c["cc"]["name"]]["kernel_name"]}
         flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
-        spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT, "flows": flows}
+        spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT,
+                "notsent_lowat": notsent_lowat(config["bottleneck"]["rate_bps"]), "flows": flows}
         (work / f"send{i}.json").write_text(json.dumps(spec))
         senders.append(
             tb.spawn(tb.sender_ns(i), [sys.executable, traffic_py, "send", "--spec", str(work / f"send{i}.json"), "--out", str(work / f"send{i}-out.json")], traffic_cpu, work / f"send{i}.log")
@@ -689,6 +745,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     raw["router_cpu_s"] = router_cpu_s
     raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
     raw["t0_monotonic_ns"] = t0
+    raw["offloads"] = s.host.offloads
     return raw
 
 

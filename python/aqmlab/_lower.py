@@ -213,6 +213,7 @@ def lower(s: "Scenario") -> dict[str, Any]:
         "classes": classes,
         "marker": engine_marker,
         "measure": {"interval_ns": u.parse_time(s.measure.interval), "hist_bin_ns": u.parse_time(s.measure.hist_bin), "fct_bins_bytes": fct_bins},
+        "host": s.host.engine(),
     }
 
 

@@ -14,6 +14,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
+from fractions import Fraction
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
@@ -476,6 +477,64 @@ class Marker(_Model):
         return self
 
 
+def _bytes_only(v: str) -> str:
+    q = u.parse_size(v, allow_time=False)
+    if q.unit != "bytes" or q.value <= 0:
+        raise ValueError(f"{v!r}: a size in bytes, e.g. 64KiB")
+    return u.format_size(q)
+
+
+Bytes = Annotated[str, AfterValidator(_bytes_only)]
+
+
+def _host_defaults() -> dict[str, Any]:
+    from . import _native
+
+    return _native.host_defaults()
+
+
+_HOST = _host_defaults()
+
+
+class Host(_Model):
+    """Every end host's network stack (docs/model.md, "Host model"): Linux's offloads — TSO/GSO
+    bursts at the senders, leaving through a NIC of rate `nic_rate`, and GRO at the receivers,
+    which ACK each coalesced packet — or, with `offloads = false`, ideal hosts that send and
+    receive every segment on its own. The defaults are the engine's
+    (`link::config::HostConfig::linux`, each with its Linux source)."""
+
+    offloads: bool = _HOST["offloads"]
+    nic_rate: Rate = u.format_rate(_HOST["nic_rate_bps"])
+    gso_max_size: Bytes = u.format_size(u.Quantity(Fraction(_HOST["gso_max_bytes"]), "bytes"))
+    min_tso_segs: Annotated[int, Field(ge=1, le=1024)] = _HOST["min_tso_segs"]
+    pacing_shift: Annotated[int, Field(ge=0, le=32)] = _HOST["pacing_shift"]
+    gro_max_size: Bytes = u.format_size(u.Quantity(Fraction(_HOST["gro_max_bytes"]), "bytes"))
+    rx_coalesce: Time = u.format_time(_HOST["rx_coalesce_ns"])
+
+    #: The knobs of the offloads: meaningless (and refused) when they are off.
+    KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce")
+
+    @model_validator(mode="after")
+    def _knobs_need_offloads(self) -> "Host":
+        if not self.offloads:
+            given = [k for k in self.KNOBS if k in self.model_fields_set]
+            if given:
+                raise _KeyedValueError(f"host.{given[0]}", f"{given[0]} applies to hosts with offloads; with offloads = false every segment is sent and received on its own")
+        return self
+
+    def engine(self) -> dict[str, Any]:
+        """The engine's HostConfig."""
+        return {
+            "offloads": self.offloads,
+            "nic_rate_bps": u.parse_rate(self.nic_rate),
+            "gso_max_bytes": int(u.parse_size(self.gso_max_size).value),
+            "min_tso_segs": self.min_tso_segs,
+            "pacing_shift": self.pacing_shift,
+            "gro_max_bytes": int(u.parse_size(self.gro_max_size).value),
+            "rx_coalesce_ns": u.parse_time(self.rx_coalesce),
+        }
+
+
 class Measure(_Model):
     interval: Time = "100ms"
     hist_bin: PositiveTime = "1ms"
@@ -497,6 +556,8 @@ class Scenario(_Model):
     #: values. Refused with any other discipline (it would have no effect).
     marker: Marker | None = None
     measure: Measure = Field(default_factory=Measure)
+    #: The end hosts (all of them): Linux's offloads by default.
+    host: Host = Field(default_factory=Host)
 
     @model_validator(mode="after")
     def _checks(self) -> "Scenario":
@@ -558,6 +619,9 @@ class Scenario(_Model):
         for f in d["flows"]:
             if f.get("stop") is None:
                 f.pop("stop", None)
+        # Ideal hosts have no offload knobs (Host refuses them), so none are spelt out.
+        if not self.host.offloads:
+            d["host"] = {"offloads": False}
         return d
 
     def canonical_json(self) -> str:
@@ -604,7 +668,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         if part not in fields:
             return []
         ann = fields[part].annotation
-        for cand in (Bottleneck, Flows, Workload, SizeDistribution, Marker, Measure):
+        for cand in (Bottleneck, Flows, Workload, SizeDistribution, Marker, Measure, Host):
             if cand is ann or (getattr(ann, "__args__", None) and cand in ann.__args__):
                 m = cand
                 break

@@ -99,9 +99,9 @@ TCP_INFO = getattr(socket, "TCP_INFO", 11)
 
 #: TCP_NOTSENT_LOWAT is 25 in include/uapi/linux/tcp.h.
 TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
-#: Unsent bytes a sender keeps queued: 256 KB is 40 ms at 50 Mbit/s, 5 ms at 400 Mbit/s —
-#: enough that a sender loop busy elsewhere for a while still keeps the pipe full.
-NOTSENT_LOWAT = 256 * 1024
+#: Unsent bytes a sender keeps queued: the orchestrator's `notsent_lowat` in the spec
+#: (`_emulate.notsent_lowat`: at least 256 KB, and 32 ms of the bottleneck rate), enough that a
+#: sender loop busy elsewhere for a while still keeps the pipe full.
 
 #: Application write / read size: large enough that the socket, not the loop, is the limit.
 CHUNK = 256 * 1024
@@ -319,10 +319,10 @@ class Sender:
             # Abort on close (RST, no FIN_WAIT lingering) for a flow cut at the run's end: the
             # accounting ends at the deadline and the namespaces go away right after.
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            # Keep at most NOTSENT_LOWAT unsent bytes in the socket (tcp(7) TCP_NOTSENT_LOWAT): a
+            # Keep at most notsent_lowat unsent bytes in the socket (tcp(7) TCP_NOTSENT_LOWAT): a
             # flow that stops writing then sends at most that much more, not megabytes of
             # autotuned send buffer.
-            s.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, NOTSENT_LOWAT)
+            s.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, self.spec["notsent_lowat"])
             s.bind((self.src, 0))
             s.setblocking(False)
             f.sport = s.getsockname()[1]

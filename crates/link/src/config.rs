@@ -7,7 +7,7 @@
 //! are refused (`deny_unknown_fields`), so a front-end bug cannot silently drop a setting.
 //! Errors name the dotted key path.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::marker::{Tvf, DEFAULT_RATE_WINDOW_NS};
 
@@ -25,6 +25,113 @@ pub struct BottleneckConfig {
     pub aqm: aqm::QdiscConfig,
     /// The discipline's delay target, ns, where it has one (for "mean delay / target").
     pub delay_target_ns: Option<u64>,
+}
+
+/// The end hosts' network stack, for every host of the run (`[host]` of a scenario): whether
+/// senders segment in the NIC (TSO/GSO) and receivers coalesce (GRO), as Linux hosts do by
+/// default, and the knobs of both. The defaults ([`HostConfig::linux`]) are Linux's; each says
+/// where it comes from. With `offloads` false the hosts are ideal: every segment is its own
+/// transmission, reaches the bottleneck the instant TCP sends it, and is received on its own.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// TSO/GSO at the senders and GRO at the receivers (`ethtool -K tso gso gro`; on by
+    /// default in Linux on every device that can).
+    pub offloads: bool,
+    /// Line rate of each sender's NIC, bit/s: a TSO burst leaves the host as back-to-back MTU
+    /// packets at this rate. Used with `offloads`.
+    #[serde(default = "HostConfig::default_nic_rate")]
+    pub nic_rate_bps: u64,
+    /// Largest GSO/TSO burst, bytes of IP packet (`GSO_LEGACY_MAX_SIZE`, 65536, the default
+    /// `gso_max_size` of a device, include/linux/netdevice.h).
+    #[serde(default = "HostConfig::default_gso_max")]
+    pub gso_max_bytes: u32,
+    /// Fewest segments per TSO burst (`net.ipv4.tcp_min_tso_segs`, default 2,
+    /// net/ipv4/tcp_ipv4.c `tcp_sk_init`); a CC with its own `min_tso_segs` (BBR) overrides it.
+    #[serde(default = "HostConfig::default_min_tso_segs")]
+    pub min_tso_segs: u32,
+    /// TSO autosizing aims at pacing_rate >> this shift bytes per burst (`sk_pacing_shift`,
+    /// 10, i.e. about 1 ms of data: net/core/sock.c `sock_init_data`; used by
+    /// net/ipv4/tcp_output.c `tcp_tso_autosize`).
+    #[serde(default = "HostConfig::default_pacing_shift")]
+    pub pacing_shift: u32,
+    /// Largest GRO packet, bytes of IP packet (`GRO_LEGACY_MAX_SIZE`, 65536, the default
+    /// `gro_max_size`; net/core/gro.c `skb_gro_receive` stops merging at it).
+    #[serde(default = "HostConfig::default_gro_max")]
+    pub gro_max_bytes: u32,
+    /// Receiver interrupt moderation, ns: at most one interrupt (one NAPI poll, after which
+    /// GRO flushes) per this interval (`ethtool -C rx-usecs`; 50 µs is i40e's default,
+    /// `I40E_ITR_RX_DEF` = `I40E_ITR_20K`, drivers/net/ethernet/intel/i40e/i40e_txrx.h).
+    #[serde(default = "HostConfig::default_rx_coalesce")]
+    pub rx_coalesce_ns: u64,
+}
+
+impl HostConfig {
+    /// A 10 Gbit/s Ethernet NIC.
+    pub const NIC_RATE_BPS: u64 = 10_000_000_000;
+    pub const GSO_MAX_BYTES: u32 = 65_536;
+    pub const MIN_TSO_SEGS: u32 = 2;
+    pub const PACING_SHIFT: u32 = 10;
+    pub const GRO_MAX_BYTES: u32 = 65_536;
+    pub const RX_COALESCE_NS: u64 = 50_000;
+
+    fn default_nic_rate() -> u64 {
+        Self::NIC_RATE_BPS
+    }
+    fn default_gso_max() -> u32 {
+        Self::GSO_MAX_BYTES
+    }
+    fn default_min_tso_segs() -> u32 {
+        Self::MIN_TSO_SEGS
+    }
+    fn default_pacing_shift() -> u32 {
+        Self::PACING_SHIFT
+    }
+    fn default_gro_max() -> u32 {
+        Self::GRO_MAX_BYTES
+    }
+    fn default_rx_coalesce() -> u64 {
+        Self::RX_COALESCE_NS
+    }
+
+    /// A Linux host as it comes: offloads on, every knob at its default.
+    pub fn linux() -> Self {
+        HostConfig {
+            offloads: true,
+            nic_rate_bps: Self::NIC_RATE_BPS,
+            gso_max_bytes: Self::GSO_MAX_BYTES,
+            min_tso_segs: Self::MIN_TSO_SEGS,
+            pacing_shift: Self::PACING_SHIFT,
+            gro_max_bytes: Self::GRO_MAX_BYTES,
+            rx_coalesce_ns: Self::RX_COALESCE_NS,
+        }
+    }
+
+    /// The ideal host: no offloads (every packet sent and received on its own, no NIC).
+    pub fn ideal() -> Self {
+        HostConfig { offloads: false, ..Self::linux() }
+    }
+
+    /// Range checks. `mtu` is the hosts' IP MTU: a burst or a GRO packet holds at least one.
+    pub fn check(&self, mtu: u32) -> Result<(), String> {
+        if self.nic_rate_bps == 0 {
+            return Err("host.nic_rate: must be positive".into());
+        }
+        if self.gso_max_bytes < mtu {
+            return Err(format!("host.gso_max_size: {} B is less than one {mtu} B packet", self.gso_max_bytes));
+        }
+        if self.gro_max_bytes < mtu {
+            return Err(format!("host.gro_max_size: {} B is less than one {mtu} B packet", self.gro_max_bytes));
+        }
+        if self.min_tso_segs == 0 {
+            return Err("host.min_tso_segs: must be at least 1".into());
+        }
+        // sk_pacing_shift is a u8 in Linux; beyond 32 the burst target is below one byte for any rate.
+        if self.pacing_shift > 32 {
+            return Err(format!("host.pacing_shift: {} must be at most 32", self.pacing_shift));
+        }
+        Ok(())
+    }
 }
 
 /// The packet-value marker ([`crate::marker`]).
@@ -172,6 +279,10 @@ pub struct LinkConfig {
     #[serde(default)]
     pub marker: Option<MarkerConfig>,
     pub measure: MeasureConfig,
+    /// The hosts (the router forwards whatever they send; the emulator's orchestration sets
+    /// their offloads).
+    #[serde(default)]
+    pub host: Option<HostConfig>,
 }
 
 impl LinkConfig {
@@ -191,6 +302,9 @@ impl LinkConfig {
         if let Some(m) = &self.marker {
             let names: Vec<&str> = self.classes.iter().map(|c| c.name.as_str()).collect();
             m.check(&self.bottleneck.aqm, &names)?;
+        }
+        if let Some(h) = &self.host {
+            h.check(aqm::options::PACKET_BYTES as u32)?;
         }
         self.measure.check()
     }

@@ -172,6 +172,13 @@ fn describe_ccs(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     json_to_py(py, &sim::cc::CcConfig::describe())
 }
 
+/// The hosts' defaults (`link::config::HostConfig::linux`, each with its Linux source there), in
+/// the engine's units: the `[host]` table's defaults come from here.
+#[pyfunction]
+fn host_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    json_to_py(py, &serde_json::to_value(link::config::HostConfig::linux()).expect("HostConfig serializes"))
+}
+
 /// Names of the queue disciplines this build provides.
 #[pyfunction]
 fn qdiscs() -> Vec<&'static str> {
@@ -280,6 +287,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flow_plan, m)?)?;
     m.add_function(wrap_pyfunction!(tables_from_records, m)?)?;
     m.add_function(wrap_pyfunction!(ccs, m)?)?;
+    m.add_function(wrap_pyfunction!(host_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_aqms, m)?)?;

@@ -67,6 +67,13 @@ pub struct RouterConfig {
 const KEYS: [&str; 5] = ["tun", "engine", "class_sources", "t0_monotonic_ns", "output"];
 
 impl RouterConfig {
+    /// The hosts' offloads, if the engine config has hosts with them: the router then takes
+    /// super-packets, spaces their segments at the senders' NIC rate, and writes runs back
+    /// coalesced every `rx_coalesce` (crates/router/src/main.rs).
+    pub fn offloads(&self) -> Option<&link::config::HostConfig> {
+        self.engine.host.as_ref().filter(|h| h.offloads)
+    }
+
     /// Parse and check `router.json`. Errors are one line starting with the key.
     pub fn from_json(text: &str) -> Result<RouterConfig, String> {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("router config: not JSON: {e}"))?;

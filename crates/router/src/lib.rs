@@ -9,6 +9,9 @@
 //! Layers, bottom up:
 //! - [`ipv4`]: the wire format — a parser that never panics, the header checksum, CE marking
 //!   with an incremental checksum update (RFC 1624).
+//! - [`gso`]: TCP/IPv4 super-packets from hosts with offloads — the virtio-net header, the
+//!   segmenter that cuts them into MTU-sized segments before the queue, and the coalescer
+//!   that writes runs of departures back as the receiver's GRO would merge them.
 //! - [`packet`]: the queued packet, an [`aqm::Packet`].
 //! - [`pipeline`]: the data path, sans-IO (the caller passes `now`), so it runs under a
 //!   virtual clock in tests exactly as under the real clock in the binary.
@@ -18,6 +21,7 @@
 //! - [`tun`] (Linux only): the TUN device and the clock; used by the `aqmlab-router` binary.
 
 pub mod config;
+pub mod gso;
 pub mod ipv4;
 pub mod measure;
 pub mod packet;

@@ -7,14 +7,22 @@
 //! `--realtime` the thread runs under SCHED_FIFO, so busy senders on the same cores do not delay
 //! it (the emulator instead starts it under `chrt -f`, which the router leaves alone).
 //!
+//! When the engine config's hosts have offloads (`engine.host.offloads`), every read and write
+//! carries a virtio-net header: a TCP super-packet is cut into its segments before the
+//! pipeline (`router::gso`), spaced at the senders' NIC rate; writes come at most once per
+//! `host.rx_coalesce`, each run of a flow's due segments that GRO would merge written as one
+//! super-packet (docs/emulator.md §Offloads).
+//!
 //! Ends at scenario time `duration + 200 ms` (the drain: packets still in the delay lines get
 //! out) with `"complete": true`, or on SIGTERM/SIGINT with `"complete": false`; either way the
 //! results are written atomically (temp file + rename) and the exit status is 0. A bad config
 //! is one line on stderr naming the key, exit status 2, nothing written.
 
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use router::gso::{self, Coalescer, VnetHdr};
+use router::pipeline::Emit;
 use router::tun::{monotonic_ns, Tun};
 use router::{Pipeline, RouterConfig};
 
@@ -23,13 +31,15 @@ const DRAIN_NS: u64 = 200_000_000;
 /// Longest single sleep, ns: bounds the reaction time to a signal that lands between the flag
 /// check and `ppoll` (10 ms; the choice is ours).
 const MAX_SLEEP_NS: u64 = 10_000_000;
-/// Largest packet a TUN read can return (IPv4 total length is 16 bits).
-const SCRATCH_BYTES: usize = 65_536;
+/// Largest packet a TUN read can return: a virtio-net header and an IPv4 packet (16-bit total
+/// length).
+const SCRATCH_BYTES: usize = gso::VNET_HDR_LEN + 65_536;
 
-/// Reads per round before the due packets are written: bounds how long a flood of arrivals
-/// can hold back departures (64 × ≈ 2 µs per read; the value is ours). The rest is read at once
-/// in the next round, `ppoll` returning immediately.
-const MAX_READS_PER_ROUND: usize = 64;
+/// Packets received per round (a super-packet's segments each count) before the due packets
+/// are written: bounds how long a flood of arrivals can hold back departures (64 × ≈ 1–2 µs;
+/// the value is ours). The rest is read at once in the next round, `ppoll` returning
+/// immediately.
+const MAX_PKTS_PER_ROUND: u64 = 64;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -119,6 +129,64 @@ fn write_atomically(path: &std::path::Path, value: &serde_json::Value) -> std::i
     std::fs::rename(&tmp, path)
 }
 
+/// Writes due packets to the TUN device. With virtio-net headers, a run of consecutive packets
+/// that the receiver's GRO would merge ([`Coalescer`]) goes out as one super-packet: its
+/// header, then each segment's payload, gathered with `writev`; any other packet alone with an
+/// empty header (its checksums are complete).
+struct Writer {
+    hdr: Vec<u8>,
+    errors: u64,
+    /// The receiver's `gro_max_size`: a coalesced write stays below it.
+    gro_max_bytes: usize,
+}
+
+/// Transmission time of `bits` at the NIC rate, ns (0 without offloads).
+fn nic_ns(nic_rate: Option<u64>, bits: u64) -> u64 {
+    nic_rate.map_or(0, |r| (bits as u128 * 1_000_000_000 / r as u128) as u64)
+}
+
+impl Writer {
+    fn new(gro_max_bytes: usize) -> Writer {
+        Writer { hdr: Vec::new(), errors: 0, gro_max_bytes }
+    }
+
+    fn write_all(&mut self, tun: &Tun, due: &mut [Emit], c: &mut router::measure::Counters) {
+        let plain = VnetHdr::default().bytes();
+        let mut co = Coalescer::new(self.gro_max_bytes);
+        let mut i = 0;
+        while i < due.len() {
+            let mut j = i + 1;
+            if tun.vnet_hdr && co.start(&due[i].buf) {
+                while j < due.len() && due[j].flow == due[i].flow && co.push(&due[i].buf, &due[j - 1].buf, &due[j].buf) {
+                    j += 1;
+                }
+            }
+            let r = if j - i > 1 {
+                let v = co.super_header(&due[i].buf, &due[j - 1].buf, &mut self.hdr).bytes();
+                let hl = self.hdr.len();
+                let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(2 + j - i);
+                parts.push(IoSlice::new(&v));
+                parts.push(IoSlice::new(&self.hdr));
+                for e in &due[i..j] {
+                    let total = u16::from_be_bytes([e.buf[2], e.buf[3]]) as usize;
+                    parts.push(IoSlice::new(&e.buf[hl..total]));
+                }
+                c.gso_packets_out += 1;
+                tun.write_parts(&parts)
+            } else if tun.vnet_hdr {
+                tun.write_parts(&[IoSlice::new(&plain), IoSlice::new(&due[i].buf)])
+            } else {
+                tun.write(&due[i].buf)
+            };
+            c.writes += 1;
+            if r.is_err() {
+                self.errors += (j - i) as u64;
+            }
+            i = j;
+        }
+    }
+}
+
 fn main() {
     let (cfg, realtime) = load_config();
     let mut pipe = Pipeline::new(&cfg.engine, cfg.class_sources.clone()).unwrap_or_else(|e| usage_error(&e));
@@ -128,7 +196,8 @@ fn main() {
     if realtime {
         go_realtime();
     }
-    let tun = match Tun::open(&cfg.tun) {
+    let host = cfg.offloads().cloned();
+    let tun = match Tun::open(&cfg.tun, host.is_some()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("aqmlab-router: tun: cannot open {:?}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)", cfg.tun);
@@ -143,58 +212,123 @@ fn main() {
     let _ = std::io::stdout().flush();
 
     let mut scratch = vec![0u8; SCRATCH_BYTES];
-    let mut write_errors: u64 = 0;
+    let mut segs: Vec<Vec<u8>> = Vec::new();
+    let mut due: Vec<Emit> = Vec::new();
+    let mut out = Writer::new(host.as_ref().map_or(65_536, |h| h.gro_max_bytes as usize));
     let mut complete = true;
+    let mut readable = true;
+    let mut polls: u64 = 0;
+    // With offloads: after a round that wrote packets, the next write waits the receiver's
+    // interrupt moderation (`host.rx_coalesce`), so the departures due meanwhile reach it
+    // together, coalesced as its GRO would (arrivals still wake the router at once).
+    let batch_ns = host.as_ref().map_or(0, |h| h.rx_coalesce_ns);
+    // A burst leaves the sender's NIC as back-to-back packets at `host.nic_rate`: the router
+    // reads the super-packet whole, and stamps segment k at its read time plus the NIC's
+    // transmission time of segments 0..=k.
+    let nic_rate = host.as_ref().map(|h| h.nic_rate_bps);
     'run: loop {
         if STOP.load(Ordering::Relaxed) {
             complete = false;
             break;
         }
-        // 1. What is pending (at most MAX_READS_PER_ROUND), each packet stamped as it is read.
-        for _ in 0..MAX_READS_PER_ROUND {
-            let mut buf = pipe.take_buf();
-            match tun.read(&mut scratch, &mut buf) {
-                Ok(true) => pipe.receive(buf, scenario_now()),
-                Ok(false) => {
-                    pipe.recycle(buf);
-                    break;
-                }
+        // 1. What is pending (until MAX_PKTS_PER_ROUND), each packet stamped as it is read;
+        // a super-packet's segments one NIC transmission apart from its read time.
+        let received = pipe.counters.rx_pkts;
+        while readable && pipe.counters.rx_pkts - received < MAX_PKTS_PER_ROUND {
+            let n = match tun.read_raw(&mut scratch) {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
                 Err(e) => {
                     // The device went away or broke: stop, and say the results are partial.
                     eprintln!("aqmlab-router: tun read: {e}; stopping");
                     complete = false;
                     break 'run;
                 }
+            };
+            let now = scenario_now();
+            if !tun.vnet_hdr {
+                let mut buf = pipe.take_buf();
+                buf.extend_from_slice(&scratch[..n]);
+                pipe.receive(buf, now);
+                continue;
+            }
+            let Some(h) = VnetHdr::parse(&scratch[..n]) else {
+                pipe.counters.malformed += 1;
+                continue;
+            };
+            let pkt = &mut scratch[gso::VNET_HDR_LEN..n];
+            if h.gso_type == gso::GSO_NONE {
+                // A partial checksum is completed here, as the sender's NIC would have; one
+                // whose offsets lie outside the packet is forwarded as it is, counted
+                // `malformed` (the receiver will drop it).
+                if h.flags & gso::F_NEEDS_CSUM != 0 && !gso::complete_checksum(pkt, h.csum_start as usize, h.csum_offset as usize) {
+                    pipe.counters.malformed += 1;
+                }
+                let mut buf = pipe.take_buf();
+                buf.extend_from_slice(pkt);
+                let at = now + nic_ns(nic_rate, buf.len() as u64 * 8);
+                pipe.receive(buf, at);
+                continue;
+            }
+            pipe.counters.gso_packets_in += 1;
+            let r = if h.gso_type & !gso::GSO_ECN == gso::GSO_TCPV4 {
+                gso::segment(pkt, h.gso_size, || pipe.take_buf(), |s| segs.push(s))
+            } else {
+                Err(gso::Refused::GsoType(h.gso_type))
+            };
+            match r {
+                Ok(k) => pipe.counters.gso_segments_in += k as u64,
+                Err(_) => pipe.counters.gso_refused += 1,
+            }
+            let mut bits = 0;
+            for s in segs.drain(..) {
+                bits += s.len() as u64 * 8;
+                pipe.receive(s, now + nic_ns(nic_rate, bits));
             }
         }
-        // 2. The link up to now, then every packet due.
+        // 2. The link up to now, then every packet due, written (back-to-back segments of one
+        // flow as one super-packet when offloading).
         let now = scenario_now();
         pipe.advance(now);
         while let Some(e) = pipe.pop_due(now) {
-            if tun.write(&e.buf).is_err() {
-                write_errors += 1;
+            due.push(e);
+        }
+        let wrote = !due.is_empty();
+        if wrote {
+            out.write_all(&tun, &mut due, &mut pipe.counters);
+            let t = scenario_now();
+            for e in due.drain(..) {
+                pipe.lateness.record(t.saturating_sub(e.due_ns));
+                pipe.recycle(e.buf);
             }
-            let late = scenario_now().saturating_sub(e.due_ns);
-            pipe.lateness.record(late);
-            pipe.recycle(e.buf);
         }
         if now >= end {
             break;
         }
         // 3. Sleep until the next due time, a packet, or a signal.
-        let wake = pipe.next_wakeup().unwrap_or(end).min(end);
-        let now = scenario_now();
-        if wake <= now {
+        let mut wake = pipe.next_wakeup().unwrap_or(end).min(end);
+        if wrote {
+            wake = wake.max(now + batch_ns);
+        }
+        // On CLOCK_MONOTONIC: before t0 scenario time stands at 0, and a wake-up at scenario
+        // time w is t0 + w.
+        let mono = monotonic_ns();
+        if t0 + wake <= mono {
+            readable = true;
             continue;
         }
-        let d = (wake - now).min(MAX_SLEEP_NS);
+        let d = (t0 + wake - mono).min(MAX_SLEEP_NS);
         let ts = libc::timespec { tv_sec: (d / 1_000_000_000) as libc::time_t, tv_nsec: (d % 1_000_000_000) as libc::c_long };
         let mut pfd = libc::pollfd { fd: tun.raw_fd(), events: libc::POLLIN, revents: 0 };
+        polls += 1;
         // SAFETY: one pollfd, a valid timespec, no signal mask change.
-        unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        // Read only when there is something to read (or ppoll failed: try anyway).
+        readable = r != 0;
     }
     let mut report = pipe.report(complete);
-    report["counters"]["write_errors"] = write_errors.into();
+    report["counters"]["write_errors"] = out.errors.into();
+    report["counters"]["polls"] = polls.into();
     report["counters"]["sched_fifo"] = is_realtime().into();
     // CPU time of the process (user, system: the kernel work of reads and writes, including
     // the forwarding a TUN write triggers in this context), for the cost per packet.

@@ -110,6 +110,14 @@ pub struct Counters {
     pub qdisc_marks: u64,
     /// Classified packets offered to the bottleneck (whole run), for conservation checks.
     pub offered: u64,
+    /// With offloads: super-packets read (a virtio-net GSO type other than none), the
+    /// segments cut from them, and those refused (not TCP/IPv4; dropped).
+    pub gso_packets_in: u64,
+    pub gso_segments_in: u64,
+    pub gso_refused: u64,
+    /// Writes to the TUN device, and those that carried a super-packet of several segments.
+    pub writes: u64,
+    pub gso_packets_out: u64,
 }
 
 /// How late packets were written, as a histogram of 1 µs bins up to 100 ms (later ones in
@@ -197,6 +205,8 @@ impl Report<'_> {
                 "non_ipv4": c.non_ipv4, "malformed": c.malformed,
                 "late_max_ns": self.lateness.max_ns, "late_p99_ns": self.lateness.quantile_ns(0.99),
                 "reordered": c.reordered, "qdisc_drops": c.qdisc_drops, "qdisc_marks": c.qdisc_marks,
+                "gso_packets_in": c.gso_packets_in, "gso_segments_in": c.gso_segments_in, "gso_refused": c.gso_refused,
+                "writes": c.writes, "gso_packets_out": c.gso_packets_out,
             },
         })
     }

@@ -371,8 +371,10 @@ impl Pipeline {
         self.next_sample = (next <= self.duration_ns).then_some(next);
     }
 
-    /// The earliest time something must happen: a packet becomes due or the link frees
-    /// (which may start the next transmission). None if nothing is pending.
+    /// The earliest time a packet becomes due: the head of the bypass FIFO or of a delay line,
+    /// or the packet on the link (due its class's RTT after its transmission ends; those
+    /// queued behind it are due later still). None if nothing is pending. The link's own
+    /// completions need no wake-up: [`Pipeline::advance`] replays them in virtual time.
     pub fn next_wakeup(&self) -> Option<Nanos> {
         let mut t = self.bypass.front().map(|&(d, _)| d);
         for l in &self.lines {
@@ -380,8 +382,9 @@ impl Pipeline {
                 t = Some(t.map_or(d, |x| x.min(d)));
             }
         }
-        if self.link.in_tx.is_some() {
-            t = Some(t.map_or(self.link.tx_end, |x| x.min(self.link.tx_end)));
+        if let Some(p) = &self.link.in_tx {
+            let d = self.link.tx_end + self.rtt_ns[p.class as usize];
+            t = Some(t.map_or(d, |x| x.min(d)));
         }
         t
     }

@@ -10,7 +10,7 @@
 
 use serde::Deserialize;
 
-pub use link::config::{BottleneckConfig, MarkerConfig, MeasureConfig};
+pub use link::config::{BottleneckConfig, HostConfig, MarkerConfig, MeasureConfig};
 
 use crate::cc::CcConfig;
 
@@ -30,6 +30,9 @@ pub struct EngineConfig {
     #[serde(default)]
     pub marker: Option<MarkerConfig>,
     pub measure: MeasureConfig,
+    /// Every end host's network stack: offloads (TSO/GSO, GRO) and the NIC. Required, so the
+    /// front always states whether the hosts are Linux's or ideal.
+    pub host: HostConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -255,6 +258,7 @@ impl EngineConfig {
             let names: Vec<&str> = self.classes.iter().map(|c| c.name.as_str()).collect();
             m.check(&self.bottleneck.aqm, &names)?;
         }
+        self.host.check(crate::packet::MTU_BYTES)?;
         self.measure.check()
     }
 }
@@ -277,7 +281,8 @@ mod tests {
               {"name": "c", "cc": {"name": "reno"}, "count": 0, "rtt_ns": 20000000, "ecn": true, "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false,
                "workload": {"rate_per_s": 10.0, "size": {"dist": "fixed", "bytes": 10000}, "start_ns": 0, "stop_ns": null}}],
             "marker": {"rate_window_ns": 50000000, "class_weights": [1.0, 2.0, 3.0]},
-            "measure": {"interval_ns": 100000000, "hist_bin_ns": 1000000, "fct_bins_bytes": [5000]}}"#;
+            "measure": {"interval_ns": 100000000, "hist_bin_ns": 1000000, "fct_bins_bytes": [5000]},
+            "host": {"offloads": true, "nic_rate_bps": 1000000000}}"#;
         let e = EngineConfig::from_json(json).unwrap();
         let l = link::LinkConfig::from_json(json).unwrap();
         assert_eq!((l.seed, l.duration_ns, l.warmup_ns), (e.seed, e.duration_ns, e.warmup_ns));
@@ -285,9 +290,19 @@ mod tests {
         assert_eq!(l.bottleneck.buffer_bytes, Some(50_000));
         assert_eq!(l.marker().unwrap().class_weights, [1.0, 2.0, 3.0]);
         assert_eq!(l.measure.fct_bins_bytes, e.measure.fct_bins_bytes);
+        // Both read the hosts alike; the knobs left out take Linux's defaults.
+        assert_eq!(e.host, HostConfig { nic_rate_bps: 1_000_000_000, ..HostConfig::linux() });
+        assert_eq!(l.host.as_ref(), Some(&e.host));
         // The same bottleneck errors, word for word.
         let bad = json.replace("\"rate_window_ns\": 50000000", "\"rate_window_ns\": 0");
         assert_eq!(EngineConfig::from_json(&bad).unwrap_err(), "marker.rate_window: must be positive");
         assert_eq!(link::LinkConfig::from_json(&bad).unwrap_err(), "marker.rate_window: must be positive");
+        let bad = json.replace("\"nic_rate_bps\": 1000000000", "\"gso_max_bytes\": 1000");
+        assert_eq!(EngineConfig::from_json(&bad).unwrap_err(), "host.gso_max_size: 1000 B is less than one 1500 B packet");
+        assert_eq!(link::LinkConfig::from_json(&bad).unwrap_err(), "host.gso_max_size: 1000 B is less than one 1500 B packet");
+        // The engine needs the hosts stated; an unknown host key is refused.
+        let (head, _) = json.split_once(",\n            \"host\"").unwrap();
+        assert!(EngineConfig::from_json(&format!("{head}}}")).unwrap_err().contains("missing field `host`"));
+        assert!(EngineConfig::from_json(&json.replace("\"offloads\": true", "\"offloads\": true, \"tso\": 1")).unwrap_err().contains("unknown field `tso`"));
     }
 }

@@ -44,6 +44,7 @@ pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u
         "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
         "classes": cls,
         "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
+        "host": {"offloads": false},
     })
     .to_string()
 }

@@ -1,0 +1,70 @@
+"""The `[host]` table: Linux's offloads by default, ideal hosts on request (docs/scenario.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+import aqmlab
+from aqmlab import ScenarioError
+from aqmlab._scenario import parse_scenario
+
+BASE = """\
+duration = "1s"
+[bottleneck]
+rate = "1Gbps"
+buffer = "1bdp"
+[[flows]]
+cc = "reno"
+rtt = "10ms"
+"""
+
+
+def test_the_default_host_is_linux_with_its_offloads() -> None:
+    cfg = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}]).engine_config()
+    # Linux: GSO_LEGACY_MAX_SIZE = 65536 (include/linux/netdevice.h) for both gso_max_size and
+    # gro_max_size; tcp_min_tso_segs = 2 (Documentation/networking/ip-sysctl.rst);
+    # sk_pacing_shift = 10 (net/core/sock.c, sock_init_data); i40e's rx-usecs 50 µs; a 10 GbE NIC.
+    assert cfg["host"] == {
+        "offloads": True,
+        "nic_rate_bps": 10 * 10**9,
+        "gso_max_bytes": 65536,
+        "min_tso_segs": 2,
+        "pacing_shift": 10,
+        "gro_max_bytes": 65536,
+        "rx_coalesce_ns": 50_000,
+    }
+
+
+def test_host_knobs_lower_to_engine_units_and_the_canonical_form_is_a_fixed_point() -> None:
+    s = parse_scenario(BASE + '[host]\nnic_rate = "1Gbps"\ngso_max_size = "32KiB"\nrx_coalesce = "0.1ms"\nmin_tso_segs = 4\n')
+    h = s.engine_config()["host"]
+    assert (h["nic_rate_bps"], h["gso_max_bytes"], h["rx_coalesce_ns"], h["min_tso_segs"]) == (10**9, 32 * 1024, 100_000, 4)
+    again = aqmlab.Scenario.model_validate(s.canonical())
+    assert again.canonical() == s.canonical() and again.hash() == s.hash()
+
+
+def test_ideal_hosts_spell_out_nothing_else_and_hash_apart_from_linux_hosts() -> None:
+    linux = parse_scenario(BASE)
+    ideal = parse_scenario(BASE + "[host]\noffloads = false\n")
+    assert ideal.canonical()["host"] == {"offloads": False}
+    assert ideal.engine_config()["host"]["offloads"] is False
+    assert ideal.hash() != linux.hash()
+    assert aqmlab.Scenario.model_validate(ideal.canonical()).hash() == ideal.hash()
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "key", "says"),
+    [
+        ('offloads = false\nnic_rate = "1Gbps"\n', 10, "host.nic_rate", "applies to hosts with offloads"),
+        ('gro_max_size = "10pkt"\n', 9, "host.gro_max_size", "a size in bytes"),
+        ('gso_max_size = "1KB"\n', 9, "host.gso_max_size", "less than one 1500 B packet"),
+        ("min_tso_segs = 0\n", 9, "host.min_tso_segs", "greater than or equal to 1"),
+        ("tso = true\n", 9, "host.tso", "unknown key"),
+    ],
+)
+def test_bad_host_keys_are_refused_with_their_line(extra: str, line: int, key: str, says: str) -> None:
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(BASE + "[host]\n" + extra, file="s.toml")
+    msg = str(e.value)
+    assert msg.startswith(f"s.toml:{line}: {key}: "), msg
+    assert says in msg, msg
