@@ -11,6 +11,7 @@
 pub mod cc;
 pub mod config;
 pub mod engine;
+pub mod host;
 pub mod measure;
 pub mod net;
 pub mod packet;

@@ -23,7 +23,7 @@ mod timers;
 pub use any_sender::{AnySender, SenderReport, SenderSample, SenderStats};
 pub use cbr::CbrSender;
 pub use receiver::{EcnFeedback, Receiver};
-pub use sender::{Sender, SenderConfig};
+pub use sender::{Sender, SenderConfig, TsoConfig};
 
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,9 @@ const GSO_MAX_SIZE: u64 = 65_536;
 const PACING_SHIFT: u32 = 10;
 /// `sysctl_tcp_tso_rtt_log` = 9: the RTT allowance halves per 512 µs of min_rtt.
 const TSO_RTT_LOG: u32 = 9;
+/// `sysctl_tcp_limit_output_bytes` = 4 MB (net/ipv4/tcp_ipv4.c, since Linux 6.16, "tcp:
+/// increase tcp_limit_output_bytes default value to 4MB"): TSQ's cap, paced or not.
+const TSQ_LIMIT_OUTPUT_BYTES: u64 = 4 << 20;
 /// "Original sch_fq does not pace first 10 MSS" (`tcp_update_skb_after_send`).
 const UNPACED_INITIAL_SEGS: u64 = 10;
 
@@ -35,18 +38,43 @@ pub(crate) fn tsval(now: Nanos) -> u32 {
 
 impl Sender {
     /// `tcp_tso_segs`: the CC's `tso_segs` hook, else `tcp_tso_autosize` with its
-    /// `min_tso_segs`: segments per burst for a paced socket.
-    fn tso_segs(&self) -> u32 {
+    /// `min_tso_segs`: segments per skb, for a paced socket and for every socket of a host with
+    /// TSO (the host's knobs; Linux's constants on an ideal host).
+    pub(super) fn tso_segs(&self) -> u32 {
         if let Some(n) = self.cc.tso_segs(&self.tp) {
             return n.max(1);
         }
-        let mut bytes = self.tp.pacing_rate >> PACING_SHIFT;
+        let (gso_max, shift, min_segs) = match self.tso {
+            Some(t) => (t.gso_max_bytes, t.pacing_shift, t.min_tso_segs),
+            None => (GSO_MAX_SIZE, PACING_SHIFT, 2),
+        };
+        let mut bytes = self.tp.pacing_rate.checked_shr(shift).unwrap_or(0);
         let r = (self.tp.min_rtt_us as u64) >> TSO_RTT_LOG;
         if r < 32 {
-            bytes += GSO_MAX_SIZE >> r;
+            bytes += gso_max >> r;
         }
-        bytes = bytes.min(GSO_MAX_SIZE);
-        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp))
+        bytes = bytes.min(gso_max);
+        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp).unwrap_or(min_segs))
+    }
+
+    /// `tcp_small_queue_check` before an skb of `segs` segments: whether the bytes this flow
+    /// already has at the NIC exceed max(2 skbs, pacing_rate >> pacing_shift), capped at
+    /// `tcp_limit_output_bytes`. An skb is always sent when it would be the only one out
+    /// (`tcp_rtx_queue_empty_or_single_skb`).
+    fn tsq_throttles(&self, segs: u32, shift: u32) -> bool {
+        let skb_bytes = segs as u64 * crate::packet::MTU_BYTES as u64;
+        let limit = (2 * skb_bytes).max(self.tp.pacing_rate.checked_shr(shift).unwrap_or(0)).min(TSQ_LIMIT_OUTPUT_BYTES);
+        self.nic_bytes > limit && self.tp.packets_out > segs
+    }
+
+    /// One of this flow's packets left the NIC (`tcp_wfree`): TSQ's count drops, and a
+    /// throttled flow transmits again (`tcp_tsq_handler`).
+    pub fn on_nic_departure(&mut self, wire_len: u32, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+        self.nic_bytes -= wire_len as u64;
+        if self.tsq_throttled {
+            self.tsq_throttled = false;
+            self.transmit(sched, out);
+        }
     }
 
     /// `tcp_write_xmit` preceded by `tcp_xmit_retransmit_queue`: lost segments first, then new
@@ -65,7 +93,15 @@ impl Sender {
                 self.pacing_timer.arm(sched, self.wstamp_ns, Event::PacingTimer(self.flow));
                 break;
             }
-            let burst = if self.tp.paced { self.tso_segs() } else { u32::MAX };
+            // With TSO every skb is autosized, paced or not; an ideal host sends an unpaced
+            // window at once.
+            let burst = if self.tp.paced || self.tso.is_some() { self.tso_segs() } else { u32::MAX };
+            if let Some(t) = self.tso {
+                if self.tsq_throttles(burst, t.pacing_shift) {
+                    self.tsq_throttled = true;
+                    break;
+                }
+            }
             let mut n = 0u32;
             let mut burst_bytes = 0u64;
             while n < burst {
@@ -90,6 +126,9 @@ impl Sender {
             }
             sent_any = true;
             if !self.tp.paced {
+                if self.tso.is_some() && n == burst {
+                    continue;
+                }
                 break;
             }
             self.advance_pacing(now, burst_bytes, n);
@@ -205,6 +244,9 @@ impl Sender {
         let wire_len = payload + TCP_IP_HEADER_BYTES;
         self.report.stats.segs_sent += 1;
         self.report.stats.wire_bytes_sent += wire_len as u64;
+        if self.tso.is_some() {
+            self.nic_bytes += wire_len as u64;
+        }
         self.tp.lsndtime_ns = now;
         DataPkt {
             flow: self.flow,
