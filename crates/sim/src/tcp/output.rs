@@ -8,7 +8,7 @@
 
 use aqm::Ecn;
 
-use crate::cc::{CaEvent, CongestionControl, EcnUse, TxSnapshot};
+use crate::cc::{CaEvent, CaState, CongestionControl, EcnUse, TxSnapshot};
 use crate::engine::{Event, Nanos, Scheduler};
 use crate::packet::{flags, DataPkt, TCP_HEADER_BYTES, TCP_IP_HEADER_BYTES};
 use crate::tcp::scoreboard::{sb, Seg, NONE};
@@ -27,6 +27,8 @@ const TSO_RTT_LOG: u32 = 9;
 /// `sysctl_tcp_limit_output_bytes` = 4 MB (net/ipv4/tcp_ipv4.c, since Linux 6.16, "tcp:
 /// increase tcp_limit_output_bytes default value to 4MB"): TSQ's cap, paced or not.
 const TSQ_LIMIT_OUTPUT_BYTES: u64 = 4 << 20;
+/// `sysctl_tcp_tso_win_divisor` = 3: a deferring sender sends once a third of cwnd is open.
+const TSO_WIN_DIVISOR: u64 = 3;
 /// "Original sch_fq does not pace first 10 MSS" (`tcp_update_skb_after_send`).
 const UNPACED_INITIAL_SEGS: u64 = 10;
 
@@ -67,6 +69,41 @@ impl Sender {
         self.nic_bytes > limit && self.tp.packets_out > segs
     }
 
+    /// `tcp_tso_should_defer` before new data: whether to hold back an skb the window cannot
+    /// fill (fewer than `max_segs` segments fit) because an ACK that opens more of it is due
+    /// within min(srtt/2, 1 ms) — unless the flow is recovering, last sent more than 1 ms ago,
+    /// a third of cwnd (`tcp_tso_win_divisor`) is open, or what is left to send fits (the
+    /// skb is the last, FIN-carrying one). The receive window never limits (docs/model.md),
+    /// so a deferral is always cwnd-limited (`*is_cwnd_limited = true`).
+    pub(super) fn tso_should_defer(&self, now: Nanos, max_segs: u32) -> bool {
+        if self.tp.ca_state >= CaState::Recovery {
+            return false;
+        }
+        // Linux compares with tcp_wstamp_ns, the last departure (or the next, when paced).
+        let last = self.wstamp_ns.max(self.tp.lsndtime_ns);
+        if now > last + 1_000_000 {
+            return false;
+        }
+        let mss = self.tp.mss as u64;
+        let limit = self.tp.cwnd.saturating_sub(self.inflight()) as u64 * mss;
+        if limit >= max_segs as u64 * mss {
+            return false;
+        }
+        if let Some(n) = self.total_segs {
+            if (n - self.tp.snd_nxt) as u64 * mss <= limit {
+                return false;
+            }
+        }
+        if limit >= self.tp.cwnd as u64 * mss / TSO_WIN_DIVISOR {
+            return false;
+        }
+        let Some(head) = self.segs.front() else { return false };
+        let srtt_ns = self.rtt.srtt() * 1000;
+        let expected_ack = head.sent_ns + srtt_ns;
+        let threshold = (srtt_ns / 2).min(1_000_000);
+        expected_ack <= now + threshold
+    }
+
     /// One of this flow's packets left the NIC (`tcp_wfree`): TSQ's count drops, and a
     /// throttled flow transmits again (`tcp_tsq_handler`).
     pub fn on_nic_departure(&mut self, wire_len: u32, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
@@ -88,6 +125,7 @@ impl Sender {
         let mut sent_new = false;
         let mut sent_any = false;
         let mut retransmitted_head = false;
+        let mut deferred = false;
         loop {
             if self.tp.paced && self.data_segs_out >= UNPACED_INITIAL_SEGS && self.wstamp_ns > now {
                 self.pacing_timer.arm(sched, self.wstamp_ns, Event::PacingTimer(self.flow));
@@ -99,6 +137,10 @@ impl Sender {
             if let Some(t) = self.tso {
                 if self.tsq_throttles(burst, t.pacing_shift) {
                     self.tsq_throttled = true;
+                    break;
+                }
+                if burst > 1 && self.next_lost().is_none() && self.has_new_data() && self.tso_should_defer(now, burst) {
+                    deferred = true;
                     break;
                 }
             }
@@ -133,7 +175,7 @@ impl Sender {
             }
             self.advance_pacing(now, burst_bytes, n);
         }
-        let is_cwnd_limited = self.inflight() >= self.tp.cwnd;
+        let is_cwnd_limited = self.inflight() >= self.tp.cwnd || deferred;
         if sent_any || is_cwnd_limited {
             self.cwnd_validate(is_cwnd_limited);
         }

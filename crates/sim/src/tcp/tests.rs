@@ -371,3 +371,39 @@ fn gro_packets_are_received_as_one_skb_with_one_ack() {
     assert_eq!(out.iter().map(|a| a.ack).collect::<Vec<_>>(), [22, 24]);
     assert_eq!(r.segs_received, 24);
 }
+
+#[test]
+fn tso_deferral_waits_for_an_imminent_ack_when_little_of_the_window_is_open() {
+    use crate::tcp::TsoConfig;
+    // tcp_tso_should_defer with srtt 10 ms, the head sent at 0 (its ACK due at 10 ms), the
+    // last transmission 0.3 ms ago and skbs of 45 segments (1 Gbit/s of pacing rate).
+    let mut sched = Scheduler::new();
+    let mut out = Vec::new();
+    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    s.start(&mut sched, &mut out);
+    let k = s.inflight();
+    assert!(k >= 2, "{k}");
+    s.tp.pacing_rate = 125_000_000;
+    let at = |s: &mut Sender, now: Nanos, last: Nanos, open: u32| {
+        s.tp.cwnd = k + open;
+        s.tp.lsndtime_ns = last;
+        s.tso_should_defer(now, 45)
+    };
+    // 2 segments open out of k + 2 (less than a third once k + 2 > 6) at 9.5 ms: the ACK is
+    // due within min(srtt/2, 1 ms) = 1 ms, so wait for it.
+    let open = 2;
+    assert!(k + open > 3 * open);
+    assert!(at(&mut s, 9_500_000, 9_200_000, open));
+    // At 8.5 ms the ACK is 1.5 ms away: send now.
+    assert!(!at(&mut s, 8_500_000, 8_200_000, open));
+    // The last transmission 1.5 ms ago: send now (no deferral after a pause).
+    assert!(!at(&mut s, 9_500_000, 8_000_000, open));
+    // A third of cwnd open (3·open ≥ k + open): send now.
+    let third = k.div_ceil(2);
+    assert!(3 * third >= k + third);
+    assert!(!at(&mut s, 9_500_000, 9_200_000, third));
+    // In Recovery: send now.
+    s.tp.ca_state = CaState::Recovery;
+    assert!(!at(&mut s, 9_500_000, 9_200_000, open));
+}
