@@ -10,16 +10,32 @@
 # Old binary: build the base commit in a worktree, e.g.
 #   git worktree add /tmp/perf-base <commit> && cp crates/sim/examples/runcfg.rs /tmp/perf-base/crates/sim/examples/
 #   (cd /tmp/perf-base && CARGO_TARGET_DIR=/tmp/perf-base-target cargo build --release -p sim --example runcfg)
+# The identity set runs ideal hosts (`"host": {"offloads": false}`); `OLD_WITHOUT_HOST=1` hands
+# the old binary the configs without that key, for a build from before `[host]` existed.
 # Exit status 0 when every digest matches, 1 otherwise (the differing configs are listed).
 set -euo pipefail
 dir=$1 old=$2 new=$3
-digests() { # BIN -> "name summary tables" per config
-    for f in "$dir"/*.json; do
-        "$1" "$f" | sed -E 's/.*config=([^ ]*).* summary=([0-9a-f]+) tables=([0-9a-f]+).*/\1 \2 \3/' | sed "s|^$dir/||"
+digests() { # BIN [DIR] -> "name summary tables" per config
+    local d=${2:-$dir}
+    for f in "$d"/*.json; do
+        "$1" "$f" | sed -E 's/.*config=([^ ]*).* summary=([0-9a-f]+) tables=([0-9a-f]+).*/\1 \2 \3/' | sed "s|^$d/||"
     done
 }
 tmp=$(mktemp -d)
-if [[ -x $old && ! -d $old && $old != *.txt ]]; then digests "$old" >"$tmp/old"; else cp "$old" "$tmp/old"; fi
+old_dir=$dir
+if [[ ${OLD_WITHOUT_HOST:-0} == 1 ]]; then
+    old_dir=$tmp/nohost
+    mkdir "$old_dir"
+    python3 - "$dir" "$old_dir" <<'EOF'
+import json, pathlib, sys
+src, dst = map(pathlib.Path, sys.argv[1:])
+for f in sorted(src.glob("*.json")):
+    cfg = json.loads(f.read_text())
+    assert cfg.pop("host", {"offloads": False}) == {"offloads": False}, f"{f}: only ideal hosts have a meaning without [host]"
+    (dst / f.name).write_text(json.dumps(cfg))
+EOF
+fi
+if [[ -x $old && ! -d $old && $old != *.txt ]]; then digests "$old" "$old_dir" >"$tmp/old"; else cp "$old" "$tmp/old"; fi
 digests "$new" >"$tmp/new"
 n=$(wc -l <"$tmp/new")
 if diff "$tmp/old" "$tmp/new" >"$tmp/diff"; then

@@ -43,6 +43,10 @@ pub enum Event {
     AckTimer(u32),
     /// The receiver of flow `u32`: compressed-SACK timer (Linux `compressed_ack_timer`).
     CompSackTimer(u32),
+    /// The NIC of flow `u32`'s sender host finished putting a packet on the wire.
+    NicTxDone(u32),
+    /// The receiver host of flow `u32` polls its NIC (GRO).
+    GroPoll(u32),
     /// Take a time-series sample.
     Sample,
 }

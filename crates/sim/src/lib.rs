@@ -12,6 +12,7 @@ pub mod cc;
 pub mod config;
 pub mod engine;
 pub mod estimate;
+pub mod host;
 pub mod measure;
 pub mod net;
 pub mod packet;

@@ -27,6 +27,10 @@ pub enum Hop {
     Bottleneck(u32),
     /// Propagation delay only.
     Line(u32),
+    /// The sender host's NIC (offloads): back-to-back packets at its line rate.
+    Nic,
+    /// The receiver host's GRO (offloads): held until the next poll, then the host.
+    Gro,
     /// The end host (receiver for data, sender for ACKs).
     Host,
 }

@@ -13,11 +13,12 @@ use crate::engine::{Event, Nanos, Scheduler};
 use crate::marker::FlowMarker;
 use link::seed::{SEED_CC, SEED_MARKER, SEED_QDISC, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
+use crate::host::{Gro, Nic};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
 use crate::results::{RunResult, SampleRow};
 use link::record::{ClassRecord, FlowRecord, RunRecord, SampleRecord};
-use crate::tcp::{AnySender, CbrSender, EcnFeedback, Receiver, Sender, SenderConfig};
+use crate::tcp::{AnySender, CbrSender, EcnFeedback, Receiver, Sender, SenderConfig, TsoConfig};
 
 /// One connection.
 pub struct Flow {
@@ -29,6 +30,17 @@ pub struct Flow {
     pub size_bytes: Option<u64>,
     pub sender: AnySender,
     pub receiver: Receiver,
+}
+
+/// The offloads of every flow's hosts (`[host]` with `offloads`): flow i's sender NIC and
+/// receiver GRO are `nics[i]` and `gros[i]`.
+pub struct Offloads {
+    pub nics: Vec<Nic>,
+    pub gros: Vec<Gro>,
+    /// The GRO packets of the current poll (ranges into its packets), reused.
+    units: Vec<std::ops::Range<usize>>,
+    /// GRO packets handed to the receivers.
+    pub gro_packets: u64,
 }
 
 /// Why a run stopped early.
@@ -85,6 +97,8 @@ pub struct World {
     ack_buf: Vec<AckPkt>,
     /// Packets the bottleneck has accepted for transmission (for benchmarks).
     pub bottleneck_pkts: u64,
+    /// The hosts' offloads; None = ideal hosts.
+    pub offloads: Option<Offloads>,
     /// Flows in start order, and the next one to start.
     start_order: Vec<u32>,
     next_start: usize,
@@ -206,6 +220,13 @@ impl World {
             if marker_cfg.is_some() {
                 route.insert(0, Hop::Marker);
             }
+            // Offloads: the sender's NIC first (the marker sits at the network's edge, after
+            // it), and GRO in front of the receiver.
+            if cfg.host.offloads {
+                route.insert(0, Hop::Nic);
+                let last = route.len() - 1;
+                route[last] = Hop::Gro;
+            }
             fwd_routes.push(route);
             rev_routes.push(vec![Hop::Line((n + c) as u32), Hop::Host]);
         }
@@ -225,6 +246,11 @@ impl World {
                 ecn: class.ecn,
                 fq_pacing: class.fq_pacing,
                 handshake_rtt_ns: class.rtt_ns,
+                tso: cfg.host.offloads.then_some(TsoConfig {
+                    gso_max_bytes: cfg.host.gso_max_bytes as u64,
+                    pacing_shift: cfg.host.pacing_shift,
+                    min_tso_segs: cfg.host.min_tso_segs,
+                }),
             };
             let (sender, receiver) = match (&class.cc, class.cbr_rate_bps) {
                 (Some(cc), _) => {
@@ -254,6 +280,17 @@ impl World {
             }));
         }
         let fm = filled(flows.len(), FlowMeasure::default(), "the flows' measurements")?;
+        let h = &cfg.host;
+        let offloads = if h.offloads {
+            let (mut nics, mut gros) = (Vec::new(), Vec::new());
+            reserve(&mut nics, flows.len(), "the senders' NICs")?;
+            reserve(&mut gros, flows.len(), "the receivers' GRO state")?;
+            nics.extend((0..flows.len()).map(|_| Nic::new(h.nic_rate_bps)));
+            gros.extend((0..flows.len()).map(|_| Gro::new(h.rx_coalesce_ns, h.gro_max_bytes)));
+            Some(Offloads { nics, gros, units: Vec::new(), gro_packets: 0 })
+        } else {
+            None
+        };
         Ok(World {
             cfg,
             sched: Scheduler::new(),
@@ -272,6 +309,7 @@ impl World {
             data_buf: Vec::with_capacity(64),
             ack_buf: Vec::with_capacity(8),
             bottleneck_pkts: 0,
+            offloads,
             start_order: Vec::new(),
             next_start: 0,
             sampled: Vec::new(),
@@ -418,6 +456,36 @@ impl World {
                 self.ack_buf = out;
             }
             Event::Sample => unreachable!("run by World::on_sample"),
+            Event::NicTxDone(f) => {
+                let now = self.sched.now();
+                let off = self.offloads.as_mut().expect("NIC event without offloads");
+                let (mut pkt, next) = off.nics[f as usize].finish(now);
+                if let Some(at) = next {
+                    self.sched.schedule(at, Event::NicTxDone(f));
+                }
+                let wire_len = pkt.wire_len;
+                pkt.hop += 1;
+                self.route_data(pkt);
+                let mut out = std::mem::take(&mut self.data_buf);
+                self.flows[f as usize].sender.on_nic_departure(wire_len, &mut self.sched, &mut out);
+                self.route_data_batch(&mut out);
+                self.data_buf = out;
+            }
+            Event::GroPoll(f) => {
+                let now = self.sched.now();
+                let off = self.offloads.as_mut().expect("GRO event without offloads");
+                let mut acks = std::mem::take(&mut self.ack_buf);
+                let gro = &mut off.gros[f as usize];
+                let pkts = gro.poll(now, &mut off.units);
+                let receiver = &mut self.flows[f as usize].receiver;
+                for r in off.units.iter() {
+                    receiver.on_gro(&pkts[r.clone()], &mut self.sched, &mut acks);
+                }
+                off.gro_packets += off.units.len() as u64;
+                gro.done();
+                self.route_ack_batch(&mut acks);
+                self.ack_buf = acks;
+            }
         }
     }
 
@@ -447,7 +515,8 @@ impl World {
     /// Hand a data packet to the hop its route names next.
     fn route_data(&mut self, mut pkt: DataPkt) {
         let class = self.flows[pkt.flow as usize].class;
-        // The marker is the route's first hop (see `World::new`): mark and go on in place.
+        // The marker is the first hop after the sender host (see `World::new`): mark and go on
+        // in place.
         if let Hop::Marker = self.fwd_routes[class][pkt.hop as usize] {
             pkt.value = self.markers[pkt.flow as usize].value_for(pkt.wire_len, self.sched.now());
             pkt.hop += 1;
@@ -467,6 +536,20 @@ impl World {
                 self.start_tx();
             }
             Hop::Line(l) => self.fwd_lines[l as usize].push(&mut self.sched, pkt),
+            Hop::Nic => {
+                let now = self.sched.now();
+                let nic = &mut self.offloads.as_mut().expect("a NIC hop without offloads").nics[pkt.flow as usize];
+                if let Some(at) = nic.push(pkt, now) {
+                    self.sched.schedule(at, Event::NicTxDone(pkt.flow));
+                }
+            }
+            Hop::Gro => {
+                let now = self.sched.now();
+                let gro = &mut self.offloads.as_mut().expect("a GRO hop without offloads").gros[pkt.flow as usize];
+                if let Some(at) = gro.arrive(pkt, now) {
+                    self.sched.schedule(at, Event::GroPoll(pkt.flow));
+                }
+            }
             Hop::Host => {
                 let mut acks = std::mem::take(&mut self.ack_buf);
                 self.flows[pkt.flow as usize].receiver.on_data(&pkt, &mut self.sched, &mut acks);
@@ -489,7 +572,7 @@ impl World {
                 self.route_data_batch(&mut out);
                 self.data_buf = out;
             }
-            Hop::Bottleneck(_) | Hop::Marker => unreachable!("no reverse-path bottleneck or marker in this topology"),
+            Hop::Bottleneck(_) | Hop::Marker | Hop::Nic | Hop::Gro => unreachable!("no reverse-path bottleneck, marker or offload in this topology"),
         }
     }
 
@@ -594,6 +677,11 @@ impl World {
                 in_network[p.flow as usize] += 1;
             }
         }
+        if let Some(off) = &self.offloads {
+            for p in off.nics.iter().flat_map(|n| n.iter()).chain(off.gros.iter().flat_map(|g| g.iter())) {
+                in_network[p.flow as usize] += 1;
+            }
+        }
         let mut flows: Vec<FlowRecord> = Vec::new();
         reserve(&mut flows, self.flows.len(), "the flows table")?;
         flows.extend(self.flows.iter().enumerate().map(|(f, flow)| {
@@ -666,6 +754,12 @@ impl World {
         counters.insert("events".into(), self.sched.events_run.into());
         counters.insert("bottleneck_pkts".into(), self.bottleneck_pkts.into());
         counters.insert("dropped_pkts".into(), self.dropped_total.into());
+        // With offloads: how many GRO packets the receivers got and how many ACKs they sent
+        // (data segments per ACK is the stretch-ACK ratio).
+        if let Some(off) = &self.offloads {
+            counters.insert("gro_packets".into(), off.gro_packets.into());
+            counters.insert("acks_sent".into(), self.flows.iter().map(|f| f.receiver.acks_sent).sum::<u64>().into());
+        }
         Ok(RunRecord {
             warmup_ns: cfg.warmup_ns,
             duration_ns: cfg.duration_ns,

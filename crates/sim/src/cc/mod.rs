@@ -412,10 +412,10 @@ pub trait CongestionControl {
     fn wants_pacing(&self) -> bool {
         false
     }
-    /// `min_tso_segs`: the floor of `tcp_tso_autosize` (sysctl `tcp_min_tso_segs` = 2 unless
-    /// the CC overrides it, as BBR does).
-    fn min_tso_segs(&self, _tp: &TcpState) -> u32 {
-        2
+    /// `min_tso_segs`: the floor of `tcp_tso_autosize` if the CC sets it (BBR does); None =
+    /// the host's sysctl `tcp_min_tso_segs`.
+    fn min_tso_segs(&self, _tp: &TcpState) -> Option<u32> {
+        None
     }
     /// `tso_segs`: segments per TSO burst, if the CC sizes bursts itself (BBRv2/v3, Prague);
     /// None = the core's `tcp_tso_autosize` with `min_tso_segs`.
@@ -564,7 +564,7 @@ impl CongestionControl for AnyCc {
     fn wants_pacing(&self) -> bool {
         dispatch!(self, c => c.wants_pacing())
     }
-    fn min_tso_segs(&self, tp: &TcpState) -> u32 {
+    fn min_tso_segs(&self, tp: &TcpState) -> Option<u32> {
         dispatch!(self, c => c.min_tso_segs(tp))
     }
     fn tso_segs(&self, tp: &TcpState) -> Option<u32> {

@@ -139,7 +139,7 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn cbr(size_bytes: Option<u64>, rate_bps: u64) -> CbrSender {
-        CbrSender::new(&SenderConfig { flow: 0, size_bytes, ecn: true, fq_pacing: true, handshake_rtt_ns: 20 * MS }, rate_bps)
+        CbrSender::new(&SenderConfig { flow: 0, size_bytes, ecn: true, fq_pacing: true, handshake_rtt_ns: 20 * MS, tso: None }, rate_bps)
     }
 
     /// Run the sender's timer until `t`, collecting what it sends.

@@ -23,7 +23,7 @@ mod timers;
 pub use any_sender::{AnySender, SenderReport, SenderSample, SenderStats};
 pub use cbr::CbrSender;
 pub use receiver::{EcnFeedback, Receiver};
-pub use sender::{Sender, SenderConfig};
+pub use sender::{Sender, SenderConfig, TsoConfig};
 
 /// Bytes of one segment's entry in a sender's retransmission queue and scoreboard (for the
 /// run's memory estimate, [`crate::estimate`]).

@@ -8,7 +8,7 @@
 
 use aqm::Ecn;
 
-use crate::cc::{CaEvent, CongestionControl, EcnUse, TxSnapshot};
+use crate::cc::{CaEvent, CaState, CongestionControl, EcnUse, TxSnapshot};
 use crate::engine::{Event, Nanos, Scheduler};
 use crate::packet::{flags, DataPkt, TCP_HEADER_BYTES, TCP_IP_HEADER_BYTES};
 use crate::tcp::scoreboard::{sb, Seg, NONE};
@@ -24,6 +24,11 @@ const GSO_MAX_SIZE: u64 = 65_536;
 const PACING_SHIFT: u32 = 10;
 /// `sysctl_tcp_tso_rtt_log` = 9: the RTT allowance halves per 512 µs of min_rtt.
 const TSO_RTT_LOG: u32 = 9;
+/// `sysctl_tcp_limit_output_bytes` = 4 MB (net/ipv4/tcp_ipv4.c, since Linux 6.16, "tcp:
+/// increase tcp_limit_output_bytes default value to 4MB"): TSQ's cap, paced or not.
+const TSQ_LIMIT_OUTPUT_BYTES: u64 = 4 << 20;
+/// `sysctl_tcp_tso_win_divisor` = 3: a deferring sender sends once a third of cwnd is open.
+const TSO_WIN_DIVISOR: u64 = 3;
 /// "Original sch_fq does not pace first 10 MSS" (`tcp_update_skb_after_send`).
 const UNPACED_INITIAL_SEGS: u64 = 10;
 
@@ -35,18 +40,78 @@ pub(crate) fn tsval(now: Nanos) -> u32 {
 
 impl Sender {
     /// `tcp_tso_segs`: the CC's `tso_segs` hook, else `tcp_tso_autosize` with its
-    /// `min_tso_segs`: segments per burst for a paced socket.
-    fn tso_segs(&self) -> u32 {
+    /// `min_tso_segs`: segments per skb, for a paced socket and for every socket of a host with
+    /// TSO (the host's knobs; Linux's constants on an ideal host).
+    pub(super) fn tso_segs(&self) -> u32 {
         if let Some(n) = self.cc.tso_segs(&self.tp) {
             return n.max(1);
         }
-        let mut bytes = self.tp.pacing_rate >> PACING_SHIFT;
+        let (gso_max, shift, min_segs) = match self.tso {
+            Some(t) => (t.gso_max_bytes, t.pacing_shift, t.min_tso_segs),
+            None => (GSO_MAX_SIZE, PACING_SHIFT, 2),
+        };
+        let mut bytes = self.tp.pacing_rate.checked_shr(shift).unwrap_or(0);
         let r = (self.tp.min_rtt_us as u64) >> TSO_RTT_LOG;
         if r < 32 {
-            bytes += GSO_MAX_SIZE >> r;
+            bytes += gso_max >> r;
         }
-        bytes = bytes.min(GSO_MAX_SIZE);
-        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp))
+        bytes = bytes.min(gso_max);
+        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp).unwrap_or(min_segs))
+    }
+
+    /// `tcp_small_queue_check` before an skb of `segs` segments: whether the bytes this flow
+    /// already has at the NIC exceed max(2 skbs, pacing_rate >> pacing_shift), capped at
+    /// `tcp_limit_output_bytes`. An skb is always sent when it would be the only one out
+    /// (`tcp_rtx_queue_empty_or_single_skb`).
+    fn tsq_throttles(&self, segs: u32, shift: u32) -> bool {
+        let skb_bytes = segs as u64 * crate::packet::MTU_BYTES as u64;
+        let limit = (2 * skb_bytes).max(self.tp.pacing_rate.checked_shr(shift).unwrap_or(0)).min(TSQ_LIMIT_OUTPUT_BYTES);
+        self.nic_bytes > limit && self.tp.packets_out > segs
+    }
+
+    /// `tcp_tso_should_defer` before new data: whether to hold back an skb the window cannot
+    /// fill (fewer than `max_segs` segments fit) because an ACK that opens more of it is due
+    /// within min(srtt/2, 1 ms) — unless the flow is recovering, last sent more than 1 ms ago,
+    /// a third of cwnd (`tcp_tso_win_divisor`) is open, or what is left to send fits (the
+    /// skb is the last, FIN-carrying one). The receive window never limits (docs/model.md),
+    /// so a deferral is always cwnd-limited (`*is_cwnd_limited = true`).
+    pub(super) fn tso_should_defer(&self, now: Nanos, max_segs: u32) -> bool {
+        if self.tp.ca_state >= CaState::Recovery {
+            return false;
+        }
+        // Linux compares with tcp_wstamp_ns, the last departure (or the next, when paced).
+        let last = self.wstamp_ns.max(self.tp.lsndtime_ns);
+        if now > last + 1_000_000 {
+            return false;
+        }
+        let mss = self.tp.mss as u64;
+        let limit = self.tp.cwnd.saturating_sub(self.inflight()) as u64 * mss;
+        if limit >= max_segs as u64 * mss {
+            return false;
+        }
+        if let Some(n) = self.total_segs {
+            if (n - self.tp.snd_nxt) as u64 * mss <= limit {
+                return false;
+            }
+        }
+        if limit >= self.tp.cwnd as u64 * mss / TSO_WIN_DIVISOR {
+            return false;
+        }
+        let Some(head) = self.segs.front() else { return false };
+        let srtt_ns = self.rtt.srtt() * 1000;
+        let expected_ack = head.sent_ns + srtt_ns;
+        let threshold = (srtt_ns / 2).min(1_000_000);
+        expected_ack <= now + threshold
+    }
+
+    /// One of this flow's packets left the NIC (`tcp_wfree`): TSQ's count drops, and a
+    /// throttled flow transmits again (`tcp_tsq_handler`).
+    pub fn on_nic_departure(&mut self, wire_len: u32, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+        self.nic_bytes -= wire_len as u64;
+        if self.tsq_throttled {
+            self.tsq_throttled = false;
+            self.transmit(sched, out);
+        }
     }
 
     /// `tcp_write_xmit` preceded by `tcp_xmit_retransmit_queue`: lost segments first, then new
@@ -60,12 +125,25 @@ impl Sender {
         let mut sent_new = false;
         let mut sent_any = false;
         let mut retransmitted_head = false;
+        let mut deferred = false;
         loop {
             if self.tp.paced && self.data_segs_out >= UNPACED_INITIAL_SEGS && self.wstamp_ns > now {
                 self.pacing_timer.arm(sched, self.wstamp_ns, Event::PacingTimer(self.flow));
                 break;
             }
-            let burst = if self.tp.paced { self.tso_segs() } else { u32::MAX };
+            // With TSO every skb is autosized, paced or not; an ideal host sends an unpaced
+            // window at once.
+            let burst = if self.tp.paced || self.tso.is_some() { self.tso_segs() } else { u32::MAX };
+            if let Some(t) = self.tso {
+                if self.tsq_throttles(burst, t.pacing_shift) {
+                    self.tsq_throttled = true;
+                    break;
+                }
+                if burst > 1 && self.next_lost().is_none() && self.has_new_data() && self.tso_should_defer(now, burst) {
+                    deferred = true;
+                    break;
+                }
+            }
             let mut n = 0u32;
             let mut burst_bytes = 0u64;
             while n < burst {
@@ -90,11 +168,14 @@ impl Sender {
             }
             sent_any = true;
             if !self.tp.paced {
+                if self.tso.is_some() && n == burst {
+                    continue;
+                }
                 break;
             }
             self.advance_pacing(now, burst_bytes, n);
         }
-        let is_cwnd_limited = self.inflight() >= self.tp.cwnd;
+        let is_cwnd_limited = self.inflight() >= self.tp.cwnd || deferred;
         if sent_any || is_cwnd_limited {
             self.cwnd_validate(is_cwnd_limited);
         }
@@ -205,6 +286,9 @@ impl Sender {
         let wire_len = payload + TCP_IP_HEADER_BYTES;
         self.report.stats.segs_sent += 1;
         self.report.stats.wire_bytes_sent += wire_len as u64;
+        if self.tso.is_some() {
+            self.nic_bytes += wire_len as u64;
+        }
         self.tp.lsndtime_ns = now;
         DataPkt {
             flow: self.flow,

@@ -185,14 +185,46 @@ impl Receiver {
     /// A data segment arrives. ACKs to send are pushed to `out`.
     pub fn on_data(&mut self, pkt: &DataPkt, sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
         let now = sched.now();
-        self.segs_received += 1;
         if self.cbr {
-            self.delivered_bytes += pkt.payload as u64;
-            if self.total_segs == Some(self.segs_received as u32) && self.completed_at.is_none() {
-                self.completed_at = Some(now);
+            self.cbr_datagram(pkt, now);
+            return;
+        }
+        self.receive(pkt, true, now, sched, out);
+        self.ack_snd_check(now, sched, out);
+    }
+
+    /// A GRO packet arrives: segments of consecutive sequence, alike in ECN codepoint, flags
+    /// and timestamp (see `crate::host::gro`), received as one skb — each segment is queued,
+    /// the ATO estimate sees one arrival, and one ACK decision (`__tcp_ack_snd_check`) covers
+    /// them all, so a unit of two or more full segments is acknowledged at once by one
+    /// (stretch) ACK.
+    pub fn on_gro(&mut self, pkts: &[DataPkt], sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
+        let now = sched.now();
+        if self.cbr {
+            for p in pkts {
+                self.cbr_datagram(p, now);
             }
             return;
         }
+        for (i, p) in pkts.iter().enumerate() {
+            self.receive(p, i == 0, now, sched, out);
+        }
+        self.ack_snd_check(now, sched, out);
+    }
+
+    fn cbr_datagram(&mut self, pkt: &DataPkt, now: Nanos) {
+        self.segs_received += 1;
+        self.delivered_bytes += pkt.payload as u64;
+        if self.total_segs == Some(self.segs_received as u32) && self.completed_at.is_none() {
+            self.completed_at = Some(now);
+        }
+    }
+
+    /// `tcp_data_queue` for one segment, without the ACK decision. `first` is false for the
+    /// second and later segments of a GRO packet, which Linux receives in the same skb: the
+    /// ATO estimate (`tcp_event_data_recv`) is updated once per skb.
+    fn receive(&mut self, pkt: &DataPkt, first: bool, now: Nanos, sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
+        self.segs_received += 1;
         let seq = pkt.seq;
         // RFC 7323 §4.3: TS.Recent from a segment with SEG.SEQ <= Last.ACK.sent.
         if seq <= self.rcv_wup {
@@ -210,7 +242,6 @@ impl Receiver {
             // (tcp_data_queue, out_of_window).
             self.enter_quickack_mode(TCP_MAX_QUICKACKS);
             self.ack_scheduled = true;
-            self.ack_snd_check(now, sched, out);
             return;
         }
         if seq == self.rcv_nxt {
@@ -224,7 +255,12 @@ impl Receiver {
                     self.ack_now = true;
                 }
             }
-            self.event_data_recv(pkt, now, sched, out);
+            if first {
+                self.event_data_recv(pkt, now, sched, out);
+            } else {
+                self.ack_scheduled = true;
+                self.check_ce(pkt, sched, out);
+            }
             if let Some(n) = self.total_segs {
                 if self.rcv_nxt == n && self.completed_at.is_none() {
                     self.completed_at = Some(now);
@@ -236,7 +272,6 @@ impl Receiver {
             self.insert_ofo(seq);
             self.ack_scheduled = true;
         }
-        self.ack_snd_check(now, sched, out);
     }
 
     /// Pull newly in-order ranges from the out-of-order queue (`tcp_ofo_queue`).

@@ -43,6 +43,21 @@ pub struct SenderConfig {
     pub fq_pacing: bool,
     /// Base RTT of the path, taken as the handshake's RTT sample.
     pub handshake_rtt_ns: Nanos,
+    /// The host's TSO/GSO and TSQ (`[host]` with offloads); None = an ideal host.
+    pub tso: Option<TsoConfig>,
+}
+
+/// A Linux host's segmentation offload as the sender sees it: TSO autosizing's parameters
+/// (`tcp_tso_autosize`) for every flow, paced or not, and TCP Small Queues
+/// (`tcp_small_queue_check`) against the bytes waiting at the NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TsoConfig {
+    /// `sk_gso_max_size`, bytes.
+    pub gso_max_bytes: u64,
+    /// `sk_pacing_shift`.
+    pub pacing_shift: u32,
+    /// sysctl `tcp_min_tso_segs` (a CC's own floor takes precedence).
+    pub min_tso_segs: u32,
 }
 
 pub struct Sender {
@@ -107,6 +122,13 @@ pub struct Sender {
     /// Whether to run tcp_rate.c's bookkeeping: only CCs with `cong_control` read rate samples
     /// (see `rate.rs`).
     pub(super) rate_sampling: bool,
+    /// The host's offload (None: an ideal host, every segment its own transmission).
+    pub(super) tso: Option<TsoConfig>,
+    /// Bytes this flow has handed its NIC that are not on the wire yet (what TSQ reads from
+    /// `sk_wmem_alloc`).
+    pub(super) nic_bytes: u64,
+    /// TSQ stopped transmission (`TSQ_THROTTLED`): the NIC's next departure resumes it.
+    pub(super) tsq_throttled: bool,
 }
 
 impl Sender {
@@ -163,6 +185,9 @@ impl Sender {
             report: SenderReport::default(),
             rs: RateSample::default(),
             rate_sampling: false,
+            tso: cfg.tso,
+            nic_bytes: 0,
+            tsq_throttled: false,
         };
         s.rate_sampling = s.cc.has_cong_control();
         // The handshake's RTT sample (the SYN-ACK's, `tcp_ack_update_rtt` on the SYN-ACK).

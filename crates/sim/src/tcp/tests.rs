@@ -22,7 +22,7 @@ fn cc(name: &str) -> crate::cc::AnyCc {
 }
 
 pub(super) fn sender(name: &str, rtt_ns: Nanos, ecn: bool) -> Sender {
-    Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn, fq_pacing: false, handshake_rtt_ns: rtt_ns }, cc(name))
+    Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn, fq_pacing: false, handshake_rtt_ns: rtt_ns, tso: None }, cc(name))
 }
 
 pub(super) fn ack(n: u32, sack: &[(u32, u32)], ece: bool) -> AckPkt {
@@ -313,4 +313,97 @@ fn accurate_receiver_counts_every_ce_segment() {
     }
     // Segments 0, 3, 6, 9 were CE.
     assert_eq!(last, 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// TSO autosizing (`tcp_tso_autosize`) with a host's offload knobs
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn tso_autosize_matches_the_formula_by_hand() {
+    use crate::tcp::TsoConfig;
+    // tcp_tso_autosize: bytes = pacing_rate >> shift, plus gso_max >> (min_rtt_us >> 9) while
+    // that shift is below 32, capped at gso_max; segments = max(bytes / 1448, min_tso_segs).
+    let segs = |rate: u64, min_rtt_us: u32, t: TsoConfig| {
+        let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(t) }, cc("reno"));
+        s.tp.pacing_rate = rate;
+        s.tp.min_rtt_us = min_rtt_us;
+        s.tso_segs()
+    };
+    let linux = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    // 1 Gbit/s = 125e6 B/s: 125e6 >> 10 = 122 070 B, 10 ms of min_rtt adds 65 536 >> 19 = 0;
+    // capped at 65 536 B ⇒ 65 536 / 1448 = 45 segments.
+    assert_eq!(segs(125_000_000, 10_000, linux), 45);
+    // 100 Mbit/s: 12 207 B ⇒ 8 segments.
+    assert_eq!(segs(12_500_000, 10_000, linux), 8);
+    // 100 Mbit/s with a 1 ms min_rtt: 12 207 + (65 536 >> 1) = 44 975 B ⇒ 31 segments.
+    assert_eq!(segs(12_500_000, 1_000, linux), 31);
+    // 10 Mbit/s: 1 220 B is less than one segment: min_tso_segs = 2.
+    assert_eq!(segs(1_250_000, 10_000, linux), 2);
+    // The knobs: shift 8 at 100 Mbit/s gives 48 828 B ⇒ 33; a 32 KiB GSO limit at 1 Gbit/s
+    // gives 32 768 / 1448 = 22; min_tso_segs 4 at 10 Mbit/s gives 4.
+    assert_eq!(segs(12_500_000, 10_000, TsoConfig { pacing_shift: 8, ..linux }), 33);
+    assert_eq!(segs(125_000_000, 10_000, TsoConfig { gso_max_bytes: 32_768, ..linux }), 22);
+    assert_eq!(segs(1_250_000, 10_000, TsoConfig { min_tso_segs: 4, ..linux }), 4);
+}
+
+#[test]
+fn gro_packets_are_received_as_one_skb_with_one_ack() {
+    // A GRO packet of 4 full segments after quick-ACK mode is over: Linux ACKs it at once
+    // (more than one rcv_mss unacknowledged), with one ACK for all four; the same segments
+    // one by one are ACKed every second segment (two ACKs).
+    let mut sched = Scheduler::new();
+    let mut out = Vec::new();
+    let mut r = Receiver::new(0, EcnFeedback::Off, None, 10 * MS);
+    // 16 quick ACKs at the start (TCP_MAX_QUICKACKS), one per segment.
+    for s in 0..16 {
+        r.on_data(&data(s, Ecn::NotEct, 0), &mut sched, &mut out);
+    }
+    assert_eq!(out.len(), 16);
+    out.clear();
+    let unit: Vec<DataPkt> = (16..20).map(|s| data(s, Ecn::NotEct, 0)).collect();
+    r.on_gro(&unit, &mut sched, &mut out);
+    assert_eq!(out.iter().map(|a| a.ack).collect::<Vec<_>>(), [20]);
+    out.clear();
+    for p in (20..24).map(|s| data(s, Ecn::NotEct, 0)) {
+        r.on_data(&p, &mut sched, &mut out);
+    }
+    assert_eq!(out.iter().map(|a| a.ack).collect::<Vec<_>>(), [22, 24]);
+    assert_eq!(r.segs_received, 24);
+}
+
+#[test]
+fn tso_deferral_waits_for_an_imminent_ack_when_little_of_the_window_is_open() {
+    use crate::tcp::TsoConfig;
+    // tcp_tso_should_defer with srtt 10 ms, the head sent at 0 (its ACK due at 10 ms), the
+    // last transmission 0.3 ms ago and skbs of 45 segments (1 Gbit/s of pacing rate).
+    let mut sched = Scheduler::new();
+    let mut out = Vec::new();
+    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    s.start(&mut sched, &mut out);
+    let k = s.inflight();
+    assert!(k >= 2, "{k}");
+    s.tp.pacing_rate = 125_000_000;
+    let at = |s: &mut Sender, now: Nanos, last: Nanos, open: u32| {
+        s.tp.cwnd = k + open;
+        s.tp.lsndtime_ns = last;
+        s.tso_should_defer(now, 45)
+    };
+    // 2 segments open out of k + 2 (less than a third once k + 2 > 6) at 9.5 ms: the ACK is
+    // due within min(srtt/2, 1 ms) = 1 ms, so wait for it.
+    let open = 2;
+    assert!(k + open > 3 * open);
+    assert!(at(&mut s, 9_500_000, 9_200_000, open));
+    // At 8.5 ms the ACK is 1.5 ms away: send now.
+    assert!(!at(&mut s, 8_500_000, 8_200_000, open));
+    // The last transmission 1.5 ms ago: send now (no deferral after a pause).
+    assert!(!at(&mut s, 9_500_000, 8_000_000, open));
+    // A third of cwnd open (3·open ≥ k + open): send now.
+    let third = k.div_ceil(2);
+    assert!(3 * third >= k + third);
+    assert!(!at(&mut s, 9_500_000, 9_200_000, third));
+    // In Recovery: send now.
+    s.tp.ca_state = CaState::Recovery;
+    assert!(!at(&mut s, 9_500_000, 9_200_000, open));
 }

@@ -44,6 +44,7 @@ pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u
         "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
         "classes": cls,
         "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
+        // Ideal hosts (see `with_offloads`).
         "host": {"offloads": false},
     })
     .to_string()
@@ -79,6 +80,19 @@ pub fn mean_cwnd(r: &RunResult, flow: u64, from_s: f64) -> f64 {
     let w = col_u64(r, "timeseries", "cwnd");
     let xs: Vec<f64> = (0..t.len()).filter(|&i| f[i] == flow && t[i] >= from_s).map(|i| w[i] as f64).collect();
     xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// Give a config's hosts Linux's offloads (`link::config::HostConfig::linux`) with `knobs`
+/// (e.g. `{"nic_rate_bps": ...}`) on top. `config` builds ideal hosts: the analytic oracles
+/// of these tests assume every segment is sent and acknowledged on its own.
+pub fn with_offloads(cfg: &str, knobs: Value) -> String {
+    let mut v: Value = serde_json::from_str(cfg).unwrap();
+    let mut host = serde_json::to_value(link::config::HostConfig::linux()).unwrap();
+    for (k, x) in knobs.as_object().unwrap() {
+        host[k] = x.clone();
+    }
+    v["host"] = host;
+    v.to_string()
 }
 
 /// Add a packet-value marker (`{"rate_window_ns": ..., "class_weights": [...]}`) to a config.

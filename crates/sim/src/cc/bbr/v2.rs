@@ -451,8 +451,8 @@ impl CongestionControl for Bbr2 {
         true
     }
 
-    fn min_tso_segs(&self, tp: &TcpState) -> u32 {
-        min_tso_segs_by_rate(tp, self.params.min_tso_rate)
+    fn min_tso_segs(&self, tp: &TcpState) -> Option<u32> {
+        Some(min_tso_segs_by_rate(tp, self.params.min_tso_rate))
     }
 
     /// `bbr_tso_segs`.
