@@ -6,7 +6,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Pinned Python dependencies (pyproject.toml lists the same runtime pins).
 PY_DEPS := pydantic==2.13.4 typer==0.29.1 rich==15.0.0 pyarrow==26.0.1 pandas==3.1.1 numpy==2.4.6 \
-           matplotlib==3.11.2 dask==2026.8.0 distributed==2026.8.0 \
+           matplotlib==3.11.2 dask==2026.8.0 distributed==2026.8.0 optuna==5.0.0 \
            pytest==9.2.0 hypothesis==6.170.15 maturin==1.16.0
 STAMP := .make
 

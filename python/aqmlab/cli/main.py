@@ -7,6 +7,7 @@ import typer
 from . import emulate as emulate_cmds
 from . import listing
 from . import run as run_cmds
+from . import search as search_cmds
 from . import sweep as sweep_cmds
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app.command("reproduce")(sweep_cmds.reproduce)
 app.command("report")(sweep_cmds.report)
 app.command("plot")(sweep_cmds.plot)
 app.command("harm")(sweep_cmds.harm_cmd)
+app.command("search")(search_cmds.search)
 app.command("emulate")(emulate_cmds.emulate_cmd)
 app.command("compare")(emulate_cmds.compare)
 app.command("router", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_cmds.router)
