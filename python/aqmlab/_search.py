@@ -345,13 +345,13 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
     # Variables: every one used, none used that is not one.
     used = _names_in(data)
     names = [v.name for v in space]
-    for v in space:
-        if v.name not in used:
-            raise _err("not used in any ${...} of the scenario", key=f"search.space.{v.name}", file=file, text=text)
     funcs = {"min", "max", "round", "int", "ceil", "floor"}
     for u in sorted(used - set(names) - funcs):
         line = next((i for i, ln in enumerate(text.splitlines(), 1) if re.search(r"\$\{[^}]*\b" + re.escape(u) + r"\b", ln)), None)
         raise SearchError(f"unknown variable {u!r} in ${{...}} (search variables: {', '.join(names)})", file=file, line=line)
+    for v in space:
+        if v.name not in used:
+            raise _err("not used in any ${...} of the scenario", key=f"search.space.{v.name}", file=file, text=text)
     data.setdefault("name", default_name)
     s = Search(name=data["name"], base=data, objective=objective, budget=budget, seeds=seeds, space=space, batch=batch, optimizer=optimizer, seed=seed, tolerance=float(tol), check_seeds=check, file=file, text=text)
     # Every corner and the middle of the space make valid scenarios, each with the class named.
