@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from . import atlas as atlas_cmds
 from . import emulate as emulate_cmds
 from . import listing
 from . import run as run_cmds
@@ -25,6 +26,7 @@ app.command("report")(sweep_cmds.report)
 app.command("plot")(sweep_cmds.plot)
 app.command("harm")(sweep_cmds.harm_cmd)
 app.command("search")(search_cmds.search)
+app.command("atlas")(atlas_cmds.atlas)
 app.command("emulate")(emulate_cmds.emulate_cmd)
 app.command("compare")(emulate_cmds.compare)
 app.command("router", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_cmds.router)
