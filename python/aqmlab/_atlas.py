@@ -281,6 +281,8 @@ class Cell:
     depth: int
     values: dict[str, float] = field(default_factory=dict)
     run: str | None = None
+    #: Why the cell has no values (its scenario is not valid), else None.
+    error: str | None = None
 
     @property
     def buffer(self) -> float:
@@ -322,10 +324,15 @@ def _to_split(cells: list[Cell], threshold: float, rounds: int) -> set[int]:
 def _cell_runs(spec: AtlasSpec, c: Cell, aqm: dict[str, Any]) -> list[tuple[Scenario, Scenario, Scenario]]:
     from ._harm import solo_baseline
 
+    from ._lower import check_with_engine
+
     out = []
     for seed in spec.seeds:
         s = spec.scenario(c.pair[0], c.pair[1], _no_label(aqm), c.buffer, c.ratio, seed)
-        out.append((s, solo_baseline(s, 0), solo_baseline(s, 1)))
+        triple = (s, solo_baseline(s, 0), solo_baseline(s, 1))
+        for x in triple:
+            check_with_engine(x, file=None)
+        out.append(triple)
     return out
 
 
@@ -373,9 +380,16 @@ def run_atlas(
     try:
         todo = [c for cells in maps.values() for c in cells]
         for rnd in range(spec.rounds + 1):
-            triples = {id(c): _cell_runs(spec, c, aqm_by_label[c.aqm]) for c in todo}
+            triples = {}
             for c in todo:
-                for s, b0, b1 in triples[id(c)]:
+                try:
+                    triples[id(c)] = _cell_runs(spec, c, aqm_by_label[c.aqm])
+                except ScenarioError as e:
+                    # A discipline whose parameters do not exist at this cell (RED's tc
+                    # derivation below a minimum buffer): the cell is marked, not run.
+                    c.values, c.error = {m: math.nan for m in METRICS}, f"{e.key + ': ' if e.key else ''}{e.detail}"
+            for c in todo:
+                for s, b0, b1 in triples.get(id(c), []):
                     params = {"pair": f"{c.pair[0]}-{c.pair[1]}", "aqm": c.aqm, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "seed": s.seed}
                     all_runs.setdefault(s.hash(), Run({**params, "role": "mixed"}, s))
                     all_runs.setdefault(b0.hash(), Run({**params, "role": f"solo-{c.pair[0]}"}, b0))
@@ -386,6 +400,8 @@ def run_atlas(
                 h, msg = res.failed[0]
                 raise RuntimeError(f"run {h} failed: {msg} ({len(res.failed)} failed; finished runs are kept, run again to retry)")
             for c in todo:
+                if id(c) not in triples:
+                    continue
                 c.values = _values(d / "runs", triples[id(c)])
                 c.run = triples[id(c)][0][0].hash()
                 target = d / "cells" / f"{c.run}.toml"
@@ -421,7 +437,7 @@ def _write_cells(d: Path, spec: AtlasSpec, maps: dict[tuple[tuple[str, str], str
     rows = []
     for (pair, label), cells in maps.items():
         for c in cells:
-            rows.append({"first": pair[0], "second": pair[1], "aqm": label, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "depth": c.depth, "x0": c.x0, "x1": c.x1, "y0": c.y0, "y1": c.y1, **c.values, "run": c.run})
+            rows.append({"first": pair[0], "second": pair[1], "aqm": label, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "depth": c.depth, "x0": c.x0, "x1": c.x1, "y0": c.y0, "y1": c.y1, **c.values, "run": c.run, "error": c.error})
     df = pd.DataFrame(rows)
     tmp = d / ".atlas.parquet.tmp"
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)

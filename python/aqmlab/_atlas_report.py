@@ -78,7 +78,12 @@ def _pair_maps(sub: pd.DataFrame, aqms: list[str], first: str, second: str, xlim
         norm = matplotlib.colors.Normalize(lo, hi)
         for j, aqm in enumerate(aqms):
             ax = axes[i][j]
-            cells = sub[sub["aqm"] == aqm]
+            allc = sub[sub["aqm"] == aqm]
+            cells = allc[allc["error"].isna()]
+            bad = allc[allc["error"].notna()]
+            if len(bad):
+                # Cells with no valid scenario (the discipline's parameters do not exist there).
+                ax.add_collection(PolyCollection([[(10**r.x0, 10**r.y0), (10**r.x1, 10**r.y0), (10**r.x1, 10**r.y1), (10**r.x0, 10**r.y1)] for r in bad.itertuples()], facecolors="#dddddd", edgecolors="white", hatch="xx", linewidths=0.4))
             # One collection per map (fast to draw); each cell's polygon links to its scenario.
             polys = [[(10**r.x0, 10**r.y0), (10**r.x1, 10**r.y0), (10**r.x1, 10**r.y1), (10**r.x0, 10**r.y1)] for r in cells.itertuples()]
             coll = PolyCollection(polys, facecolors=cmap(norm(cells[metric].to_numpy())), edgecolors="white", linewidths=0.4)
@@ -111,6 +116,8 @@ def write_atlas_report(directory: str | Path, output: str | Path | None = None) 
     out = Path(output) if output else d / "atlas.html"
     doc = json.loads((d / "atlas.json").read_text(encoding="utf-8"))
     df = pd.read_parquet(d / "atlas.parquet")
+    if "error" not in df:
+        df["error"] = None
     aqms = doc["aqms"]
     pairs = [f"{a} vs {b}" for a, b in dict.fromkeys(zip(df["first"], df["second"]))]
     xlim = (10 ** df["x0"].min(), 10 ** df["x1"].max())
@@ -126,6 +133,9 @@ def write_atlas_report(directory: str | Path, output: str | Path | None = None) 
     for (a, b), sub in df.groupby(["first", "second"], sort=False):
         parts.append(f"<h2>{html.escape(a)} vs {html.escape(b)}</h2>")
         parts.append(f'<div class="map">{_svg(_pair_maps(sub, aqms, a, b, xlim, ylim))}</div>')
+        errs = sub[sub["error"].notna()].drop_duplicates("aqm")
+        for r in errs.itertuples():
+            parts.append(f"<p>{html.escape(r.aqm)}: grey cells have no valid scenario ({html.escape(r.error)}).</p>")
         worst = sub.nsmallest(3, "jain")[["aqm", "buffer_bdp", "rtt_ratio", "jain", "harm_first", "harm_second", "run"]]
         worst["run"] = [f'<a href="cells/{h}.toml">{h}</a>' for h in worst["run"]]
         parts.append("<details><summary>least fair cells</summary>" + worst.to_html(index=False, escape=False, float_format=lambda v: f"{v:.3g}", border=0, classes="nums") + "</details>")
