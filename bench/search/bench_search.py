@@ -8,14 +8,13 @@ Points are evaluated in this process with `aqmlab.run` (the objective is the sea
 hash in OUT/cache-<space>.json, so the large grid and every repeated point are simulated once.
 The optimizers' points come from `aqmlab._search.ask`, the function `aqmlab search` uses.
 
-    nice -n 10 python3 bench/search/bench_search.py -o out/bench-search [--reps 5] [--grid 16]
+    nice -n 10 python3 bench/search/bench_search.py -o out/bench-search [--reps 10] [--grid 10] [--budgets 30,60]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -24,7 +23,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import aqmlab
-from aqmlab._search import Search, _grid_points, ask, load_search
+from aqmlab._search import Search, ask, load_search
 
 HERE = Path(__file__).resolve().parent
 SPACES = ["bbr-cubic-taildrop", "dctcp-cubic-l4s", "bbr2-cubic-pie"]
@@ -115,9 +114,10 @@ def evals_to_target(search: Search, values: list[float], target: float) -> int |
     return None
 
 
-def one_space(args: tuple[str, Path, int, int]) -> dict:
-    name, out, reps, grid_k = args
+def one_space(args: tuple[str, Path, int, int, int]) -> dict:
+    name, out, reps, grid_k, budget = args
     search = load_search(HERE / f"{name}.toml")
+    search.budget = budget
     f = Objective(search, out / f"cache-{name}.json")
     t0 = time.time()
     # The reference: a large even grid (grid_k levels per continuous variable, every choice).
@@ -138,6 +138,11 @@ def one_space(args: tuple[str, Path, int, int]) -> dict:
     return {"space": name, "objective": str(search.objective), "budget": search.budget, "batch": search.batch, "grid_points": len(grid), "grid_best": ref, "grid_best_at": grid[best_i], "methods": rows, "simulated": f.simulated, "wall_s": time.time() - t0}
 
 
+def _space_budgets(args: tuple[str, Path, int, int, list[int]]) -> list[dict]:
+    name, out, reps, grid_k, budgets = args
+    return [one_space((name, out, reps, grid_k, b)) for b in budgets]
+
+
 def _grid_points_k(search: Search, k: int) -> list[dict]:
     import itertools
 
@@ -154,7 +159,7 @@ def table(results: list[dict]) -> str:
         for m, runs in r["methods"].items():
             ev = [x["evals"] for x in runs if x["evals"] is not None]
             med = f"{statistics.median(ev):g} ({min(ev)}–{max(ev)})" if ev else "–"
-            head = f"{r['space']} (`{r['objective']}`) | {r['grid_points']}, {r['grid_best']:.4g}" if m == METHODS[0] else " | "
+            head = f"{r['space']} (`{r['objective']}`), budget {r['budget']} | {r['grid_points']}, {r['grid_best']:.4g}" if m == METHODS[0] else " | "
             lines.append(f"| {head} | {m} | {len(ev)}/{len(runs)} | {med} | {statistics.fmean(x['best'] for x in runs):.4g} |")
     return "\n".join(lines)
 
@@ -165,12 +170,15 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--grid", type=int, default=16, help="levels per continuous variable of the reference grid")
     ap.add_argument("--spaces", default=",".join(SPACES))
+    ap.add_argument("--budgets", default="30,60", help="budgets to compare at (points per search)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     spaces = a.spaces.split(",")
+    budgets = [int(b) for b in a.budgets.split(",")]
+    # One task per space (its cache is written by one process), budgets in turn inside it.
     with Pool(min(a.jobs, len(spaces))) as pool:
-        results = pool.map(one_space, [(s, a.out, a.reps, a.grid) for s in spaces])
+        results = [r for rs in pool.map(_space_budgets, [(s, a.out, a.reps, a.grid, budgets) for s in spaces]) for r in rs]
     (a.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     print(table(results))
 
