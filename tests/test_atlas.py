@@ -176,3 +176,22 @@ def test_a_bad_spec_is_one_keyed_line_exit_2_nothing_written(tmp_path, name, tex
     msg = r.stderr.strip()
     assert r.exit_code == 2 and len(msg.splitlines()) == 1 and where in msg and fragment in msg, (r.exit_code, msg)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_cell_without_a_valid_scenario_is_marked_not_run(tmp_path):
+    # RED with tc's derivation (limit = the buffer, max = limit/4, min = max/3; tc-red(8)) has
+    # no parameters for a buffer of 0.045 BDP at 20 Mbit/s × 20 ms (2.2 KB: max below one
+    # 1500-byte packet); at 0.9 BDP (45 KB) it has. Cells: centres of [0.01, 0.2] and [0.2, 4].
+    spec = SPEC.replace('rate = "10Mbps"', 'rate = "20Mbps"').replace('aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]', 'aqms = [{ kind = "red", avpkt = "1500B", bandwidth = "20Mbps" }]')
+    spec = spec.replace("low = 0.25\nhigh = 4.0", "low = 0.01\nhigh = 4.0").replace("rounds = 1", "rounds = 0")
+    s = parse_spec(spec)
+    df = run_atlas(s, tmp_path / "out", jobs=2)
+    small, large = df[df["buffer_bdp"] < 0.1], df[df["buffer_bdp"] > 0.5]
+    assert len(small) == len(large) == 2
+    assert small["error"].str.contains("bottleneck.aqm").all() and small["jain"].isna().all() and small["run"].isna().all()
+    assert large["error"].isna().all() and large["jain"].between(0.5, 1.0).all()
+    from aqmlab._atlas_report import write_atlas_report
+
+    html = write_atlas_report(tmp_path / "out").read_text()
+    assert "grey cells have no valid scenario" in html
+    assert len(re.findall(r'<a xlink:href="cells/', html)) == 3 * len(large)

@@ -242,17 +242,24 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
 
     from ._scenario import error_from_validation
 
-    mid_b = _sig(math.sqrt(spec.buffer.low * spec.buffer.high))
+    # An AQM may have no parameters in part of the plane (RED below a minimum buffer: those
+    # cells are marked), but it must have them at the centre or at the largest buffer.
     mid_r = _sig(math.sqrt(spec.ratio.low * spec.ratio.high))
-    for i, aqm in enumerate(spec.aqms):
+    for aqm in spec.aqms:
         for a, b in spec.pairs()[:1] + [(c, c) for c in spec.ccs]:
-            try:
-                check_with_engine(spec.scenario(a, b, _no_label(aqm), mid_b, mid_r, spec.seeds[0]), file=None)
-            except ValidationError as e:
-                err = error_from_validation(e, None, None)
-                raise _err(f"{err.key}: {err.detail}", "aqms", file, text) from None
-            except ScenarioError as e:
-                raise _err(f"{e.key + ': ' if e.key else ''}{e.detail}", "aqms", file, text) from None
+            first: str | None = None
+            for buf in (_sig(math.sqrt(spec.buffer.low * spec.buffer.high)), _sig(spec.buffer.high)):
+                try:
+                    check_with_engine(spec.scenario(a, b, _no_label(aqm), buf, mid_r, spec.seeds[0]), file=None)
+                    first = None
+                    break
+                except ValidationError as e:
+                    err = error_from_validation(e, None, None)
+                    first = first or f"{err.key}: {err.detail}"
+                except ScenarioError as e:
+                    first = first or f"{e.key + ': ' if e.key else ''}{e.detail}"
+            if first is not None:
+                raise _err(first, "aqms", file, text)
     return spec
 
 

@@ -50,7 +50,7 @@ from ._errors import ScenarioError, read_utf8
 from ._locate import locate
 from ._results import _fsync
 from ._scenario import Scenario
-from ._sweep import _EXPR, Axis, Run, Sweep, SweepError, _substitute
+from ._sweep import _EXPR, _FUNCS, Axis, Run, Sweep, SweepError, _substitute
 from ._sweeprun import is_complete, local_pool, run_sweep
 
 __all__ = ["SearchError", "Search", "Objective", "Var", "parse_search", "load_search", "run_search", "shrink", "scenario_toml", "SearchResult"]
@@ -211,7 +211,7 @@ def _names_in(value: Any) -> set[str]:
                 tree = ast.parse(expr.strip(), mode="eval")
             except SyntaxError:
                 continue
-            out |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not (isinstance(getattr(n, "parent", None), ast.Call))}
+            out |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     elif isinstance(value, dict):
         for v in value.values():
             out |= _names_in(v)
@@ -345,8 +345,7 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
     # Variables: every one used, none used that is not one.
     used = _names_in(data)
     names = [v.name for v in space]
-    funcs = {"min", "max", "round", "int", "ceil", "floor"}
-    for u in sorted(used - set(names) - funcs):
+    for u in sorted(used - set(names) - set(_FUNCS)):
         line = next((i for i, ln in enumerate(text.splitlines(), 1) if re.search(r"\$\{[^}]*\b" + re.escape(u) + r"\b", ln)), None)
         raise SearchError(f"unknown variable {u!r} in ${{...}} (search variables: {', '.join(names)})", file=file, line=line)
     for v in space:
@@ -367,7 +366,7 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
                 file=file,
                 text=text,
             )
-    if objective.metric == "harm" and len([f for f in probes[0] and s.scenario(probes[0], seeds[0]).flows if f.cc != "cbr"]) < 2:
+    if objective.metric == "harm" and len([f for f in s.scenario(probes[0], seeds[0]).flows if f.cc != "cbr"]) < 2:
         raise _err("harm needs at least two TCP flow classes", key="search.objective", file=file, text=text)
     return s
 
