@@ -24,10 +24,10 @@ def _fail(e: Exception, code: int = 2) -> None:
 def atlas(
     spec: Annotated[str, typer.Argument(help="Atlas spec TOML, or 'default' for the one shipped with aqmlab")] = "default",
     output: Annotated[Path, typer.Option("-o", "--output", help="Atlas directory (resumes if it exists)")] = Path("out/atlas"),
-    quick: Annotated[bool, typer.Option("--quick", help="The spec's [quick] form (a laptop's atlas)")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="The spec's \\[quick] form (a laptop's atlas)")] = False,
     jobs: Annotated[int | None, typer.Option("-j", "--jobs", help="Parallel runs (default: every core)", min=1)] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address")] = None,
-    rounds: Annotated[int | None, typer.Option("--rounds", help="Refinement rounds (overrides the spec's [refine] rounds; a rerun with more extends the atlas)", min=0)] = None,
+    rounds: Annotated[int | None, typer.Option("--rounds", help="Refinement rounds (overrides the spec's \\[refine] rounds; a rerun with more extends the atlas)", min=0)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Map Jain's index and harm of every CC pair × AQM over buffer (BDP) × RTT ratio, refined adaptively; writes DIR/atlas.html."""

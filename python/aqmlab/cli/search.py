@@ -25,9 +25,9 @@ def _fail(e: Exception, code: int = 2) -> None:
 
 
 def search(
-    file: Annotated[Path, typer.Argument(help="Scenario TOML with ${var} placeholders and a [search] table")],
+    file: Annotated[Path, typer.Argument(help="Scenario TOML with ${var} placeholders and a \\[search] table")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Search directory (resumes if it holds this search)")],
-    budget: Annotated[int | None, typer.Option("--budget", help="Points to evaluate (overrides [search] budget)")] = None,
+    budget: Annotated[int | None, typer.Option("--budget", help="Points to evaluate (overrides \\[search] budget)")] = None,
     jobs: Annotated[int | None, typer.Option("-j", "--jobs", help="Parallel runs (default: every core)", min=1)] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address, e.g. tcp://host:8786")] = None,
     no_shrink: Annotated[bool, typer.Option("--no-shrink", help="Stop after the search: no shrinking, no seed check")] = False,
