@@ -49,10 +49,11 @@ def _svg(fig: plt.Figure) -> str:
 
 
 def _overview(df: pd.DataFrame, aqms: list[str], pairs: list[str]) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(1.0 + 0.75 * len(pairs) * 2, 1.2 + 0.38 * len(aqms)), squeeze=False)
+    # One above the other, so that a wide atlas (21 pairs) stays readable at the page's width.
+    fig, axes = plt.subplots(2, 1, figsize=(2.0 + 0.62 * len(pairs), 2 * (1.6 + 0.3 * len(aqms))), squeeze=False)
     g = df.assign(pair=df["first"] + " vs " + df["second"])
     g["harm_max"] = g[["harm_first", "harm_second"]].max(axis=1)
-    for ax, (metric, agg, title, cmap, lo, hi) in zip(axes[0], (("jain", "min", "worst Jain's index over the plane", "RdYlGn", 0.5, 1.0), ("harm_max", "max", "worst throughput harm (either side)", "RdBu_r", -1.0, 1.0))):
+    for ax, (metric, agg, title, cmap, lo, hi) in zip(axes[:, 0], (("jain", "min", "worst Jain's index over the plane", "RdYlGn", 0.5, 1.0), ("harm_max", "max", "worst throughput harm (either side)", "RdBu_r", -1.0, 1.0))):
         m = g.pivot_table(index="aqm", columns="pair", values=metric, aggfunc=agg).reindex(index=aqms, columns=pairs)
         im = ax.imshow(m.values, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
         for (i, j), v in np.ndenumerate(m.values):
