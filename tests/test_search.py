@@ -221,3 +221,35 @@ def test_a_directory_of_another_search_is_refused(reno, tmp_path):
     other = parse_search(RENO.replace('seeds = [1]', 'seeds = [2]'), file="other.toml")
     with pytest.raises(aqmlab.ScenarioError, match="holds another search"):
         run_search(other, d / "out", jobs=1)
+
+
+def _testbed() -> str | None:
+    """Why the emulator cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root"
+    from aqmlab._emulate import EmulatorError, router_binary
+
+    try:
+        router_binary()
+    except EmulatorError:
+        return "needs the router binary (make build)"
+    r = subprocess.run(["ip", "netns", "add", "aqP-searchprobe"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", "aqP-searchprobe"], capture_output=True)
+    return None if r.returncode == 0 else "network namespaces unavailable"
+
+
+@pytest.mark.skipif(_testbed() is not None, reason=f"the emulator's testbed: {_testbed()}")
+def test_replay_emu_runs_the_shrunk_case_on_the_emulator(tmp_path):
+    # Reno is in every kernel; one emulator at a time on the machine (flock).
+    text = RENO.replace("budget = 12", "budget = 4").replace('duration = "20s"', 'duration = "8s"').replace('warmup = "5s"', 'warmup = "2s"')
+    f = tmp_path / "s.toml"
+    f.write_text(text)
+    r = subprocess.run(["flock", "/tmp/aqmlab-emu.lock", sys.executable, "-m", "aqmlab", "search", str(f), "-o", str(tmp_path / "out"), "-q", "--replay-emu"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    emu = json.loads((tmp_path / "out" / "emu.json").read_text())
+    shrunk = aqmlab.load_scenario(tmp_path / "out" / "shrunk.toml")
+    summary = json.loads((tmp_path / "out" / "emu" / "summary.json").read_text())
+    assert summary["backend"] == "emu" and emu["scenario"] == shrunk.hash() == summary["scenario_hash"]
+    # Jain's index of n flows lies in [1/n, 1]; the emulator's is the run's own.
+    n = sum(fl.count for fl in shrunk.flows)
+    assert 1 / n <= emu["emu_value"] <= 1 and emu["emu_value"] == summary["metrics"]["jain"]
