@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import tomllib
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -30,7 +30,6 @@ search would have. The trajectory depends on ``batch`` and ``seed``, never on ``
 from __future__ import annotations
 
 import ast
-import copy
 import hashlib
 import json
 import math
@@ -198,7 +197,7 @@ def _line(text: str | None, key: str) -> int | None:
     return locate(text, key) if text else None
 
 
-def _err(msg: str, s: "Search | None" = None, *, key: str | None = None, file: str | None = None, text: str | None = None) -> SearchError:
+def _err(msg: str, *, key: str | None = None, file: str | None = None, text: str | None = None) -> SearchError:
     return SearchError(msg, file=file, line=_line(text, key) if key else None, key=key)
 
 
