@@ -6,7 +6,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Python dependencies, at the exact versions of constraints.txt (pyproject.toml declares the
 # compatible ranges a user's environment may hold).
-PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed pytest hypothesis maturin
+PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest hypothesis maturin
 STAMP := .make
 
 .PHONY: run test deps build bpf rust-test py-test bench bench-emu clean

@@ -128,10 +128,13 @@ def run_sweep(
     cluster: str | None = None,
     skip_missing: bool = False,
     on_progress: Callable[[int, int, int, int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> SweepResult:
     """Run every run of `sweep` not already complete in `directory`, then write the index.
 
-    `on_progress(done, failed, todo, total)` is called as runs finish.
+    `on_progress(done, failed, todo, total)` is called as runs finish. `pool`: local worker
+    processes to use instead of starting `jobs` new ones (a caller running many small sweeps,
+    such as `aqmlab search`, keeps one pool).
     """
     p = plan(sweep, skip_missing=skip_missing)
     client = None
@@ -162,7 +165,7 @@ def run_sweep(
         if client is not None:
             _run_dask(client, todo, runs_dir, result, on_progress)
         else:
-            _run_local(todo, runs_dir, jobs or os.cpu_count() or 1, result, on_progress)
+            _run_local(todo, runs_dir, jobs or os.cpu_count() or 1, result, on_progress, pool)
     result.wall_s = time.perf_counter() - t0
     # A worker killed mid-write leaves its temporary directory (its run was redone elsewhere).
     for tmp in runs_dir.glob(".*.tmp-*"):
@@ -183,12 +186,19 @@ def _connect(address: str):
         raise SweepError(f"the Dask scheduler at {address} does not answer ({type(e).__name__}: {e})", key="--cluster") from None
 
 
-def _run_local(todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None) -> None:
+def local_pool(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes for local runs. spawn: workers start clean (no copy of the parent's
+    threads or progress display)."""
     import multiprocessing as mp
 
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+
+
+def _run_local(todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None, given: ProcessPoolExecutor | None = None) -> None:
+    from contextlib import nullcontext
+
     jobs = max(1, min(jobs, len(todo)))
-    # spawn: workers start clean (no copy of the parent's threads or progress display).
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+    with nullcontext(given) if given is not None else local_pool(jobs) as pool:
         pending = {pool.submit(_execute, r.scenario.canonical_json(), r.hash, str(runs_dir / r.hash)): r for r in todo}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)

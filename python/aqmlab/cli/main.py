@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from . import atlas as atlas_cmds
 from . import emulate as emulate_cmds
 from . import fidelity as fidelity_cmds
 from . import listing
 from . import run as run_cmds
+from . import search as search_cmds
 from . import sweep as sweep_cmds
 
 app = typer.Typer(
@@ -24,6 +26,8 @@ app.command("reproduce")(sweep_cmds.reproduce)
 app.command("report")(sweep_cmds.report)
 app.command("plot")(sweep_cmds.plot)
 app.command("harm")(sweep_cmds.harm_cmd)
+app.command("search")(search_cmds.search)
+app.command("atlas")(atlas_cmds.atlas)
 app.command("emulate")(emulate_cmds.emulate_cmd)
 app.command("compare")(emulate_cmds.compare)
 app.command("fidelity")(fidelity_cmds.fidelity)

@@ -1,0 +1,147 @@
+"""`aqmlab search`: the worst case of a scenario space, shrunk, checked on other seeds, and
+(with --replay-emu) replayed on the emulator."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .._scenario import ScenarioError
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(e: Exception, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def search(
+    file: Annotated[Path, typer.Argument(help="Scenario TOML with ${var} placeholders and a \\[search] table")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Search directory (resumes if it holds this search)")],
+    budget: Annotated[int | None, typer.Option("--budget", help="Points to evaluate (overrides \\[search] budget)")] = None,
+    jobs: Annotated[int | None, typer.Option("-j", "--jobs", help="Parallel runs (default: every core)", min=1)] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address, e.g. tcp://host:8786")] = None,
+    no_shrink: Annotated[bool, typer.Option("--no-shrink", help="Stop after the search: no shrinking, no seed check")] = False,
+    replay_emu: Annotated[bool, typer.Option("--replay-emu", help="Re-run the shrunk worst case on the emulator (root, kernel CCs)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Search a scenario space for its worst case; writes DIR/trials.parquet, best.toml, shrunk.toml, report.html."""
+    from .._search import Evaluator, SearchError, load_search, run_search, shrink
+    from .._search_report import write_search_report
+
+    try:
+        s = load_search(file)
+        if budget is not None:
+            if budget < 1:
+                raise SearchError(f"{budget}: the budget is a number of points, at least 1", key="--budget")
+            s.budget = budget
+        if replay_emu:
+            _emu_preflight(s)
+    except ScenarioError as e:
+        _fail(e)
+        raise
+    show = not quiet and err.is_terminal
+    t0 = time.perf_counter()
+    output.mkdir(parents=True, exist_ok=True)
+    with Evaluator(s, output, jobs=jobs, cluster=cluster) as ev:
+        _search_and_shrink(s, output, ev, quiet, show, t0, no_shrink, replay_emu)
+
+
+def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
+    from .._search import run_search, shrink
+    from .._search_report import write_search_report
+
+    try:
+        if show:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), TimeElapsedColumn(), console=err) as bar:
+                task = bar.add_task(s.name, total=s.budget)
+                res = run_search(s, output, evaluator=ev, on_points=lambda n, total: bar.update(task, completed=n, total=total))
+        else:
+            last = [0.0]
+
+            def on_points(n: int, total: int) -> None:
+                now = time.monotonic()
+                if not quiet and (now - last[0] > 10 or n == total):
+                    last[0] = now
+                    err.print(f"{s.name}: {n}/{total} points", highlight=False)
+
+            res = run_search(s, output, evaluator=ev, on_points=on_points)
+    except ScenarioError as e:
+        _fail(e)
+        raise
+    except RuntimeError as e:
+        _fail(e, 1)
+        raise
+    except KeyboardInterrupt:
+        err.print("interrupted: evaluated points are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    b = res.best
+    where = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in b.params.items())
+    if not quiet:
+        out.print(f"{s.name}: {len(res.points)} points, {res.simulated} runs simulated ({time.perf_counter() - t0:.1f} s); worst {s.objective} = {b.value:.4g} at {where}", highlight=False, soft_wrap=True)
+        out.print(f"worst point: {output / 'best.toml'}", highlight=False)
+    shrunk = None
+    if not no_shrink:
+        try:
+            shrunk = shrink(s, output, b, evaluator=ev, on_step=None if quiet else (lambda m: err.print(f"shrink: {m}", highlight=False)))
+        except RuntimeError as e:
+            _fail(e, 1)
+        assert shrunk is not None
+        c = shrunk["check"]
+        if not quiet:
+            out.print(f"shrunk: {shrunk['shrunk']['value']:.4g} (tolerance {s.tolerance:g} of {b.value:.4g}); on seeds {c['seeds']}: mean {c['mean']:.4g} — {'holds' if c['holds'] else 'does NOT hold'}; {output / 'shrunk.toml'}", highlight=False, soft_wrap=True)
+    emu = None
+    if replay_emu:
+        emu = _replay(s, output, shrunk)
+        if not quiet:
+            out.print(f"emulator: {s.objective} = {emu['emu_value']:.4g} (simulator {emu['sim_value']:.4g}); {output / 'emu'}", highlight=False)
+    html = write_search_report(s, output)
+    if not quiet:
+        out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
+
+
+def _emu_preflight(s) -> None:
+    """Refuse --replay-emu before anything runs when the emulator cannot run the scenario."""
+    from .._emulate import preflight
+
+    sc = s.scenario({v.name: v.mid() for v in s.space}, s.seeds[0])
+    if s.objective.metric == "harm":
+        raise ScenarioError("--replay-emu with a harm objective would need the solo baselines on the emulator too; replay best.toml with `aqmlab harm` and `aqmlab emulate` by hand", key="--replay-emu")
+    try:
+        preflight(sc)
+    except ScenarioError as e:
+        raise ScenarioError(f"cannot replay on the emulator: {e.detail}", key="--replay-emu") from None
+
+
+def _replay(s, output: Path, shrunk: dict | None) -> dict:
+    """Run the shrunk case (else the worst point) on the emulator with the search's first seed."""
+    from .._emulate import emulate
+    from .._search import _write_atomic
+
+    params = shrunk["shrunk"]["params"] if shrunk else None
+    patch = shrunk["shrunk"]["patch"] if shrunk else {}
+    if params is None:
+        import pyarrow.parquet as pq
+
+        df = pq.read_table(output / "trials.parquet").to_pandas()
+        row = df.loc[df["objective"].idxmin() if s.objective.sense == "min" else df["objective"].idxmax()]
+        params = {v.name: (row[v.name].item() if hasattr(row[v.name], "item") else row[v.name]) for v in s.space}
+    sc = s.scenario(params, s.seeds[0], patch)
+    sim = json.loads((output / "runs" / sc.hash() / "summary.json").read_text())
+    try:
+        res = emulate(sc, output / "emu", overwrite=True)
+    except ScenarioError as e:
+        _fail(ScenarioError(f"cannot replay on the emulator: {e.detail}", key="--replay-emu"))
+        raise
+    doc = {"scenario": sc.hash(), "objective": str(s.objective), "sim_value": s.objective.value(sim, None), "emu_value": s.objective.value(res.summary, None)}
+    _write_atomic(output / "emu.json", json.dumps(doc, indent=1) + "\n")
+    return doc
