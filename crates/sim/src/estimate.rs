@@ -23,6 +23,7 @@
 use std::mem::size_of;
 
 use crate::config::{ClassConfig, EngineConfig, SizeDist, StartConfig};
+use crate::host::{Gro, Nic};
 use crate::marker::FlowMarker;
 use crate::measure::FlowMeasure;
 use crate::packet::{AckPkt, DataPkt, MSS_BYTES, MTU_BYTES};
@@ -53,6 +54,16 @@ pub const EVENTS_PER_PACKET: f64 = 2.5;
 /// §Simulator speed, scenario (a) (20 CUBIC flows, 1 Gbit/s, TailDrop), median of
 /// `bench/perf/side_by_side.sh OLD NEW 7` on the EPYC VM, 2026-11-24: 4.71 M packets/s.
 pub const PACKETS_PER_S: f64 = 4.71e6;
+
+/// Cost per packet of Linux hosts (`[host] offloads`) relative to ideal ones: every packet also
+/// passes its sender's NIC and a GRO poll. bench/README.md §The host model, instructions per
+/// bottleneck packet with and without offloads (`bench/perf/icount.sh`), the larger of its two
+/// scenarios: (a) 2561 / 2128 = 1.20.
+pub const OFFLOADS_COST: f64 = 1.20;
+
+/// Events per bottleneck packet that Linux hosts add: the NIC's transmission end, and a GRO
+/// poll per about four packets (one per 50 µs poll at 1 Gbit/s, 12 µs per packet).
+pub const OFFLOADS_EVENTS_PER_PACKET: f64 = 1.25;
 
 /// A run's estimated cost.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -178,7 +189,8 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
     let carried = offered.min(capacity);
     let cbr_offered: f64 = cfg.classes.iter().zip(&loads).filter(|(c, _)| c.cbr_rate_bps.is_some()).map(|(_, l)| l.offered_pkts).sum();
     let excess = (offered - capacity).max(0.0).min(cbr_offered);
-    let events = (carried + excess) * EVENTS_PER_PACKET;
+    let offloads = cfg.host.offloads;
+    let events = (carried + excess) * (EVENTS_PER_PACKET + if offloads { OFFLOADS_EVENTS_PER_PACKET } else { 0.0 });
 
     // Flows and their state.
     let flows: f64 = loads.iter().map(|l| l.flows).sum();
@@ -192,7 +204,8 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
         + 3 * size_of::<u32>()
         + size_of::<FlowRecord>()
         + 16
-        + size_of::<u64>();
+        + size_of::<u64>()
+        + if offloads { size_of::<Nic>() + size_of::<Gro>() } else { 0 };
     let finite: f64 = cfg.classes.iter().zip(&loads).filter(|(c, _)| c.workload.is_some() || c.size_bytes.is_some()).map(|(_, l)| l.flows).sum();
     let flow_bytes = flows * (per_flow as f64 + (FLOWS_COLUMNS * CELL_BYTES) as f64) + finite * (FCT_COLUMNS * CELL_BYTES) as f64;
 
@@ -235,7 +248,7 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
         excess_packets: excess.round() as u64,
         events: events.round() as u64,
         timeseries_rows: ts_rows.round() as u64,
-        wall_s: (carried + excess) / PACKETS_PER_S,
+        wall_s: (carried + excess) / PACKETS_PER_S * if offloads { OFFLOADS_COST } else { 1.0 },
         peak_bytes: peak.round() as u64,
         flow_bytes: flow_bytes.round() as u64,
         network_bytes: network_bytes.round() as u64,
