@@ -733,3 +733,23 @@ def test_cbr_flows_keep_their_rate_when_uncongested(tmp_path: Path, aqm: str) ->
     assert sim["delivered_bytes"][1] == 100_000 and sim["segs_sent"].tolist() == f["segs_sent"].tolist()
     assert sim["fct_s"][1] == pytest.approx(0.402)
 
+
+
+def _priorities(env: dict[str, str]) -> dict[str, list[str]]:
+    code = "import json; from aqmlab import _emulate as E; print(json.dumps({'rt': E.PRIORITY_RT, 'traffic': E.PRIORITY_TRAFFIC, 'receiver': E.PRIORITY_RECEIVER}))"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AQMLAB_EMU_")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env}, check=True)
+    return json.loads(r.stdout)
+
+
+def test_the_receiver_reads_in_real_time_below_the_router() -> None:
+    # Linux holds the ACK of unread data until the application reads it
+    # (tcp_input.c __tcp_ack_snd_check's window test, tcp.c tcp_cleanup_rbuf): the receiver
+    # must run as soon as data arrive (SCHED_FIFO preempts every SCHED_OTHER job), yet never
+    # delay the router, whose packets are due at exact times (a lower FIFO priority).
+    p = _priorities({})
+    assert p["receiver"][:2] == ["chrt", "-f"] and p["rt"][:2] == ["chrt", "-f"]
+    assert 0 < int(p["receiver"][2]) < int(p["rt"][2])
+    # Opt-outs: the old placement (as the senders), and no priorities at all.
+    assert _priorities({"AQMLAB_EMU_RECV_RT": "0"})["receiver"] == p["traffic"] == ["nice", "-n", "-10"]
+    assert _priorities({"AQMLAB_EMU_PRIORITY": "0"})["receiver"] == []

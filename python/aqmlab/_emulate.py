@@ -74,6 +74,15 @@ SOCKET_BUF_MAX = 64 * 1024 * 1024
 _PRIO = os.environ.get("AQMLAB_EMU_PRIORITY", "1") != "0"
 PRIORITY_RT = ["chrt", "-f", "20"] if _PRIO else []
 PRIORITY_TRAFFIC = ["nice", "-n", "-10"] if _PRIO else []
+#: The receiver runs under SCHED_FIFO too, below the router. Linux ACKs every second segment
+#: only while the advertised window's right edge keeps up (net/ipv4/tcp_input.c
+#: `__tcp_ack_snd_check`: `__tcp_select_window(sk) >= tp->rcv_wnd`); while data wait unread,
+#: the ACK waits for the application's read (net/ipv4/tcp.c `tcp_cleanup_rbuf`). A receiver
+#: that waits behind other jobs for its core thus turns the ACK clock into stretch ACKs and
+#: the senders' windows into line-rate bursts, which a STEP queue marks at a total window
+#: below the BDP (docs/fidelity.md, "DCTCP through STEP"). A real host's application, and
+#: the simulator's receiver, read as data arrive. AQMLAB_EMU_RECV_RT=0 runs it as the senders.
+PRIORITY_RECEIVER = (["chrt", "-f", "10"] if os.environ.get("AQMLAB_EMU_RECV_RT", "1") != "0" else PRIORITY_TRAFFIC) if _PRIO else []
 #: Move the kernel's work on the router's output to the traffic core (see Testbed.build).
 RPS = os.environ.get("AQMLAB_EMU_RPS", "1") != "0"
 #: The CCs the scenario names that the kernel calls differently (none today: reno, cubic,
@@ -490,11 +499,11 @@ class Testbed:
         _sysctl(d, "net.ipv4.tcp_rmem", f"4096 131072 {SOCKET_BUF_MAX}")
         _sysctl(d, "net.ipv4.tcp_no_metrics_save", "1")
 
-    def spawn(self, ns: str, args: list[str], cpu: int | None, log: Path, *, traffic: bool = True) -> subprocess.Popen[str]:
+    def spawn(self, ns: str, args: list[str], cpu: int | None, log: Path, *, priority: list[str] = PRIORITY_TRAFFIC) -> subprocess.Popen[str]:
         cmd = ["ip", "netns", "exec", ns]
         if cpu is not None:
             cmd += ["taskset", "-c", str(cpu)]
-        cmd += PRIORITY_TRAFFIC if traffic else PRIORITY_RT
+        cmd += priority
         cmd += args
         with open(log, "w") as err:
             # Own session: a Ctrl-C on the terminal reaches the orchestrator only, which then
@@ -627,6 +636,7 @@ def emulate(
     res = assemble(s, config, raw, wall_time_s=time.perf_counter() - wall0)
     res.summary["emu"]["cc"] = ccs
     res.summary["emu"]["rps"] = rps
+    res.summary["emu"]["receiver_priority"] = " ".join(PRIORITY_RECEIVER) or "default"
     if out_dir is not None:
         res.save(out_dir, overwrite=overwrite)
         save_extra(Path(out_dir), res)
@@ -681,7 +691,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
             indent=1,
         )
     )
-    rp = tb.spawn(tb.router_ns, [str(router), "--config", str(work / "router.json")], router_cpu, work / "router.log", traffic=False)
+    rp = tb.spawn(tb.router_ns, [str(router), "--config", str(work / "router.json")], router_cpu, work / "router.log", priority=PRIORITY_RT)
     _wait_ready(rp, "the router (aqmlab-router)", deadline_ready, work / "router.log")
     traffic_py = str(Path(__file__).resolve().with_name("_traffic.py"))
     drain_ns = 500_000_000
@@ -694,7 +704,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     (work / "recv.json").write_text(
         json.dumps({"bind": "10.77.200.2", "port": PORT, "t0_ns": t0, "warmup_ns": warmup_ns, "duration_ns": duration_ns, "interval_ns": interval_ns, "drain_ns": drain_ns, "cc_by_src": cc_by_src})
     )
-    recv = tb.spawn(tb.receiver_ns, [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")], traffic_cpu, work / "recv.log")
+    recv = tb.spawn(tb.receiver_ns, [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")], traffic_cpu, work / "recv.log", priority=PRIORITY_RECEIVER)
     _wait_ready(recv, "the traffic receiver", deadline_ready, work / "recv.log")
     senders = []
     for i, c in enumerate(config["classes"]):
