@@ -16,7 +16,7 @@ $(STAMP)/deps: Makefile constraints.txt
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt $(PY_DEPS)
 	@# Headless Chromium (Debian's package) for the report-in-a-browser test.
 	@command -v chromium >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@# The emulator (docs/emulator.md): ethtool turns veth offloads off; iproute2 builds the
+	@# The emulator (docs/emulator.md): ethtool sets the hosts' offloads; iproute2 builds the
 	@# namespaces; taskset/chrt (util-linux) pin and prioritise its processes.
 	@command -v ethtool >/dev/null && command -v ip >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool iproute2 >/dev/null; }
 	@# Its eBPF congestion controls (bpf/): clang/llvm compile them, libbpf-dev links the
