@@ -68,7 +68,7 @@ rust-test:
 	cargo test --workspace --exclude aqmlab-py --quiet
 
 py-test: build
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q --durations=15 tests
 
 test: deps rust-test py-test
 
