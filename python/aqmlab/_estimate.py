@@ -56,7 +56,7 @@ class Estimate:
         )
 
     def line(self) -> str:
-        return f"estimate: {_count(self.packets)} packets, {_count(self.flows)} flows, wall time {_duration(self.wall_s)}, peak memory {_bytes(self.peak_bytes)}"
+        return f"estimate: {_count(self.packets)} packets, {_count(self.flows)} flow{'' if self.flows == 1 else 's'}, wall time {_duration(self.wall_s)}, peak memory {_bytes(self.peak_bytes)}"
 
 
 def _count(n: float) -> str:
