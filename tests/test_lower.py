@@ -227,3 +227,14 @@ def test_disciplines_without_values_have_no_marker_and_keep_their_hash() -> None
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}])
     assert s.engine_config()["marker"] is None
     assert "marker" not in s.canonical()
+
+
+def test_an_aqm_option_error_survives_the_trip_back_from_a_worker_process() -> None:
+    # A sweep's worker raises it and the process pool pickles it to the parent, which prints
+    # the key and the reason: both must come back as they were.
+    import pickle
+
+    from aqmlab._lower import AqmOptionError
+
+    e = pickle.loads(pickle.dumps(AqmOptionError("target", "must be positive")))
+    assert (type(e), e.key, e.message, str(e)) == (AqmOptionError, "target", "must be positive", "bottleneck.aqm.target: must be positive")

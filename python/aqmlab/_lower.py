@@ -83,6 +83,10 @@ class AqmOptionError(ValueError):
         super().__init__(f"bottleneck.aqm{'.' + key if key else ''}: {message}")
         self.key, self.message = key, message
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # A sweep's worker process raises it; the pool pickles it back to the parent.
+        return (AqmOptionError, (self.key, self.message))
+
 
 def _option_value(unit: str, v: Any, rate: int, rtt_ref: int) -> Any:
     """One option's value with its unit resolved, as the engine's `aqm::options` reads it."""

@@ -202,8 +202,6 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
         _findings_table(page, study, evaluate_all(d, study))
     n_runs = df["run"].nunique() if not df.empty else 0
     page.para(f"{n_runs} runs of sweep {doc['name']!r}; axes: {', '.join(doc['axes'])}. Each point is one run (deterministic; seed in the scenario).")
-    if doc.get("missing_models"):
-        page.para("Left out (model not implemented yet): " + ", ".join(f"{k} ({n} runs)" for k, n in doc["missing_models"].items()))
     if df.empty:
         page.para("No completed runs.")
         page.write(out)

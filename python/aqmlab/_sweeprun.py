@@ -69,46 +69,16 @@ class SweepResult:
     wall_s: float = 0.0
 
 
-@dataclass
-class Plan:
-    runs: list[Run]
-    #: Runs left out because a model they need is not implemented (with --skip-missing).
-    missing: dict[str, int]
-
-
-def plan(sweep: Sweep, *, skip_missing: bool = False) -> Plan:
+def plan(sweep: Sweep) -> list[Run]:
     """Validate and expand every run before anything is written."""
-    runs: list[Run] = []
-    missing: dict[str, int] = {}
-    for point in sweep.points():
-        try:
-            runs.append(sweep._build(point))
-        except SweepError as e:
-            m = _missing_model(e.detail)
-            if m is None:
-                raise
-            missing[m] = missing.get(m, 0) + 1
-    if missing and not skip_missing:
-        what = ", ".join(f"{k} ({n} runs)" for k, n in missing.items())
-        raise SweepError(f"needs models not implemented yet: {what}; pass --skip-missing to run the rest", file=sweep.file)
-    if not runs:
-        raise SweepError("no run left to do (every run needs a missing model)", file=sweep.file)
-    return Plan(runs, missing)
+    return [sweep._build(point) for point in sweep.points()]
 
 
-def _missing_model(message: str) -> str | None:
-    import re
-
-    m = re.search(r"(?:aqm kind|cc) '([\w-]+)' is not implemented yet", message)
-    return m.group(1) if m else None
-
-
-def _write_sweep_json(directory: Path, sweep: Sweep, runs: list[Run], missing: dict[str, int]) -> None:
+def _write_sweep_json(directory: Path, sweep: Sweep, runs: list[Run]) -> None:
     doc = {
         "name": sweep.name,
         "axes": sweep.axis_names,
         "report": sweep.report,
-        "missing_models": missing,
         "runs": [{"hash": r.hash, "params": {k: _jsonable(v) for k, v in r.params.items()}} for r in runs],
     }
     tmp = directory / ".sweep.json.tmp"
@@ -126,7 +96,6 @@ def run_sweep(
     *,
     jobs: int | None = None,
     cluster: str | None = None,
-    skip_missing: bool = False,
     on_progress: Callable[[int, int, int, int], None] | None = None,
     pool: ProcessPoolExecutor | None = None,
 ) -> SweepResult:
@@ -136,19 +105,19 @@ def run_sweep(
     processes to use instead of starting `jobs` new ones (a caller running many small sweeps,
     such as `aqmlab search`, keeps one pool).
     """
-    p = plan(sweep, skip_missing=skip_missing)
+    runs = plan(sweep)
     client = None
     if cluster is not None:
         client = _connect(cluster)
     d = Path(directory)
     runs_dir = d / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    _write_sweep_json(d, sweep, p.runs, p.missing)
+    _write_sweep_json(d, sweep, runs)
     # Leftovers of runs killed mid-write.
     for tmp in runs_dir.glob(".*.tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
     unique: dict[str, Run] = {}
-    for r in p.runs:
+    for r in runs:
         unique.setdefault(r.hash, r)
     todo: list[Run] = []
     for h, r in unique.items():

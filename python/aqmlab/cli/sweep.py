@@ -27,24 +27,22 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(2)
 
 
-def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, skip_missing: bool, dry_run: bool, quiet: bool) -> SweepResult | None:
+def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry_run: bool, quiet: bool) -> SweepResult | None:
     try:
-        p = plan(sw, skip_missing=skip_missing)
+        runs = plan(sw)
     except ScenarioError as e:
         _fail(e)
         raise
-    for model, n in p.missing.items():
-        err.print(f"[yellow]skipping {n} run(s) that need {model!r}, not implemented yet[/]", highlight=False)
     if dry_run:
-        t = Table(title=f"{sw.name}: {len(p.runs)} runs", title_justify="left")
+        t = Table(title=f"{sw.name}: {len(runs)} runs", title_justify="left")
         for a in sw.axis_names:
             t.add_column(a)
         t.add_column("hash")
-        for r in p.runs:
+        for r in runs:
             t.add_row(*[str(r.params[a]) for a in sw.axis_names], r.hash)
         out.print(t)
         return None
-    _check_estimates(sw, p.runs)
+    _check_estimates(sw, runs)
     show = not quiet and err.is_terminal
     try:
         if show:
@@ -63,7 +61,7 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, ski
                 def on_progress(done: int, failed: int, todo: int, total: int) -> None:
                     bar.update(task, completed=done + failed, total=todo, failed=failed)
 
-                res = run_sweep(sw, output, jobs=jobs, cluster=cluster, skip_missing=skip_missing, on_progress=on_progress)
+                res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress)
         else:
             last = [0.0]
 
@@ -73,7 +71,7 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, ski
                     last[0] = now
                     err.print(f"{sw.name}: {done + failed}/{todo} runs ({failed} failed)", highlight=False)
 
-            res = run_sweep(sw, output, jobs=jobs, cluster=cluster, skip_missing=skip_missing, on_progress=on_progress)
+            res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress)
     except ScenarioError as e:
         _fail(e)
         raise
@@ -117,7 +115,6 @@ def sweep(
     quick: Annotated[bool, typer.Option("--quick", help="Use the file's [quick] form")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs, run nothing")] = False,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address, e.g. tcp://host:8786")] = None,
-    skip_missing: Annotated[bool, typer.Option("--skip-missing", help="Leave out runs that need a model not implemented yet")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run every point of a sweep; resumable; writes DIR/index.parquet."""
@@ -126,7 +123,7 @@ def sweep(
     except ScenarioError as e:
         _fail(e)
         raise
-    _execute(sw, output, jobs, cluster, skip_missing, dry_run, quiet)
+    _execute(sw, output, jobs, cluster, dry_run, quiet)
 
 
 def reproduce(
@@ -135,7 +132,6 @@ def reproduce(
     quick: Annotated[bool, typer.Option("--quick", help="The short form: fewer points, shorter runs")] = False,
     jobs: Annotated[int | None, typer.Option("-j", "--jobs", min=1)] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address")] = None,
-    skip_missing: Annotated[bool, typer.Option("--skip-missing", help="Run the rest when a model is not implemented yet")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
@@ -149,7 +145,7 @@ def reproduce(
         _fail(e if isinstance(e, ScenarioError) else ValueError(e.args[0]))
         raise
     target = output or Path("out") / (study + ("-quick" if quick else ""))
-    res = _execute(sw, target, jobs, cluster, skip_missing, dry_run, quiet)
+    res = _execute(sw, target, jobs, cluster, dry_run, quiet)
     if res is None:
         return
     from .._findings import evaluate_all
