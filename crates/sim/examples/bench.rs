@@ -17,7 +17,7 @@
 //!     1 KB–1 MB, α 1.2), RED as their tc line, 60 s; `bench d bulk` runs the 2 long
 //!     flows alone, the per-packet baseline.
 //!
-//! The hosts are ideal (no offloads), as the scenarios' earlier figures were taken;
+//! The hosts are ideal (no offloads), the setting of bench/README.md's speed tables;
 //! `OFFLOADS=1` runs them with Linux's host model (TSO/GSO, GRO, a 10 Gbit/s NIC).
 //!
 //! `bench SCENARIO [ARG] --config` prints the scenario's engine config instead of running it
