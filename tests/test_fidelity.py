@@ -91,7 +91,7 @@ def test_unknown_case_and_non_root_are_refused(tmp_path: Path, monkeypatch: pyte
 def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     out = tmp_path / "fid"
     names = ["cbr-overload-taildrop", "cbr-underload-taildrop"]
-    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(out / "fidelity.parquet")
     print(df.to_string())
@@ -110,7 +110,7 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     # A second call finds both cases complete: nothing is run or rewritten.
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
     assert len(stamps) == 2 * (F.SIM_SEEDS + 1)
-    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
     assert r.exit_code == 0, r.output
     assert {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")} == stamps
 

@@ -4,7 +4,7 @@ band (docs/fidelity.md).
 
 A case is a scenario file in `python/aqmlab/fidelity/`, listed in its `manifest.toml`. The
 simulator side is the mean over `SIM_SEEDS` seeds (the scenario's seed and the next ones); the
-emulator side the mean over `emu_runs` runs (1 by default) of the scenario as written. Every
+emulator side the mean over `emu_runs` runs (`EMU_RUNS` by default) of the scenario as written. Every
 metric is read from the two backends' summaries (computed by the Rust core), never recomputed
 from the tables.
 
@@ -35,12 +35,16 @@ from ._errors import ScenarioError, read_utf8
 from ._locate import locate
 from ._scenario import Scenario, parse_scenario
 
-__all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
+__all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "EMU_RUNS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
 
 _DIR = Path(__file__).parent / "fidelity"
 
 #: Simulator seeds per case: the mean over this many runs (the scenario's seed, +1, +2).
 SIM_SEEDS = 3
+
+#: Emulator runs per case by default: the mean over 3, because one run's Jain index over two
+#: loss-based flows varies by up to 0.18 from run to run on this testbed (docs/fidelity.md).
+EMU_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,7 @@ def _held(lock: Path | None) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def run_case(out: Path, case: Case, *, emu_runs: int = 1, lock: Path | None = None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Run one case on both backends (reusing complete runs) and write its case.json."""
     from ._emulate import emulate
     from ._run import run
@@ -294,7 +298,7 @@ def run_case(out: Path, case: Case, *, emu_runs: int = 1, lock: Path | None = No
     return doc
 
 
-def run_suite(out: Path, cases: list[Case], *, emu_runs: int = 1, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
+def run_suite(out: Path, cases: list[Case], *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
               on_case: Callable[[Case, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run every case not already complete in `out`, then write fidelity.parquet and .html."""
     out.mkdir(parents=True, exist_ok=True)
@@ -371,7 +375,7 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     page.para(
         f"{n['cases']} cases: {n['cases_scored']} scored on both backends, {n['cases_passed']} of them within every band; {n['cases_not_run']} not run. "
         f"{n['metrics_passed']} of {n['metrics']} metrics within their bands. Simulator: mean over {SIM_SEEDS} seeds; emulator: "
-        f"{docs[0]['emu_runs'] if docs else 1} run(s) per case. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
+        f"{docs[0]['emu_runs'] if docs else EMU_RUNS} run(s) per case. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
         "mean queueing delay ± 20 % (at least 0.5 ms); docs/fidelity.md gives their reasons."
     )
     scored = [(d["case"], r) for d in docs for r in d["rows"] if r["deviation"] is not None]

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .._scenario import ScenarioError
+from .._fidelity import EMU_RUNS
 
 err = Console(stderr=True)
 out = Console()
@@ -26,7 +27,7 @@ def fidelity(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Suite directory (resumes if it exists; default out/fidelity[-quick])")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="The short subset (cases marked quick: a few seconds each)")] = False,
     cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
-    emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = 1,
+    emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = EMU_RUNS,
     lock: Annotated[Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")] = None,
     list_cases: Annotated[bool, typer.Option("--list", help="List the cases and exit")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
