@@ -18,11 +18,13 @@
 //! comes from the flow's seeded stream; `rs.is_ack_delayed` is the core's approximation of
 //! `FLAG_ACK_MAYBE_DELAYED`.
 //!
-//! Two later mainline fixes are applied (the indexed copy predates them): the min-RTT filter
-//! takes only samples *below* the minimum (`<`, upstream 1b9e2a8c99a5 "tcp: only postpone
-//! PROBE_RTT if RTT is < current min_rtt estimate", 2020), so a flow on a flat path still
-//! enters PROBE_RTT every 10 s; and `bbr_init` starts the round counter at `tp->delivered`
-//! (the u32-wrap fix of 2022).
+//! This is the algorithm Linux 6.18 runs (the emulator's kernel; its module has v1's
+//! `min_tso_segs` and `cwnd_event` hooks): its tcp_bbr.c differs from 02dc96ef6c25 by two
+//! fixes, both applied here, and otherwise only by accessors (`tcp_snd_cwnd`, `READ_ONCE`)
+//! and the `GSO_LEGACY_MAX_SIZE` name. The min-RTT filter takes only samples *below* the
+//! minimum (`<`, upstream 1b9e2a8c99a5 "tcp: only postpone PROBE_RTT if RTT is < current
+//! min_rtt estimate", 2020), so a flow on a flat path still enters PROBE_RTT every 10 s; and
+//! `bbr_init` starts the round counter at `tp->delivered` (the u32-wrap fix of 2022).
 
 use serde::{Deserialize, Serialize};
 
@@ -776,6 +778,82 @@ mod tests {
         assert!((99..=101).contains(&aggr), "{aggr}");
         let want = ((200 + aggr + 3 * goal + 1) & !1) + if p.bbr.cycle_idx == 0 { 2 } else { 0 };
         assert_eq!(p.tp.cwnd, want, "tso goal {goal}");
+    }
+
+    /// ACKs of `per_ack` packets every `per_ack`/10 ms (the path's 10 packets/ms) until
+    /// `rounds` packet-timed rounds have started; each sample spans one 10 ms round trip.
+    fn ack_steadily(p: &mut Path, per_ack: u32, rounds: u32) {
+        let mut started = 0;
+        while started < rounds {
+            p.tp.inflight = 100;
+            p.ack(per_ack as u64 * 100, per_ack, 100, 10_000, 10_000);
+            started += p.bbr.round_start as u32;
+        }
+    }
+
+    /// 20 ms without an ACK, then one for 2 packets: fewer packets ACKed than bw·epoch
+    /// expects, so bbr_update_ack_aggregation starts a new epoch (2 packets, 2 extra).
+    fn ack_after_silence(p: &mut Path) {
+        p.tp.inflight = 100;
+        p.ack(20_000, 2, 100, 10_000, 10_000);
+    }
+
+    #[test]
+    fn stretch_acks_of_k_packets_add_about_k_packets_to_the_target_cwnd() {
+        // bbr_update_ack_aggregation with bw = 167772 (10 packets/ms, truncated: 1 ms at bw is
+        // 167772·1000/2^24 = 9.99999 packets, floored to 9).
+        let mut p = in_probe_bw(5);
+        // STARTUP's rounds ACKed 100 packets at once. An epoch goes on while ACKs keep up
+        // with bw, so a silence ends it; then ACKs of 2 at the bottleneck rate: k ACKs into
+        // the epoch 2(k+1) packets were ACKed against ⌊1.99999·k⌋ = 2k − 1 expected, 3
+        // extra; after ≥ 10 rounds (two 5-round halves of the max filter) the 100 is gone.
+        ack_after_silence(&mut p);
+        ack_steadily(&mut p, 2, 11);
+        assert_eq!(p.bbr.extra_acked(), 3);
+        assert_eq!(p.bbr.ack_aggregation_cwnd(), 3);
+        // A receiver that ACKs every 20 segments (GRO's stretch ACKs), 2 ms apart: the first
+        // finds the 2k + 2 ACKed so far below the ⌊1.99999·(k + 10)⌋ = 2k + 19 expected and
+        // starts a new epoch with its 20; the next ones find 20(m+1) ACKed against
+        // ⌊19.99995·m⌋ = 20m − 1 expected: 21 extra.
+        ack_steadily(&mut p, 20, 2);
+        assert_eq!(p.bbr.ack_aggregation_cwnd(), 21);
+        // bbr_set_cwnd: 2·BDP = ceil(167772·10 000·2/2^24) = 200, + 21, + 3 TSO goals, up to
+        // even, + 2 in the probing phase.
+        let goal = Params::tso_segs_goal(&p.bbr, &p.tp);
+        let want = ((200 + 21 + 3 * goal + 1) & !1) + if p.bbr.cycle_idx == 0 { 2 } else { 0 };
+        assert_eq!(p.tp.cwnd, want, "tso goal {goal}");
+    }
+
+    #[test]
+    fn the_aggregation_allowance_lasts_five_to_ten_rounds() {
+        let mut p = in_probe_bw(6);
+        ack_after_silence(&mut p);
+        ack_steadily(&mut p, 2, 11);
+        ack_steadily(&mut p, 20, 2);
+        assert_eq!(p.bbr.ack_aggregation_cwnd(), 21);
+        // A new epoch of ACKs of 2 writes 3 extra. The max filter keeps two halves of
+        // bbr_extra_acked_win_rtts = 5 rounds and clears the older one when a half is over:
+        // the 21, written in the current half, survives the next rotation and goes at the one
+        // after, 6 to 10 round starts from now.
+        ack_after_silence(&mut p);
+        ack_steadily(&mut p, 2, 5);
+        assert_eq!(p.bbr.ack_aggregation_cwnd(), 21, "forgotten within 5 rounds");
+        ack_steadily(&mut p, 2, 5);
+        assert_eq!(p.bbr.ack_aggregation_cwnd(), 3, "kept beyond 10 rounds");
+    }
+
+    #[test]
+    fn the_allowance_stays_while_acks_keep_up_with_bw() {
+        // bbr_update_ack_aggregation ends an epoch only when the ACKs fall behind bw·epoch
+        // (or after 2^20 packets). A stretch ACK of 20 starts an epoch; m ACKs of 2 later
+        // 20 + 2m packets were ACKed against ⌊1.99999·m⌋ = 2m − 1 expected: 21 extra,
+        // written again on every ACK, however many rounds pass.
+        let mut p = in_probe_bw(7);
+        ack_after_silence(&mut p);
+        ack_steadily(&mut p, 2, 11);
+        ack_steadily(&mut p, 20, 1);
+        ack_steadily(&mut p, 2, 30);
+        assert_eq!(p.bbr.ack_aggregation_cwnd(), 21);
     }
 
     #[test]
