@@ -759,6 +759,8 @@ impl World {
         if let Some(off) = &self.offloads {
             counters.insert("gro_packets".into(), off.gro_packets.into());
             counters.insert("acks_sent".into(), self.flows.iter().map(|f| f.receiver.acks_sent).sum::<u64>().into());
+            // The senders' TSO/GSO packets (segments sent per skb is the burst size).
+            counters.insert("tso_skbs".into(), self.flows.iter().map(|f| f.sender.stats.tso_skbs).sum::<u64>().into());
         }
         Ok(RunRecord {
             warmup_ns: cfg.warmup_ns,

@@ -22,6 +22,8 @@ pub struct SenderStats {
     pub tlp_count: u64,
     pub recoveries: u64,
     pub cwr_count: u64,
+    /// With TSO: the skbs handed to the NIC, each one TSO/GSO packet of one or more segments.
+    pub tso_skbs: u64,
 }
 
 /// What the results read of any sender at the end of a run.

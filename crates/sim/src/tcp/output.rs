@@ -69,13 +69,52 @@ impl Sender {
         self.nic_bytes > limit && self.tp.packets_out > segs
     }
 
-    /// `tcp_tso_should_defer` before new data: whether to hold back an skb the window cannot
-    /// fill (fewer than `max_segs` segments fit) because an ACK that opens more of it is due
-    /// within min(srtt/2, 1 ms) — unless the flow is recovering, last sent more than 1 ms ago,
-    /// a third of cwnd (`tcp_tso_win_divisor`) is open, or what is left to send fits (the
-    /// skb is the last, FIN-carrying one). The receive window never limits (docs/model.md),
-    /// so a deferral is always cwnd-limited (`*is_cwnd_limited = true`).
-    pub(super) fn tso_should_defer(&self, now: Nanos, max_segs: u32) -> bool {
+    /// `tcp_xmit_size_goal`: the segments of each skb `tcp_sendmsg` queues, the GSO limit in
+    /// MSS (Linux's `sk_gso_max_size` is 321 B below the device's, `sk_dst_gso_max_size`
+    /// in net/core/sock.c; at 64 KiB both give 45 segments of 1448 B). The peer's window never
+    /// limits here (`tcp_bound_to_half_wnd`), as in the rest of the model.
+    pub(super) fn size_goal(&self, gso_max: u64) -> u32 {
+        ((gso_max / self.tp.mss as u64) as u32).max(1)
+    }
+
+    /// The head skb of the write queue, grown first as `tcp_write_xmit` does since Linux
+    /// 6.10 ("tcp: try to send bigger TSO packets", `tcp_grow_skb`): a head smaller than
+    /// `quota` segments takes up to the difference from the front of the next skb (one skb
+    /// only; an emptied one is freed and the one after becomes the next). Returns the head's
+    /// segments and whether it is the queue's tail (the last data a finite flow has).
+    pub(super) fn write_queue_head(&mut self, goal: u32, quota: u32) -> (u32, bool) {
+        let end = self.total_segs.unwrap_or(u32::MAX);
+        let nxt = self.tp.snd_nxt;
+        if self.wq_head_end <= nxt {
+            // The head was sent whole: the next skb (or a fresh one) is the head.
+            self.wq_head_end = if self.wq_next_end > nxt { self.wq_next_end } else { nxt.saturating_add(goal) };
+            self.wq_next_end = self.wq_head_end;
+        }
+        if self.wq_next_end <= self.wq_head_end {
+            self.wq_next_end = self.wq_head_end.saturating_add(goal);
+        }
+        self.wq_head_end = self.wq_head_end.min(end);
+        self.wq_next_end = self.wq_next_end.min(end);
+        let head = self.wq_head_end - nxt;
+        let next = self.wq_next_end - self.wq_head_end;
+        if head < quota && next > 0 {
+            self.wq_head_end += (quota - head).min(next);
+            if self.wq_head_end == self.wq_next_end {
+                self.wq_next_end = self.wq_head_end.saturating_add(goal).min(end);
+            }
+        }
+        (self.wq_head_end - nxt, self.wq_next_end == self.wq_head_end)
+    }
+
+    /// `tcp_tso_should_defer` for the write queue's head skb of `skb_segs` segments (`tail`:
+    /// the queue's last): whether to hold it back because an ACK that opens more of the window
+    /// is due within min(srtt/2, 1 ms). Sent at once when the flow is recovering or last sent
+    /// more than 1 ms ago, when a full autosized skb (`max_segs`) fits the open window, when
+    /// the whole head fits and more data follow it ("middle in queue won't get any more
+    /// data"), when a third of cwnd is open (`tcp_tso_win_divisor`), or when the tail fits
+    /// (the FIN-carrying skb of a finite flow). The receive window never limits
+    /// (docs/model.md), so a deferral is always cwnd-limited (`*is_cwnd_limited = true`).
+    pub(super) fn tso_should_defer(&self, now: Nanos, max_segs: u32, skb_segs: u32, tail: bool) -> bool {
         if self.tp.ca_state >= CaState::Recovery {
             return false;
         }
@@ -84,24 +123,25 @@ impl Sender {
         if now > last + 1_000_000 {
             return false;
         }
-        let mss = self.tp.mss as u64;
-        let limit = self.tp.cwnd.saturating_sub(self.inflight()) as u64 * mss;
-        if limit >= max_segs as u64 * mss {
+        let open = self.tp.cwnd.saturating_sub(self.inflight()) as u64;
+        if open >= max_segs as u64 || (!tail && open >= skb_segs as u64) {
             return false;
         }
-        if let Some(n) = self.total_segs {
-            if (n - self.tp.snd_nxt) as u64 * mss <= limit {
-                return false;
-            }
-        }
-        if limit >= self.tp.cwnd as u64 * mss / TSO_WIN_DIVISOR {
+        let mss = self.tp.mss as u64;
+        if open * mss >= self.tp.cwnd as u64 * mss / TSO_WIN_DIVISOR {
             return false;
         }
         let Some(head) = self.segs.front() else { return false };
         let srtt_ns = self.rtt.srtt() * 1000;
         let expected_ack = head.sent_ns + srtt_ns;
         let threshold = (srtt_ns / 2).min(1_000_000);
-        expected_ack <= now + threshold
+        if expected_ack > now + threshold {
+            return false;
+        }
+        // Deferring: cwnd-limited while the open window is no larger than the skb; a tail
+        // that fits carries the FIN of a finite flow and goes now.
+        let skb_bytes = (skb_segs as u64 - 1) * mss + self.payload_of(self.tp.snd_nxt + skb_segs - 1) as u64;
+        !(tail && open * mss > skb_bytes)
     }
 
     /// One of this flow's packets left the NIC (`tcp_wfree`): TSQ's count drops, and a
@@ -133,14 +173,28 @@ impl Sender {
             }
             // With TSO every skb is autosized, paced or not; an ideal host sends an unpaced
             // window at once.
-            let burst = if self.tp.paced || self.tso.is_some() { self.tso_segs() } else { u32::MAX };
+            let max_segs = if self.tp.paced || self.tso.is_some() { self.tso_segs() } else { u32::MAX };
+            let mut burst = max_segs;
             if let Some(t) = self.tso {
+                if self.next_lost().is_none() && self.has_new_data() {
+                    // New data leave as tcp_write_xmit cuts the write queue: the window's
+                    // quota (`tcp_cwnd_test`: at most half of cwnd, "at least 2 GSO packets
+                    // in flight"; at most max_segs), the head skb grown to it, then deferred
+                    // or sent up to the quota (`tcp_mss_split_point`, `tso_fragment`).
+                    let inflight = self.inflight();
+                    if inflight >= self.tp.cwnd {
+                        break;
+                    }
+                    let quota = (self.tp.cwnd - inflight).min((self.tp.cwnd >> 1).max(1)).min(max_segs);
+                    let (head, tail) = self.write_queue_head(self.size_goal(t.gso_max_bytes), quota);
+                    if head > 1 && self.tso_should_defer(now, max_segs, head, tail) {
+                        deferred = true;
+                        break;
+                    }
+                    burst = head.min(quota);
+                }
                 if self.tsq_throttles(burst, t.pacing_shift) {
                     self.tsq_throttled = true;
-                    break;
-                }
-                if burst > 1 && self.next_lost().is_none() && self.has_new_data() && self.tso_should_defer(now, burst) {
-                    deferred = true;
                     break;
                 }
             }
@@ -167,6 +221,9 @@ impl Sender {
                 break;
             }
             sent_any = true;
+            if self.tso.is_some() {
+                self.report.stats.tso_skbs += 1;
+            }
             if !self.tp.paced {
                 if self.tso.is_some() && n == burst {
                     continue;

@@ -129,6 +129,11 @@ pub struct Sender {
     pub(super) nic_bytes: u64,
     /// TSQ stopped transmission (`TSQ_THROTTLED`): the NIC's next departure resumes it.
     pub(super) tsq_throttled: bool,
+    /// With TSO, the unsent skbs of the write queue (`tcp_send_head` on): the head is
+    /// [snd_nxt, wq_head_end), the next [wq_head_end, wq_next_end), segment numbers; every
+    /// later one is a full `tcp_xmit_size_goal` (see `output.rs`, `write_queue`).
+    pub(super) wq_head_end: u32,
+    pub(super) wq_next_end: u32,
 }
 
 impl Sender {
@@ -188,6 +193,8 @@ impl Sender {
             tso: cfg.tso,
             nic_bytes: 0,
             tsq_throttled: false,
+            wq_head_end: 0,
+            wq_next_end: 0,
         };
         s.rate_sampling = s.cc.has_cong_control();
         // The handshake's RTT sample (the SYN-ACK's, `tcp_ack_update_rtt` on the SYN-ACK).

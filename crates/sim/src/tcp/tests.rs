@@ -388,7 +388,7 @@ fn tso_deferral_waits_for_an_imminent_ack_when_little_of_the_window_is_open() {
     let at = |s: &mut Sender, now: Nanos, last: Nanos, open: u32| {
         s.tp.cwnd = k + open;
         s.tp.lsndtime_ns = last;
-        s.tso_should_defer(now, 45)
+        s.tso_should_defer(now, 45, 45, false)
     };
     // 2 segments open out of k + 2 (less than a third once k + 2 > 6) at 9.5 ms: the ACK is
     // due within min(srtt/2, 1 ms) = 1 ms, so wait for it.
@@ -406,4 +406,67 @@ fn tso_deferral_waits_for_an_imminent_ack_when_little_of_the_window_is_open() {
     // In Recovery: send now.
     s.tp.ca_state = CaState::Recovery;
     assert!(!at(&mut s, 9_500_000, 9_200_000, open));
+}
+
+#[test]
+fn the_write_queue_head_is_cut_and_grown_as_tcp_write_xmit_does() {
+    use crate::tcp::TsoConfig;
+    // tcp_sendmsg queues skbs of tcp_xmit_size_goal = 45 segments (64 KiB / 1448 B):
+    // [0, 45), [45, 90), [90, 135), … tcp_write_xmit sends at most `quota` segments of the
+    // head (tso_fragment leaves the rest as the head), and grows a head smaller than the
+    // quota from the next skb (tcp_grow_skb, Linux 6.10+).
+    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    assert_eq!(s.size_goal(65_536), 45);
+    // A fresh head: the whole first skb, more data behind it.
+    assert_eq!(s.write_queue_head(45, 20), (45, false));
+    // 20 sent (the head split 20 | 25), then 20 more: 5 left of the first skb.
+    s.tp.snd_nxt = 20;
+    assert_eq!(s.write_queue_head(45, 20), (25, false));
+    s.tp.snd_nxt = 40;
+    assert_eq!(s.write_queue_head(45, 5), (5, false));
+    // A quota of 6 grows the 5 by one segment from the next skb: [40, 46), the next [46, 90).
+    assert_eq!(s.write_queue_head(45, 6), (6, false));
+    s.tp.snd_nxt = 46;
+    assert_eq!(s.write_queue_head(45, 20), (44, false));
+    // Growth takes from one skb only: 4 left of [46, 90) with a quota of 60 take the whole
+    // next skb [90, 135) (45 segments), not more: 49; [135, 180) becomes the next.
+    s.tp.snd_nxt = 86;
+    assert_eq!(s.write_queue_head(45, 60), (49, false));
+    s.tp.snd_nxt = 135;
+    assert_eq!(s.write_queue_head(45, 1), (45, false));
+
+    // A finite flow of 50 segments: [0, 45) and the tail [45, 50).
+    let mut f = Sender::new(&SenderConfig { flow: 0, size_bytes: Some(50 * MSS_BYTES as u64), ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    assert_eq!(f.write_queue_head(45, 2), (45, false));
+    f.tp.snd_nxt = 43;
+    // A quota of 10 grows the 2 left by the whole tail (5): the head is the tail now.
+    assert_eq!(f.write_queue_head(45, 10), (7, true));
+}
+
+#[test]
+fn tso_deferral_sends_a_head_that_fits_unless_it_is_a_tail_that_exactly_fills_the_window() {
+    use crate::tcp::TsoConfig;
+    // As the deferral test above: srtt 10 ms, the head sent at 0, the ACK due within 1 ms at
+    // 9.5 ms, 2 segments open (less than a third of cwnd), autosized skbs of 45 segments.
+    let mut sched = Scheduler::new();
+    let mut out = Vec::new();
+    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: Some(1000 * MSS_BYTES as u64), ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    s.start(&mut sched, &mut out);
+    let k = s.inflight();
+    s.tp.cwnd = k + 2;
+    s.tp.lsndtime_ns = 9_200_000;
+    assert!(k + 2 > 6);
+    // A 45-segment head does not fit: defer.
+    assert!(s.tso_should_defer(9_500_000, 45, 45, false));
+    // A 2-segment head with data behind it fits: "middle in queue won't get any more data".
+    assert!(!s.tso_should_defer(9_500_000, 45, 2, false));
+    // A 3-segment head does not fit: defer.
+    assert!(s.tso_should_defer(9_500_000, 45, 3, false));
+    // The tail of the flow: two full segments exactly fill the open window: Linux's
+    // `cong_win <= skb->len` makes it a cwnd-limited deferral ...
+    assert!(s.tso_should_defer(9_500_000, 45, 2, true));
+    // ... while a tail of one full segment (the window is larger) carries the FIN: sent.
+    assert!(!s.tso_should_defer(9_500_000, 45, 1, true));
 }
