@@ -16,9 +16,10 @@ pub const MTU_BYTES: u32 = 1500;
 pub const MSS_BYTES: u32 = MTU_BYTES - TCP_IP_HEADER_BYTES;
 /// Payload of an unresponsive CBR (UDP-like) datagram: 1500 − 20 B IP − 8 B UDP.
 pub const CBR_PAYLOAD_BYTES: u32 = MTU_BYTES - 28;
-/// TCP header + timestamp option only (what `skb->len` covers besides payload when TCP
-/// computes pacing delays, `tcp_update_skb_after_send`).
-pub const TCP_HEADER_BYTES: u32 = 32;
+/// Ethernet header: the `fq` qdisc paces on `qdisc_pkt_len`, which at a device's egress
+/// covers the MAC header too (`fq_dequeue`; for a GSO packet `qdisc_pkt_len_init` counts every
+/// segment's headers): 1448 + 52 + 14 = 1514 bytes per full segment.
+pub const ETH_HEADER_BYTES: u32 = 14;
 
 pub mod flags {
     /// Congestion Window Reduced (RFC 3168 §6.1.2), on the first new data segment after a

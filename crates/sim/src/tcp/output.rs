@@ -10,7 +10,7 @@ use aqm::Ecn;
 
 use crate::cc::{CaEvent, CaState, CongestionControl, EcnUse, TxSnapshot};
 use crate::engine::{Event, Nanos, Scheduler};
-use crate::packet::{flags, DataPkt, TCP_HEADER_BYTES, TCP_IP_HEADER_BYTES};
+use crate::packet::{flags, DataPkt, TCP_IP_HEADER_BYTES};
 use crate::tcp::scoreboard::{sb, Seg, NONE};
 use crate::tcp::timers::XmitTimer;
 use crate::tcp::{rate, Sender};
@@ -213,7 +213,10 @@ impl Sender {
                 } else {
                     break;
                 };
-                burst_bytes += (pkt.payload + TCP_HEADER_BYTES) as u64;
+                // TCP paces the write-queue skb, whose len is its payload: the headers go on
+                // the clone it transmits (net/ipv4/tcp_output.c `__tcp_transmit_skb` calls
+                // `tcp_update_skb_after_send(sk, oskb, ...)`); fq paces the whole frame.
+                burst_bytes += (pkt.payload + self.pacing_overhead_bytes) as u64;
                 out.push(pkt);
                 n += 1;
             }
@@ -246,7 +249,8 @@ impl Sender {
         self.tp.inflight = self.inflight();
     }
 
-    /// `tcp_update_skb_after_send` for a burst (one TSO skb) of `bytes` (TCP payload+header):
+    /// `tcp_update_skb_after_send` for a burst (one TSO skb) of `bytes` (TCP payload, plus the
+    /// headers when the fq qdisc paces):
     /// the earliest departure time advances by bytes/rate, less a credit of at most half of
     /// that for lateness. The first 10 data segments are not paced.
     fn advance_pacing(&mut self, now: Nanos, bytes: u64, segs: u32) {

@@ -20,7 +20,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::cc::{AckEvent, AckSample, AnyCc, CaEvent, CaState, CongestionControl, EcnUse, RateSample, TcpState, TCP_INFINITE_SSTHRESH};
 use crate::engine::{Nanos, Scheduler, TimerSlot};
-use crate::packet::{AckPkt, DataPkt, MSS_BYTES};
+use crate::packet::{AckPkt, DataPkt, ETH_HEADER_BYTES, MSS_BYTES, TCP_IP_HEADER_BYTES};
 use crate::tcp::minmax::MinMax;
 use crate::tcp::output::tsval;
 use crate::tcp::rack::Rack;
@@ -113,6 +113,10 @@ pub struct Sender {
     pub(super) cwnd_usage_seq: u32,
     // Pacing (`tcp_wstamp_ns`, `data_segs_out`).
     pub(super) wstamp_ns: Nanos,
+    /// Bytes each segment counts for pacing beyond its payload: none when TCP paces itself
+    /// (it times the payload-only write-queue skb), the TCP/IP and Ethernet headers when the
+    /// fq qdisc paces (`fq_pacing`).
+    pub(super) pacing_overhead_bytes: u32,
     pub(super) data_segs_out: u64,
     /// AccECN: the CE count last seen from the receiver.
     pub(super) last_ce_count: u32,
@@ -185,6 +189,7 @@ impl Sender {
             tlp_retrans: false,
             cwnd_usage_seq: 0,
             wstamp_ns: 0,
+            pacing_overhead_bytes: if cfg.fq_pacing { TCP_IP_HEADER_BYTES + ETH_HEADER_BYTES } else { 0 },
             data_segs_out: 0,
             last_ce_count: 0,
             report: SenderReport::default(),

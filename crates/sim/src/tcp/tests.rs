@@ -470,3 +470,26 @@ fn tso_deferral_sends_a_head_that_fits_unless_it_is_a_tail_that_exactly_fills_th
     // ... while a tail of one full segment (the window is larger) carries the FIN: sent.
     assert!(!s.tso_should_defer(9_500_000, 45, 1, true));
 }
+
+#[test]
+fn tcp_paces_payload_bytes_and_fq_paces_whole_frames() {
+    // tcp_update_skb_after_send times the write-queue skb, whose len is its payload (the
+    // headers are pushed on the transmitted clone); the fq qdisc times qdisc_pkt_len, the
+    // Ethernet frame: 1448 + 52 + 14 = 1514 B per full segment. At 1 448 000 B/s an skb of
+    // 2 segments (tcp_tso_autosize's floor at this rate) then advances the earliest departure
+    // time by 2·1448/1 448 000 s = 2 ms when TCP paces, and by 2·1514/1 448 000 s =
+    // 2.091 160 ms (rounded down to the ns) when fq paces.
+    for (fq_pacing, cc_name, wstamp) in [(false, "bbr", 2_000_000), (true, "reno", 2_091_160)] {
+        let mut sched = Scheduler::new();
+        let mut out = Vec::new();
+        let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing, handshake_rtt_ns: 10 * MS, tso: None }, cc(cc_name));
+        s.start(&mut sched, &mut out);
+        // The initial window of 10 leaves unpaced.
+        assert_eq!((out.len(), s.wstamp_ns), (10, 0));
+        s.tp.cwnd = 100;
+        s.tp.pacing_rate = 1_448_000;
+        out.clear();
+        s.transmit(&mut sched, &mut out);
+        assert_eq!((out.len(), s.wstamp_ns), (2, wstamp), "fq_pacing = {fq_pacing}");
+    }
+}
