@@ -23,7 +23,8 @@ def test_the_default_host_is_linux_with_its_offloads() -> None:
     cfg = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}]).engine_config()
     # Linux: GSO_LEGACY_MAX_SIZE = 65536 (include/linux/netdevice.h) for both gso_max_size and
     # gro_max_size; tcp_min_tso_segs = 2 (Documentation/networking/ip-sysctl.rst);
-    # sk_pacing_shift = 10 (net/core/sock.c, sock_init_data); i40e's rx-usecs 50 µs; a 10 GbE NIC.
+    # sk_pacing_shift = 10 (net/core/sock.c, sock_init_data); i40e's rx-usecs 50 µs; a 10 GbE NIC;
+    # timing noise of 100 µs, the emulator's measured delay-line lateness (docs/model.md).
     assert cfg["host"] == {
         "offloads": True,
         "nic_rate_bps": 10 * 10**9,
@@ -32,6 +33,7 @@ def test_the_default_host_is_linux_with_its_offloads() -> None:
         "pacing_shift": 10,
         "gro_max_bytes": 65536,
         "rx_coalesce_ns": 50_000,
+        "jitter_ns": 100_000,
     }
 
 
@@ -56,6 +58,7 @@ def test_ideal_hosts_spell_out_nothing_else_and_hash_apart_from_linux_hosts() ->
     ("extra", "line", "key", "says"),
     [
         ('offloads = false\nnic_rate = "1Gbps"\n', 10, "host.nic_rate", "applies to hosts with offloads"),
+        ('offloads = false\njitter = "10us"\n', 10, "host.jitter", "applies to hosts with offloads"),
         ('gro_max_size = "10pkt"\n', 9, "host.gro_max_size", "a size in bytes"),
         ('gso_max_size = "1KB"\n', 9, "host.gso_max_size", "less than one 1500 B packet"),
         ("min_tso_segs = 0\n", 9, "host.min_tso_segs", "greater than or equal to 1"),
@@ -68,3 +71,11 @@ def test_bad_host_keys_are_refused_with_their_line(extra: str, line: int, key: s
     msg = str(e.value)
     assert msg.startswith(f"s.toml:{line}: {key}: "), msg
     assert says in msg, msg
+
+
+def test_the_emulator_refuses_a_timing_noise_for_its_real_hosts() -> None:
+    from aqmlab._emulate import _check_host
+
+    _check_host(parse_scenario(BASE).host)
+    with pytest.raises(ScenarioError, match="^host.jitter: the emulator's hosts have their own timing noise"):
+        _check_host(parse_scenario(BASE + '[host]\njitter = "10us"\n').host)

@@ -207,7 +207,8 @@ MAX_OFFLOAD_BYTES = 65_536
 def _check_host(h: Host) -> None:
     """The `[host]` knobs the real hosts can take. `nic_rate` and `rx_coalesce` are the
     router's (it spaces a burst's segments at the NIC rate and writes departures every
-    `rx_coalesce`); `gso_max_size`, `gro_max_size` and `min_tso_segs` are set on the hosts."""
+    `rx_coalesce`); `gso_max_size`, `gro_max_size` and `min_tso_segs` are set on the hosts;
+    `jitter` is the simulator's model of what real hosts do anyway."""
     if not h.offloads:
         return
     e = h.engine()
@@ -216,6 +217,8 @@ def _check_host(h: Host) -> None:
             f"the emulator cannot set pacing_shift (the kernel's sk_pacing_shift is {Host().pacing_shift} for every TCP socket; no sysctl or socket option changes it)",
             key="host.pacing_shift",
         )
+    if "jitter" in h.model_fields_set:
+        raise ScenarioError("the emulator's hosts have their own timing noise; jitter is the simulator's model of it (remove it to emulate)", key="host.jitter")
     for key, field in (("gso_max_size", "gso_max_bytes"), ("gro_max_size", "gro_max_bytes")):
         if e[field] > MAX_OFFLOAD_BYTES:
             raise ScenarioError(f"the emulator's hosts use at most {MAX_OFFLOAD_BYTES} B ({e[field]} B needs BIG TCP, which the testbed does not set up)", key=f"host.{key}")

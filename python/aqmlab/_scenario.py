@@ -510,9 +510,11 @@ class Host(_Model):
     pacing_shift: Annotated[int, Field(ge=0, le=32)] = _HOST["pacing_shift"]
     gro_max_size: Bytes = u.format_size(u.Quantity(Fraction(_HOST["gro_max_bytes"]), "bytes"))
     rx_coalesce: Time = u.format_time(_HOST["rx_coalesce_ns"])
+    #: The sender host's timing noise: each packet reaches the NIC after a uniform [0, jitter].
+    jitter: Time = u.format_time(_HOST["jitter_ns"])
 
-    #: The knobs of the offloads: meaningless (and refused) when they are off.
-    KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce")
+    #: The knobs of Linux hosts: meaningless (and refused) for ideal hosts (offloads off).
+    KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter")
 
     @model_validator(mode="after")
     def _knobs_need_offloads(self) -> "Host":
@@ -532,6 +534,7 @@ class Host(_Model):
             "pacing_shift": self.pacing_shift,
             "gro_max_bytes": int(u.parse_size(self.gro_max_size).value),
             "rx_coalesce_ns": u.parse_time(self.rx_coalesce),
+            "jitter_ns": u.parse_time(self.jitter),
         }
 
 

@@ -64,6 +64,15 @@ pub struct HostConfig {
     /// `I40E_ITR_RX_DEF` = `I40E_ITR_20K`, drivers/net/ethernet/intel/i40e/i40e_txrx.h).
     #[serde(default = "HostConfig::default_rx_coalesce")]
     pub rx_coalesce_ns: u64,
+    /// The sender host's timing noise, ns: each packet reaches the NIC after a delay drawn
+    /// uniformly from [0, jitter_ns], in order (a packet never overtakes the one before it).
+    /// A real host's softirqs, timers and interrupts never run at exact times; without such
+    /// noise a simulated drop-tail queue locks onto the flows' phases (Floyd and Jacobson,
+    /// "On Traffic Phase Effects in Packet-Switched Gateways", 1992; ns-2's TCP agents add a
+    /// random `overhead_` per packet for this reason). 100 µs: the p99 lateness of the
+    /// emulator's delay line, 55–140 µs over the fidelity suite's runs (docs/fidelity.md).
+    #[serde(default = "HostConfig::default_jitter")]
+    pub jitter_ns: u64,
 }
 
 impl HostConfig {
@@ -74,6 +83,7 @@ impl HostConfig {
     pub const PACING_SHIFT: u32 = 10;
     pub const GRO_MAX_BYTES: u32 = 65_536;
     pub const RX_COALESCE_NS: u64 = 50_000;
+    pub const JITTER_NS: u64 = 100_000;
 
     fn default_nic_rate() -> u64 {
         Self::NIC_RATE_BPS
@@ -93,6 +103,9 @@ impl HostConfig {
     fn default_rx_coalesce() -> u64 {
         Self::RX_COALESCE_NS
     }
+    fn default_jitter() -> u64 {
+        Self::JITTER_NS
+    }
 
     /// A Linux host as it comes: offloads on, every knob at its default.
     pub fn linux() -> Self {
@@ -104,6 +117,7 @@ impl HostConfig {
             pacing_shift: Self::PACING_SHIFT,
             gro_max_bytes: Self::GRO_MAX_BYTES,
             rx_coalesce_ns: Self::RX_COALESCE_NS,
+            jitter_ns: Self::JITTER_NS,
         }
     }
 

@@ -26,3 +26,5 @@ pub const SEED_CC: u64 = 1 << 32;
 pub const SEED_MARKER: u64 = 2 << 32;
 /// Per-class workload arrival streams: SEED_WORKLOAD + class index.
 pub const SEED_WORKLOAD: u64 = 3 << 32;
+/// Per-flow sender-host timing noise (`[host] jitter`): SEED_HOST + flow id.
+pub const SEED_HOST: u64 = 4 << 32;

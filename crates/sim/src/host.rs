@@ -11,41 +11,53 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 use link::Serializer;
+use rand_core::Rng as _;
 
 use crate::engine::Nanos;
 use crate::packet::{flags, DataPkt, MSS_BYTES, TCP_IP_HEADER_BYTES};
 
 /// A sender's NIC: a FIFO drained at the line rate, exact over a busy period
-/// ([`link::Serializer`], as the bottleneck).
+/// ([`link::Serializer`], as the bottleneck). What TCP hands over at one instant (its skbs of
+/// one `tcp_write_xmit`) is ready for the NIC only after the host's timing noise, one delay
+/// drawn uniformly from [0, `jitter_ns`] (`[host] jitter`), so a TSO burst still leaves back
+/// to back; packets ready before the ones ahead of them wait for them.
 #[derive(Debug)]
 pub struct Nic {
-    queue: VecDeque<DataPkt>,
+    /// Packets and the time each is ready, the one on the wire (or waiting to be ready) first.
+    queue: VecDeque<(DataPkt, Nanos)>,
     serializer: Serializer,
+    jitter_ns: Nanos,
+    rng: aqm::Rng,
+    /// The last hand-over's time and ready time.
+    handed: Option<(Nanos, Nanos)>,
 }
 
 impl Nic {
-    pub fn new(rate_bps: u64) -> Self {
-        Nic { queue: VecDeque::new(), serializer: Serializer::new(rate_bps) }
+    pub fn new(rate_bps: u64, jitter_ns: Nanos, rng: aqm::Rng) -> Self {
+        Nic { queue: VecDeque::new(), serializer: Serializer::new(rate_bps), jitter_ns, rng, handed: None }
     }
 
-    /// Queue a packet at `now`. If the NIC was idle it starts transmitting it: returns when
+    /// Queue a packet at `now`. If the NIC was idle it sends it once it is ready: returns when
     /// that transmission ends.
     #[inline]
     pub fn push(&mut self, pkt: DataPkt, now: Nanos) -> Option<Nanos> {
-        self.queue.push_back(pkt);
-        (self.queue.len() == 1).then(|| now + self.serializer.tx_ns(pkt.wire_len))
+        let ready = match self.handed {
+            _ if self.jitter_ns == 0 => now,
+            Some((at, ready)) if at == now => ready,
+            _ => now + self.rng.next_u64() % (self.jitter_ns + 1),
+        };
+        self.handed = Some((now, ready));
+        self.queue.push_back((pkt, ready));
+        (self.queue.len() == 1).then(|| self.start(now, ready, pkt.wire_len))
     }
 
-    /// The head's transmission ended at `now`: it leaves, and the next (if any) starts;
-    /// returns the packet and when the next transmission ends.
+    /// The head's transmission ended at `now`: it leaves, and the next (if any) starts when it
+    /// is ready; returns the packet and when the next transmission ends.
     #[inline]
     pub fn finish(&mut self, now: Nanos) -> (DataPkt, Option<Nanos>) {
-        let pkt = self.queue.pop_front().expect("NIC transmission done with an empty queue");
+        let (pkt, _) = self.queue.pop_front().expect("NIC transmission done with an empty queue");
         match self.queue.front() {
-            Some(next) => {
-                let len = next.wire_len;
-                (pkt, Some(now + self.serializer.tx_ns(len)))
-            }
+            Some(&(next, ready)) => (pkt, Some(self.start(now, ready, next.wire_len))),
             None => {
                 self.serializer.idle();
                 (pkt, None)
@@ -53,9 +65,18 @@ impl Nic {
         }
     }
 
+    /// When a packet of `wire_len` bytes, ready at `ready`, ends its transmission if the wire
+    /// is free from `now`; a wait for it ends the busy period.
+    fn start(&mut self, now: Nanos, ready: Nanos, wire_len: u32) -> Nanos {
+        if ready > now {
+            self.serializer.idle();
+        }
+        now.max(ready) + self.serializer.tx_ns(wire_len)
+    }
+
     /// Packets still at the NIC, the one on the wire first.
     pub fn iter(&self) -> impl Iterator<Item = &DataPkt> {
-        self.queue.iter()
+        self.queue.iter().map(|(p, _)| p)
     }
 }
 
@@ -221,10 +242,52 @@ mod tests {
     }
 
     #[test]
+    fn the_hosts_timing_noise_delays_each_hand_over_as_a_whole_and_keeps_the_order() {
+        // 10 Gbit/s (1200 ns per 1500 B packet), jitter 100 µs. A burst of 30 handed over at 0
+        // shares one ready time r in [0, 100 µs] and leaves back to back: packet k at
+        // r + (k + 1)·1200 ns. A second hand-over of 20 at 10 µs draws its own ready time r'
+        // and starts at max(r + 36 µs, r'), back to back again.
+        let (jitter, tx) = (100_000, 1_200);
+        let mut nic = Nic::new(10_000_000_000, jitter, aqm::rng_from_seed(7));
+        let mut end = nic.push(seg(0), 0);
+        for k in 1..30 {
+            assert_eq!(nic.push(seg(k), 0), None);
+        }
+        let r = end.unwrap() - tx;
+        assert!(r <= jitter);
+        let mut departures = Vec::new();
+        let mut handed_second = false;
+        while let Some(t) = end {
+            if !handed_second && t >= 10_000 {
+                for k in 30..50 {
+                    assert_eq!(nic.push(seg(k), 10_000), None);
+                }
+                handed_second = true;
+            }
+            let (p, next) = nic.finish(t);
+            departures.push((p.seq, t));
+            end = next;
+        }
+        assert!(handed_second);
+        assert_eq!(departures.iter().map(|d| d.0).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
+        for (k, &(_, t)) in departures[..30].iter().enumerate() {
+            assert_eq!(t, r + (k as u64 + 1) * tx);
+        }
+        let start2 = departures[30].1 - tx;
+        assert!(start2 >= departures[29].1 && start2 <= (10_000 + jitter).max(departures[29].1));
+        assert!(departures[30..].windows(2).all(|w| w[1].1 - w[0].1 == tx));
+        // Same seed, same draw (determinism); jitter 0 is the noise-free NIC.
+        let mut twin = Nic::new(10_000_000_000, jitter, aqm::rng_from_seed(7));
+        assert_eq!(twin.push(seg(0), 0), Some(r + tx));
+        let mut exact = Nic::new(10_000_000_000, 0, aqm::rng_from_seed(7));
+        assert_eq!(exact.push(seg(0), 0), Some(tx));
+    }
+
+    #[test]
     fn a_burst_leaves_the_nic_back_to_back_at_its_line_rate() {
         // 10 Gbit/s: a 1500 B packet takes 1500·8/1e10 s = 1200 ns; three queued at t = 5000
         // leave at 6200, 7400 and 8600.
-        let mut nic = Nic::new(10_000_000_000);
+        let mut nic = Nic::new(10_000_000_000, 0, aqm::rng_from_seed(1));
         assert_eq!(nic.push(seg(0), 5_000), Some(6_200));
         assert_eq!(nic.push(seg(1), 5_000), None);
         assert_eq!(nic.push(seg(2), 5_000), None);
@@ -235,7 +298,7 @@ mod tests {
         let (p, next) = nic.finish(8_600);
         assert_eq!((p.seq, next), (2, None));
         // At 3 Gbit/s a 1500 B packet takes exactly 4000 ns.
-        let mut nic = Nic::new(3_000_000_000);
+        let mut nic = Nic::new(3_000_000_000, 0, aqm::rng_from_seed(1));
         assert_eq!(nic.push(seg(0), 0), Some(4_000));
         nic.push(seg(1), 0);
         assert_eq!(nic.finish(4_000).1, Some(8_000));

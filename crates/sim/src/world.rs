@@ -11,7 +11,7 @@ use rand_core::Rng as _;
 use crate::config::{EngineConfig, StartConfig};
 use crate::engine::{Event, Nanos, Scheduler};
 use crate::marker::FlowMarker;
-use link::seed::{SEED_CC, SEED_MARKER, SEED_QDISC, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
+use link::seed::{SEED_CC, SEED_HOST, SEED_MARKER, SEED_QDISC, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
 use crate::host::{Gro, Nic};
 use crate::net::{Bottleneck, DelayLine, Hop};
@@ -285,7 +285,7 @@ impl World {
             let (mut nics, mut gros) = (Vec::new(), Vec::new());
             reserve(&mut nics, flows.len(), "the senders' NICs")?;
             reserve(&mut gros, flows.len(), "the receivers' GRO state")?;
-            nics.extend((0..flows.len()).map(|_| Nic::new(h.nic_rate_bps)));
+            nics.extend((0..flows.len()).map(|i| Nic::new(h.nic_rate_bps, h.jitter_ns, aqm::rng_from_seed(derive_seed(cfg.seed, SEED_HOST.wrapping_add(i as u64))))));
             gros.extend((0..flows.len()).map(|_| Gro::new(h.rx_coalesce_ns, h.gro_max_bytes)));
             Some(Offloads { nics, gros, units: Vec::new(), gro_packets: 0 })
         } else {
