@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::hystart::HyStart;
+use super::hystart::{HyStart, HyStartParams};
 use super::{CaEvent, CaState, CongestionControl, TcpState};
 
 /// `BICTCP_BETA_SCALE`: β is in units of 1/1024.
@@ -291,9 +291,13 @@ impl CongestionControl for Cubic {
         if self.delay_min_us == 0 || self.delay_min_us > delay {
             self.delay_min_us = delay;
         }
-        if self.params.hystart && !self.hystart.found && tp.in_slow_start() && tp.cwnd >= self.params.hystart_low_window {
-            let (dmin, detect, delta) = (self.delay_min_us, self.params.hystart_detect, self.params.hystart_ack_delta_us);
-            self.hystart.update(tp, delay, dmin, detect, delta);
+        if self.params.hystart && !self.hystart.found && tp.in_slow_start() {
+            let p = HyStartParams {
+                detect: self.params.hystart_detect,
+                low_window: self.params.hystart_low_window,
+                ack_delta_us: self.params.hystart_ack_delta_us,
+            };
+            self.hystart.update(tp, delay, self.delay_min_us, &p);
         }
     }
 }
@@ -301,7 +305,7 @@ impl CongestionControl for Cubic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::AckSample;
+    use crate::cc::{AckSample, TCP_INFINITE_SSTHRESH};
 
     fn tp_at(ms: u64, cwnd: u32) -> TcpState {
         let mut t = TcpState::new(1448, ms * 1_000_000);
@@ -438,6 +442,41 @@ mod tests {
     }
 
     #[test]
+    fn hystart_rounds_start_at_the_first_ack_below_the_low_window() {
+        // Linux ≥ 5.7 `hystart_update`: the round bookkeeping runs on every slow-start ACK,
+        // the detectors only from cwnd 16 (`hystart_low_window`) up. ACK-train detector only;
+        // unpaced; delay_min 20 ms; ack_delay = min(1 ms, 4·65536 B / 10⁹ B/s) = 262 µs, so the
+        // train threshold is (20 000 + 262)/2 = 10 131 µs. IW 10 is out (snd_nxt 10); ACK k
+        // (k = 0, 1, …) comes at 20 + 0.5·k ms, acks one segment (snd_una = k + 1), and the
+        // window then sends two (cwnd = 10 + k, snd_nxt = 10 + 2k at the next ACK).
+        // Rounds: k = 0 starts one ending past seq 10; k = 10 (25 ms) one ending past seq 30;
+        // k = 30 (35 ms) one ending past seq 70. The first two are shorter than 10 131 µs, so
+        // the third fires, on the first ACK more than 10 131 µs after 35 ms: k = 51 (45.5 ms),
+        // cwnd 61. (Counting rounds only from cwnd 16, k = 6, gives rounds from 23 and 31 ms
+        // and an exit at 41.5 ms, k = 43, cwnd 53.)
+        let mut c = Cubic::new(Params { hystart_detect: 1, ..Params::default() });
+        let mut t = tp_at(0, 10);
+        t.ssthresh = TCP_INFINITE_SSTHRESH;
+        t.pacing_rate = 1_000_000_000;
+        t.snd_nxt = 0;
+        c.init(&mut t);
+        t.snd_nxt = 10;
+        let mut exit = None;
+        for k in 0..80u64 {
+            t.now_ns = 20_000_000 + k * 500_000;
+            t.snd_una = k as u32 + 1;
+            t.cwnd = 10 + k as u32;
+            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(20_000), in_flight: 0 });
+            if c.hystart.found {
+                exit = Some((k, t.ssthresh));
+                break;
+            }
+            t.snd_nxt = 10 + 2 * (k as u32 + 1);
+        }
+        assert_eq!(exit, Some((51, 61)));
+    }
+
+    #[test]
     fn hystart_ack_train_exits_when_a_round_lasts_half_the_min_delay() {
         // Unpaced: threshold = (delay_min + ack_delay)/2 with ack_delay = min(1 ms, 4·64 KB /
         // rate) = 1 ms at 100 MB/s ⇒ (20 + 1)/2 = 10.5 ms. ACKs 1 ms apart from the round
@@ -451,7 +490,7 @@ mod tests {
         c.delay_min_us = 20_000;
         for ms in 1..=11 {
             t.now_ns = ms * 1_000_000;
-            c.hystart.update(&mut t, 20_000, 20_000, 1, 2000);
+            c.hystart.update(&mut t, 20_000, 20_000, &HyStartParams { detect: 1, low_window: 16, ack_delta_us: 2000 });
             assert_eq!(c.hystart.found, ms == 11, "at {ms} ms");
         }
     }
