@@ -7,21 +7,21 @@
 //! least before the first loss (`cnt ≤ 20`), never slower than the Reno-friendly estimate
 //! (α = 3(1 − β)/(1 + β), Linux's integer `beta_scale` = 15 ⇒ 8/15 segments per RTT), fast
 //! convergence, and HyStart ([`super::hystart`]). The arithmetic is Linux's integer
-//! arithmetic in its units (jiffies at HZ = 1000, time in 1/1024 s inside the cubic); the one
+//! arithmetic in its units (jiffies at the kernel's `HZ`, time in 1/1024 s inside the cubic); the one
 //! deviation is K = ∛(cube_factor·(W_max − cwnd)), computed with f64 `cbrt` and truncated,
 //! where Linux uses a table and one Newton step (≈ 0.2 % apart).
 
 use serde::{Deserialize, Serialize};
 
-use super::hystart::HyStart;
+use super::hystart::{HyStart, HyStartParams};
 use super::{CaEvent, CaState, CongestionControl, TcpState};
 
 /// `BICTCP_BETA_SCALE`: β is in units of 1/1024.
 const BICTCP_BETA_SCALE: u32 = 1024;
 /// `BICTCP_HZ`: time inside the cubic is in units of 2^−10 s.
 const BICTCP_HZ: u32 = 10;
-/// Linux's `HZ`, taken as 1000 (1 jiffy = 1 ms; a common kernel configuration).
-const HZ: u64 = 1000;
+/// The `HZ` values a kernel can be built with (`CONFIG_HZ`, kernel/Kconfig.hz).
+const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
 
 /// Module parameters of tcp_cubic.c with their Linux defaults.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -43,6 +43,10 @@ pub struct Params {
     pub hystart_low_window: u32,
     /// `hystart_ack_delta_us`: ACK-train spacing, µs.
     pub hystart_ack_delta_us: u32,
+    /// The kernel's `CONFIG_HZ`: CUBIC's epoch, `last_time` and `delay_min` term count
+    /// `tcp_jiffies32` ticks of 1/HZ s. 250 is Linux's default (kernel/Kconfig.hz, `default
+    /// HZ_250`), which Debian's kernels and the emulator's keep; some distributions build 1000.
+    pub hz: u32,
 }
 
 impl Default for Params {
@@ -56,6 +60,7 @@ impl Default for Params {
             hystart_detect: 3,
             hystart_low_window: 16,
             hystart_ack_delta_us: 2000,
+            hz: 250,
         }
     }
 }
@@ -70,6 +75,9 @@ impl Params {
         }
         if self.hystart_detect > 3 {
             return Err(format!("hystart_detect: {} must be 0..=3", self.hystart_detect));
+        }
+        if !HZ_CHOICES.contains(&self.hz) {
+            return Err(format!("hz: {} is not a CONFIG_HZ choice (100, 250, 300 or 1000)", self.hz));
         }
         Ok(())
     }
@@ -140,16 +148,18 @@ impl Cubic {
         *self = Cubic::new(params);
     }
 
-    fn jiffies(tp: &TcpState) -> u64 {
-        tp.now_ns / (1_000_000_000 / HZ)
+    /// `jiffies` at time `ns`: ticks of 1/HZ s.
+    fn jiffies(&self, ns: u64) -> u64 {
+        (ns as u128 * self.params.hz as u128 / 1_000_000_000) as u64
     }
 
     /// `bictcp_update`: recompute `cnt` from the cubic curve and the Reno-friendly estimate.
     pub fn update(&mut self, tp: &TcpState, cwnd: u32, acked: u32) {
-        let now = Self::jiffies(tp);
+        let hz = self.params.hz as u64;
+        let now = self.jiffies(tp.now_ns);
         self.ack_cnt += acked;
-        // At most one update per 31 ms (HZ/32) while cwnd is unchanged.
-        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time) <= HZ / 32 {
+        // At most one update per HZ/32 jiffies (28 ms at HZ = 250) while cwnd is unchanged.
+        if self.last_cwnd == cwnd && now.saturating_sub(self.last_time) <= hz / 32 {
             return;
         }
         // The cubic part updates `cnt` at most once per jiffy.
@@ -171,8 +181,8 @@ impl Cubic {
                 }
             }
             // t = now − epoch_start + delay_min, in 1/1024 s (usecs_to_jiffies rounds up).
-            let delay_min_j = (self.delay_min_us as u64).div_ceil(1_000_000 / HZ);
-            let t = ((now - self.epoch_start.unwrap() + delay_min_j) << BICTCP_HZ) / HZ;
+            let delay_min_j = (self.delay_min_us as u64 * hz).div_ceil(1_000_000);
+            let t = ((now - self.epoch_start.unwrap() + delay_min_j) << BICTCP_HZ) / hz;
             let offs = t.abs_diff(self.k);
             // delta = C·(t − K)³ in segments: cube_rtt_scale·offs³ >> (10 + 3·BICTCP_HZ).
             let delta = (self.params.cube_rtt_scale() as u128 * (offs as u128).pow(3)) >> (10 + 3 * BICTCP_HZ);
@@ -268,8 +278,8 @@ impl CongestionControl for Cubic {
     /// curve does not jump.
     fn cwnd_event(&mut self, tp: &mut TcpState, ev: CaEvent) {
         if ev == CaEvent::TxStart {
-            let now = Self::jiffies(tp);
-            let last_send = tp.lsndtime_ns / (1_000_000_000 / HZ);
+            let now = self.jiffies(tp.now_ns);
+            let last_send = self.jiffies(tp.lsndtime_ns);
             if let Some(e) = self.epoch_start {
                 if now > last_send {
                     self.epoch_start = Some((e + (now - last_send)).min(now));
@@ -283,7 +293,7 @@ impl CongestionControl for Cubic {
         let Some(rtt) = sample.rtt_us else { return };
         // Discard delay samples right after a reduction (1 s).
         if let Some(e) = self.epoch_start {
-            if Self::jiffies(tp).saturating_sub(e) < HZ {
+            if self.jiffies(tp.now_ns).saturating_sub(e) < self.params.hz as u64 {
                 return;
             }
         }
@@ -291,9 +301,13 @@ impl CongestionControl for Cubic {
         if self.delay_min_us == 0 || self.delay_min_us > delay {
             self.delay_min_us = delay;
         }
-        if self.params.hystart && !self.hystart.found && tp.in_slow_start() && tp.cwnd >= self.params.hystart_low_window {
-            let (dmin, detect, delta) = (self.delay_min_us, self.params.hystart_detect, self.params.hystart_ack_delta_us);
-            self.hystart.update(tp, delay, dmin, detect, delta);
+        if self.params.hystart && !self.hystart.found && tp.in_slow_start() {
+            let p = HyStartParams {
+                detect: self.params.hystart_detect,
+                low_window: self.params.hystart_low_window,
+                ack_delta_us: self.params.hystart_ack_delta_us,
+            };
+            self.hystart.update(tp, delay, self.delay_min_us, &p);
         }
     }
 }
@@ -301,7 +315,7 @@ impl CongestionControl for Cubic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cc::AckSample;
+    use crate::cc::{AckSample, TCP_INFINITE_SSTHRESH};
 
     fn tp_at(ms: u64, cwnd: u32) -> TcpState {
         let mut t = TcpState::new(1448, ms * 1_000_000);
@@ -355,6 +369,32 @@ mod tests {
         // = 2 ⇒ target 102 ⇒ cnt = 100/2 = 50.
         c.update(&tp_at(t0 + 6000, 100), 100, 1);
         assert_eq!(c.cnt, 50);
+    }
+
+    #[test]
+    fn the_cubic_term_is_recomputed_at_most_once_per_jiffy() {
+        // W_max = 100, cwnd 70, delay_min 100 ms, K = ⌊∛(⌊2^40/410⌋·30)⌋ = 4316/1024 s.
+        // First update at 10 000 ms: t = 100 ms = 102/1024 s (⌊(25 << 10)/250⌋ at HZ = 250,
+        // ⌊(100 << 10)/1000⌋ at HZ = 1000), offs = 4214, delta = ⌊410·4214³/2^40⌋ = 27, target
+        // 73, cnt = ⌊70/3⌋ = 23. At 10 003 ms with cwnd 71: at HZ = 250 it is the same jiffy
+        // (2500), so only the Reno-friendly part runs and cnt stays 23; at HZ = 1000 the cubic
+        // term is recomputed: t = ⌊(103 << 10)/1000⌋ = 105, delta 27, cnt = ⌊71/2⌋ = 35.
+        for (hz, cnt) in [(250, 23), (1000, 35)] {
+            let mut c = Cubic::new(Params { hz, ..Params::default() });
+            c.last_max_cwnd = 100;
+            c.delay_min_us = 100_000;
+            c.update(&tp_at(10_000, 70), 70, 1);
+            assert_eq!(c.cnt, 23, "HZ = {hz}");
+            c.update(&tp_at(10_003, 71), 71, 1);
+            assert_eq!(c.cnt, cnt, "HZ = {hz}");
+        }
+    }
+
+    #[test]
+    fn hz_must_be_a_config_hz_choice() {
+        assert!(Params::default().validate().is_ok());
+        let e = Params { hz: 200, ..Params::default() }.validate().unwrap_err();
+        assert!(e.starts_with("hz: 200"), "{e}");
     }
 
     #[test]
@@ -438,6 +478,41 @@ mod tests {
     }
 
     #[test]
+    fn hystart_rounds_start_at_the_first_ack_below_the_low_window() {
+        // Linux ≥ 5.7 `hystart_update`: the round bookkeeping runs on every slow-start ACK,
+        // the detectors only from cwnd 16 (`hystart_low_window`) up. ACK-train detector only;
+        // unpaced; delay_min 20 ms; ack_delay = min(1 ms, 4·65536 B / 10⁹ B/s) = 262 µs, so the
+        // train threshold is (20 000 + 262)/2 = 10 131 µs. IW 10 is out (snd_nxt 10); ACK k
+        // (k = 0, 1, …) comes at 20 + 0.5·k ms, acks one segment (snd_una = k + 1), and the
+        // window then sends two (cwnd = 10 + k, snd_nxt = 10 + 2k at the next ACK).
+        // Rounds: k = 0 starts one ending past seq 10; k = 10 (25 ms) one ending past seq 30;
+        // k = 30 (35 ms) one ending past seq 70. The first two are shorter than 10 131 µs, so
+        // the third fires, on the first ACK more than 10 131 µs after 35 ms: k = 51 (45.5 ms),
+        // cwnd 61. (Counting rounds only from cwnd 16, k = 6, gives rounds from 23 and 31 ms
+        // and an exit at 41.5 ms, k = 43, cwnd 53.)
+        let mut c = Cubic::new(Params { hystart_detect: 1, ..Params::default() });
+        let mut t = tp_at(0, 10);
+        t.ssthresh = TCP_INFINITE_SSTHRESH;
+        t.pacing_rate = 1_000_000_000;
+        t.snd_nxt = 0;
+        c.init(&mut t);
+        t.snd_nxt = 10;
+        let mut exit = None;
+        for k in 0..80u64 {
+            t.now_ns = 20_000_000 + k * 500_000;
+            t.snd_una = k as u32 + 1;
+            t.cwnd = 10 + k as u32;
+            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(20_000), in_flight: 0 });
+            if c.hystart.found {
+                exit = Some((k, t.ssthresh));
+                break;
+            }
+            t.snd_nxt = 10 + 2 * (k as u32 + 1);
+        }
+        assert_eq!(exit, Some((51, 61)));
+    }
+
+    #[test]
     fn hystart_ack_train_exits_when_a_round_lasts_half_the_min_delay() {
         // Unpaced: threshold = (delay_min + ack_delay)/2 with ack_delay = min(1 ms, 4·64 KB /
         // rate) = 1 ms at 100 MB/s ⇒ (20 + 1)/2 = 10.5 ms. ACKs 1 ms apart from the round
@@ -451,7 +526,7 @@ mod tests {
         c.delay_min_us = 20_000;
         for ms in 1..=11 {
             t.now_ns = ms * 1_000_000;
-            c.hystart.update(&mut t, 20_000, 20_000, 1, 2000);
+            c.hystart.update(&mut t, 20_000, 20_000, &HyStartParams { detect: 1, low_window: 16, ack_delta_us: 2000 });
             assert_eq!(c.hystart.found, ms == 11, "at {ms} ms");
         }
     }

@@ -20,6 +20,15 @@ const HYSTART_DELAY_MAX_US: u32 = 16_000;
 /// `sk_gso_max_size` = 64 KB, for `hystart_ack_delay`.
 const GSO_MAX_SIZE: u64 = 65_536;
 
+/// The module parameters HyStart reads (`hystart_detect`, `hystart_low_window`,
+/// `hystart_ack_delta_us`).
+#[derive(Clone, Copy, Debug)]
+pub struct HyStartParams {
+    pub detect: u32,
+    pub low_window: u32,
+    pub ack_delta_us: u32,
+}
+
 /// HyStart's per-connection state (the `found`, `round_start`, `end_seq`, `last_ack`,
 /// `curr_rtt`, `sample_cnt` fields of `struct bictcp`).
 #[derive(Clone, Debug, Default)]
@@ -56,11 +65,19 @@ impl HyStart {
         (1_000u64).min(GSO_MAX_SIZE * 4 * 1_000_000 / tp.pacing_rate)
     }
 
-    /// `hystart_update` with an RTT sample `delay_us`, given CUBIC's `delay_min_us`.
-    pub fn update(&mut self, tp: &mut TcpState, delay_us: u32, delay_min_us: u32, detect: u32, ack_delta_us: u32) {
+    /// `hystart_update` with an RTT sample `delay_us`, given CUBIC's `delay_min_us`; runs on
+    /// every ACK in slow start. Rounds are tracked from the first ACK on, and the detectors
+    /// run only from `low_window` segments up (the order of Linux ≥ 5.7, so that the rounds
+    /// stay aligned with the flights the window sends: a round first started at cwnd 16
+    /// would end mid-flight, and the gap between two flights would cut its ACK train).
+    pub fn update(&mut self, tp: &mut TcpState, delay_us: u32, delay_min_us: u32, p: &HyStartParams) {
         if tp.snd_una > self.end_seq {
             self.reset(tp);
         }
+        if tp.cwnd < p.low_window {
+            return;
+        }
+        let (detect, ack_delta_us) = (p.detect, p.ack_delta_us);
         if detect & HYSTART_ACK_TRAIN != 0 {
             let now = tp.now_ns / 1000;
             // First detector: the ACK train.
