@@ -6,7 +6,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Python dependencies, at the exact versions of constraints.txt (pyproject.toml declares the
 # compatible ranges a user's environment may hold).
-PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest hypothesis maturin
+PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest pytest-xdist hypothesis maturin
 STAMP := .make
 
 .PHONY: run test deps build bpf rust-test py-test bench bench-emu clean
@@ -67,8 +67,13 @@ run: build
 rust-test:
 	cargo test --workspace --exclude aqmlab-py --quiet
 
+# The suite on both cores (pytest-xdist; a file per worker, so a module's fixtures are built
+# once), then the emulator's real-time tests alone, one at a time (tests/conftest.py), holding
+# the machine's emulator lock (the one `aqmlab fidelity --lock` takes): one testbed at a time.
+EMU_LOCK := /tmp/aqmlab-emu.lock
 py-test: build
-	$(PYTHON) -m pytest -q --durations=15 tests
+	$(PYTHON) -m pytest -q --durations=15 -n 2 --dist loadfile -m "not emulator" tests
+	flock $(EMU_LOCK) $(PYTHON) -m pytest -q --durations=15 -m emulator tests
 
 test: deps rust-test py-test
 

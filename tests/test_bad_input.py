@@ -1,5 +1,7 @@
 """Bad input is refused before anything runs: one message naming the file, line and key,
-exit status 2, and nothing written (docs/scenario.md)."""
+exit status 2, and nothing written (docs/scenario.md). The case table goes through the CLI
+in-process (Typer's runner: the exit status and stderr the command would give); a few cases
+go through a real `python -m aqmlab` process."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import aqmlab
+from aqmlab.cli.main import app
 
 GOOD = """\
 name = "t"
@@ -112,20 +116,40 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "aqmlab", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
+def _invoke(*args: str) -> tuple[int, str]:
+    """The command run in-process: its exit status and stderr. An exception escaping the
+    command (a traceback in a real process) fails here, naming it."""
+    r = CliRunner().invoke(app, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), f"{args[0]} raised {type(r.exception).__name__}: {r.exception}"
+    return r.exit_code, r.stderr
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_cli_exits_2_and_writes_nothing(case, tmp_path: Path) -> None:
+def test_cli_exits_2_and_writes_nothing(case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, text, where, fragment = case
     path = tmp_path / "scen.toml"
     path.write_text(text)
-    v = _cli("validate", str(path), cwd=tmp_path)
-    assert v.returncode == 2, v.stderr
-    assert fragment in " ".join(v.stderr.split()), v.stderr
-    assert "Traceback" not in v.stderr
+    monkeypatch.chdir(tmp_path)  # anything written relative to the working directory shows below
+    code, err = _invoke("validate", str(path))
+    assert code == 2, err
+    assert fragment in " ".join(err.split()), err
+    assert "Traceback" not in err
     out_dir = tmp_path / "results"
-    r = _cli("run", str(path), "-o", str(out_dir), cwd=tmp_path)
-    assert r.returncode == 2, r.stderr
+    code, err = _invoke("run", str(path), "-o", str(out_dir))
+    assert code == 2, err
     assert not out_dir.exists()
     assert not (tmp_path / "runs").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["scen.toml"]
+
+
+def test_a_real_process_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    # The case table above, once through the installed entry point (`python -m aqmlab`).
+    _, text, where, fragment = next(c for c in CASES if c[0] == "unknown-cc")
+    path = tmp_path / "scen.toml"
+    path.write_text(text)
+    r = _cli("run", str(path), "-o", str(tmp_path / "results"), cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert f"{path}:{where}" in " ".join(r.stderr.split()) and fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["scen.toml"]
 
 
@@ -156,12 +180,14 @@ NOT_UTF8 = [
 
 
 @pytest.mark.parametrize("data, offset, line", NOT_UTF8)
-def test_a_file_that_is_not_utf8_names_its_line_and_byte_offset(data: bytes, offset: int, line: int, tmp_path: Path) -> None:
+def test_a_file_that_is_not_utf8_names_its_line_and_byte_offset(data: bytes, offset: int, line: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "scen.toml"
     path.write_bytes(data)
+    monkeypatch.chdir(tmp_path)
     for args in (["validate", str(path)], ["run", str(path), "-o", str(tmp_path / "results")], ["sweep", str(path), "-o", str(tmp_path / "sweep")]):
-        r = _cli(*args, cwd=tmp_path)
-        assert r.returncode == 2, r.stderr
-        assert "Traceback" not in r.stderr
-        assert f"{path}:{line}: not UTF-8 text" in r.stderr and f"at byte offset {offset};" in r.stderr, r.stderr
+        code, err = _invoke(*args)
+        assert code == 2, err
+        assert "Traceback" not in err
+        err = " ".join(err.split())
+        assert f"{path}:{line}: not UTF-8 text" in err and f"at byte offset {offset};" in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["scen.toml"]

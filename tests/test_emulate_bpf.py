@@ -281,7 +281,12 @@ def _wait_registered(p: subprocess.Popen[Any], timeout: float = 20) -> None:
             time.sleep(3.0)  # traffic under way (t0 is 2.5 s after the configs)
             return
         time.sleep(0.05)
-    raise AssertionError("the run did not register its CC and start")
+    # Not started: end the run and say why (its stderr, e.g. another run holding the CC),
+    # closing its pipes.
+    if p.poll() is None:
+        p.kill()
+    _, err = p.communicate(timeout=30)
+    raise AssertionError(f"the run did not register its CC and start (exit {p.returncode}): {(err or '')[-2000:]}")
 
 
 @needs_bpf

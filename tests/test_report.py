@@ -8,14 +8,16 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
 import aqmlab
 from aqmlab._harm import load_harm
 from aqmlab._sweep import parse_sweep
+from aqmlab.cli.main import app
 
 SWEEP = """\
 name = "report-test"
@@ -52,12 +54,20 @@ row = "bottleneck.aqm"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def _cli(args: list[str]) -> Result:
+    """An `aqmlab` command in-process (Typer's runner: its exit status, stdout and stderr). An
+    exception escaping the command (a traceback in a real process) fails here, naming it."""
+    r = CliRunner().invoke(app, args)
+    assert r.exception is None or isinstance(r.exception, SystemExit), f"{args[0]} raised {type(r.exception).__name__}: {r.exception}"
+    return r
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     d = tmp_path_factory.mktemp("rep")
     aqmlab.run_sweep(parse_sweep(SWEEP), d / "sweep", jobs=2)
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(d / "sweep"), "-o", str(d / "site" / "report.html")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    r = _cli(["report", str(d / "sweep"), "-o", str(d / "site" / "report.html")])
+    assert r.exit_code == 0, r.stderr
     return d
 
 
@@ -116,12 +126,12 @@ def open_in_browser(page: Path, tmp_path: Path, *, min_images: int, shot: Path |
 
 def test_plot_makes_one_facet_figure_and_refuses_an_unknown_column(report, tmp_path):
     out = tmp_path / "fig.svg"
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "plot", str(report / "sweep"), "--metric", "rel_throughput", "--x", "f", "--col", "N", "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    r = _cli(["plot", str(report / "sweep"), "--metric", "rel_throughput", "--x", "f", "--col", "N", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
     svg = out.read_text()
     assert "<svg" in svg and "N=1" in svg and "N=2" in svg
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "plot", str(report / "sweep"), "--metric", "goodput", "--x", "f", "-o", str(tmp_path / "x.png")], capture_output=True, text=True)
-    assert r.returncode == 2 and "--metric 'goodput': not a column" in r.stderr
+    r = _cli(["plot", str(report / "sweep"), "--metric", "goodput", "--x", "f", "-o", str(tmp_path / "x.png")])
+    assert r.exit_code == 2 and "--metric 'goodput': not a column" in r.stderr
     assert not (tmp_path / "x.png").exists()
 
 
@@ -159,10 +169,10 @@ def harm_report(tmp_path_factory):
     d = tmp_path_factory.mktemp("harm")
     for name, aqm in (("td", '{ kind = "taildrop" }'), ("fq", '{ kind = "fq_codel" }')):
         (d / f"{name}.toml").write_text(HARM.replace("NAME", f"bbr-cubic-{name}").replace("AQM", aqm))
-        r = subprocess.run([sys.executable, "-m", "aqmlab", "harm", str(d / f"{name}.toml"), "-o", str(d / name)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(d / "td"), str(d / "fq"), "-o", str(d / "site" / "harm.html")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+        r = _cli(["harm", str(d / f"{name}.toml"), "-o", str(d / name)])
+        assert r.exit_code == 0, r.stderr
+    r = _cli(["report", str(d / "td"), str(d / "fq"), "-o", str(d / "site" / "harm.html")])
+    assert r.exit_code == 0, r.stderr
     return d
 
 
@@ -204,11 +214,11 @@ def test_a_real_browser_opens_the_harm_page(harm_report, tmp_path):
 
 
 def test_report_refuses_a_directory_that_is_neither_a_sweep_nor_harm(tmp_path, harm_report):
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(tmp_path)], capture_output=True, text=True)
+    r = _cli(["report", str(tmp_path)])
     expected = "not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"
-    assert r.returncode == 2 and expected in r.stderr, r.stderr
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(harm_report / "td"), str(tmp_path)], capture_output=True, text=True)
-    assert r.returncode == 2 and "not a harm directory" in r.stderr, r.stderr
+    assert r.exit_code == 2 and expected in r.stderr, r.stderr
+    r = _cli(["report", str(harm_report / "td"), str(tmp_path)])
+    assert r.exit_code == 2 and "not a harm directory" in r.stderr, r.stderr
     assert not (harm_report / "td" / "report.html").exists()
 
 
@@ -235,8 +245,8 @@ stop = "staggered(12s, 3s)"
 
 def test_a_sweep_report_with_joins_and_leaves_gains_the_convergence_figures(tmp_path):
     aqmlab.run_sweep(parse_sweep(JOINS), tmp_path / "sweep", jobs=2)
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "report", str(tmp_path / "sweep")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    r = _cli(["report", str(tmp_path / "sweep")])
+    assert r.exit_code == 0, r.stderr
     html = (tmp_path / "sweep" / "report.html").read_text()
     assert "<h2>Convergence</h2>" in html and "2 run(s) with joins or leaves" in html
     figs = {p.name.split("-", 1)[1] for p in (tmp_path / "sweep" / "report-figures").glob("*.png")}

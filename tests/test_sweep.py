@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 import aqmlab
 from aqmlab._sweep import parse_sweep
 from aqmlab._sweeprun import build_index
+from aqmlab.cli.main import app
 from aqmlab.studies import study_path
 
 BASE = """\
@@ -218,8 +220,10 @@ def test_bad_sweep_input_exits_2_and_writes_nothing(tmp_path, extra, fragment):
     f = tmp_path / "bad.toml"
     f.write_text(BASE + "\n" + extra)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "sweep", str(f), "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 2, r.stderr
+    # In-process (Typer's runner): the exit status and stderr the command gives.
+    r = CliRunner().invoke(app, ["sweep", str(f), "-o", str(out)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == 2, r.stderr
     assert fragment in r.stderr, r.stderr
     assert r.stderr.count("error:") == 1
     assert not out.exists()

@@ -4,14 +4,14 @@ and the completion-time summary in a run's results."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import aqmlab
 from aqmlab._scenario import parse_scenario
+from aqmlab.cli.main import app
 
 BASE = """\
 name = "w"
@@ -67,6 +67,13 @@ def test_an_empirical_cdf_file_is_read_relative_to_the_scenario(tmp_path):
     assert aqmlab.load_scenario(f).hash() != h1
 
 
+def _run_cli(f, out) -> tuple[int, str]:
+    """`aqmlab run F -o OUT` in-process (Typer's runner): its exit status and stderr."""
+    r = CliRunner().invoke(app, ["run", str(f), "-o", str(out)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), f"run raised {type(r.exception).__name__}: {r.exception}"
+    return r.exit_code, r.stderr
+
+
 @pytest.mark.parametrize(
     "workload, fragment",
     [
@@ -84,9 +91,9 @@ def test_bad_workloads_exit_2_naming_the_key(tmp_path, workload, fragment):
     f = tmp_path / "bad.toml"
     f.write_text(BASE.replace("WORKLOAD", workload))
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "run", str(f), "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 2, r.stderr
-    assert fragment in r.stderr and "workload[0]" in r.stderr, r.stderr
+    code, err = _run_cli(f, out)
+    assert code == 2, err
+    assert fragment in err and "workload[0]" in err, err
     assert not out.exists()
 
 
@@ -202,8 +209,8 @@ def test_bad_stops_exit_2_naming_the_line_and_key(tmp_path, text, where, fragmen
     f = tmp_path / "bad.toml"
     f.write_text(text)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "run", str(f), "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 2, r.stderr
-    assert f"{f}:{where}: " in r.stderr and fragment in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    code, err = _run_cli(f, out)
+    assert code == 2, err
+    assert f"{f}:{where}: " in err and fragment in err, err
+    assert len(err.strip().splitlines()) == 1, err
     assert not out.exists()
