@@ -750,6 +750,6 @@ def test_the_receiver_reads_in_real_time_below_the_router() -> None:
     p = _priorities({})
     assert p["receiver"][:2] == ["chrt", "-f"] and p["rt"][:2] == ["chrt", "-f"]
     assert 0 < int(p["receiver"][2]) < int(p["rt"][2])
-    # Opt-outs: the old placement (as the senders), and no priorities at all.
+    # Opt-outs: the receiver placed as the senders are, and no priorities at all.
     assert _priorities({"AQMLAB_EMU_RECV_RT": "0"})["receiver"] == p["traffic"] == ["nice", "-n", "-10"]
     assert _priorities({"AQMLAB_EMU_PRIORITY": "0"})["receiver"] == []

@@ -451,9 +451,9 @@ def test_a_count_beyond_the_engine_32_bits_is_refused_by_its_key(tmp_path: Path)
 
 @pytest.mark.parametrize(("expr", "words"), [("${N**N**N}", "9**387420489 is too large"), ("${10.0**400}", "10.0**400 is too large"), ("${ceil(1e308*10)}", "cannot convert float infinity to integer")])
 def test_sweep_expressions_that_overflow_are_refused_at_once(tmp_path: Path, expr: str, words: str) -> None:
-    # 9**9**9 has 370 million digits: computing it took minutes (the fuzzer's deadline) before
-    # anything was checked. A power beyond a double's range is refused; a float overflow is
-    # an error like any other.
+    # 9**9**9 has 370 million digits: computing it would take minutes before anything is
+    # checked. A power beyond a double's range is refused; a float overflow is an error like
+    # any other.
     f = tmp_path / "sw.toml"
     f.write_text(BASE.replace("count = 2", f'count = "{expr}"') + "[sweep]\nN = [9]\n")
     r = CliRunner().invoke(cli.app, ["sweep", str(f), "-o", str(tmp_path / "out"), "--dry-run"])
