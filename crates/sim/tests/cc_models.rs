@@ -192,8 +192,8 @@ fn dualpi2_keeps_prague_in_a_far_shorter_queue_than_cubic_with_comparable_throug
     // coupling k = 2 makes the windows "roughly equal" (RFC 9332 §2.1): Prague's 2/p_L against
     // Reno's 1.22/√p_C = 1.22·k/p_L, so with the classic RTT 20 + 13.4 ms against 20.1 ms the
     // rate ratio is ≈ 0.82 · 33.4 / 20.1 ≈ 1.4, and CUBIC is at least Reno-friendly. The model
-    // gives ≈ 3 (an open difference, docs/model.md "Known differences"): this bound of 4
-    // guards against starvation only.
+    // is further from it (docs/model.md "Known differences"), so this bound of 4 guards against
+    // starvation only.
     let aqm = json!({"kind": "dualpi2"});
     let mut cubic = class("cubic", 1, 20.0);
     cubic.ecn = true;

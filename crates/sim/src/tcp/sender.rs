@@ -135,7 +135,7 @@ pub struct Sender {
     pub(super) tsq_throttled: bool,
     /// With TSO, the unsent skbs of the write queue (`tcp_send_head` on): the head is
     /// [snd_nxt, wq_head_end), the next [wq_head_end, wq_next_end), segment numbers; every
-    /// later one is a full `tcp_xmit_size_goal` (see `output.rs`, `write_queue`).
+    /// later one is a full `tcp_xmit_size_goal` (`output.rs`, `write_queue_head`).
     pub(super) wq_head_end: u32,
     pub(super) wq_next_end: u32,
 }
