@@ -559,14 +559,18 @@ def test_emulator_agrees_with_the_simulator(tmp_path: Path, name: str, text: str
     scen = scenario(text, tmp_path, name)
     s = aqmlab.load_scenario(scen)
     sims = [aqmlab.run(s.model_copy(update={"seed": k})).summary for k in range(1, 6)]
-    emu = E.emulate(s).summary
+    # Two emulator runs, averaged: one run's class share moves by up to ±0.05 from the next
+    # on a quiet machine (10-cubic mixed RTT 0.66-0.69, Reno mixed RTT 0.73-0.78 over 4-6
+    # runs), and a loaded CI runner has produced a single run 0.09 off the others' mean.
+    emus = [E.emulate(s.model_copy(update={"seed": k})).summary for k in (1, 2)]
     su = sum(x["metrics"]["utilization"] for x in sims) / len(sims)
-    eu = emu["metrics"]["utilization"]
+    eu = sum(x["metrics"]["utilization"] for x in emus) / len(emus)
     ss = [sum(col) / len(sims) for col in zip(*(_shares(x) for x in sims))]
-    es = _shares(emu)
+    es = [sum(col) / len(emus) for col in zip(*(_shares(x) for x in emus))]
     print(json.dumps({"scenario": name, "utilization": {"sim": su, "emu": eu}, "shares": {"sim": ss, "emu": es}}))
-    c = emu["counters"]
-    assert abs(eu - su) <= 0.03, {"sim": su, "emu": eu, "late_p99_ns": c["late_p99_ns"], "late_max_ns": c["late_max_ns"], "qdisc_drops": c["qdisc_drops"]}
+    c = [x["counters"] for x in emus]
+    late = [(x["late_p99_ns"], x["late_max_ns"], x["qdisc_drops"]) for x in c]
+    assert abs(eu - su) <= 0.03, {"sim": su, "emu": eu, "late_p99_ns, late_max_ns, qdisc_drops": late}
     for a, b in zip(ss, es):
         assert abs(a - b) <= 0.08, (ss, es)
 
