@@ -60,6 +60,11 @@ def test_a_case_is_scored_on_the_mean_over_seeds_and_runs() -> None:
     assert rows["sojourn_mean_ms"]["sim"] == pytest.approx(10.0) and not rows["sojourn_mean_ms"]["pass"]  # 12.5 > 10 + 2
     assert rows["jain"]["pass"] is False  # 0.96 − 0.90 = 0.06 > 0.05
     assert rows["share:a"]["sim"] == 0.5 and rows["share:a"]["emu"] == 0.75 and not rows["share:a"]["pass"]
+    # Beside each mean, the extreme seeds and runs: utilization 0.96 and 1.00 (one emulator run:
+    # its value both ways); the delay 9 and 11 ms.
+    assert (rows["utilization"]["sim_min"], rows["utilization"]["sim_max"]) == (0.96, 1.00)
+    assert (rows["utilization"]["emu_min"], rows["utilization"]["emu_max"]) == (0.99, 0.99)
+    assert (rows["sojourn_mean_ms"]["sim_min"], rows["sojourn_mean_ms"]["sim_max"]) == (9.0, 11.0)
 
 
 def test_the_shipped_cases_cover_what_the_suite_promises() -> None:
@@ -106,6 +111,10 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     # 20 of 50 Mbit/s: utilization 0.4, and nothing waits in the simulator.
     assert under.loc["utilization", "sim"] == pytest.approx(0.4, abs=1e-9) and under.loc["utilization", "emu"] == pytest.approx(0.4, abs=0.02)
     assert under.loc["sojourn_mean_ms", "sim"] == 0.0
+    # Each mean's range: a CBR flow's utilization is the same under every seed (0.4), and one
+    # emulator run is its own smallest and largest.
+    assert under.loc["utilization", ["sim_min", "sim_max"]].tolist() == pytest.approx([0.4, 0.4], abs=1e-9)
+    assert (df["emu_min"] == df["emu"]).all() and (df["emu_max"] == df["emu"]).all()
     assert (out / "fidelity.html").read_text().count("pass") >= 4
     # A second call finds both cases complete: nothing is run or rewritten.
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}

@@ -173,14 +173,23 @@ def _mean(xs: list[float | None]) -> float | None:
     return sum(ys) / len(ys) if len(ys) == len(xs) and ys else None
 
 
+def _range(xs: list[float | None]) -> tuple[float | None, float | None]:
+    ys = [x for x in xs if x is not None]
+    return (min(ys), max(ys)) if len(ys) == len(xs) and ys else (None, None)
+
+
 def score_case(sims: list[dict[str, Any]], emus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Score a case from its simulator summaries (mean over seeds) and emulator summaries (mean
-    over runs): one row per metric, in the simulator's metric order."""
+    over runs): one row per metric, in the simulator's metric order, with the smallest and
+    largest single seed or run beside each mean (how far one run moves from the next tells how
+    certain the verdict is)."""
     sm = [case_metrics(s) for s in sims]
     em = [case_metrics(e) for e in emus]
     rows = []
     for k in sm[0]:
-        rows.append(score(k, _mean([m.get(k) for m in sm]), _mean([m.get(k) for m in em])))
+        sv, ev = [m.get(k) for m in sm], [m.get(k) for m in em]
+        (s_lo, s_hi), (e_lo, e_hi) = _range(sv), _range(ev)
+        rows.append({**score(k, _mean(sv), _mean(ev)), "sim_min": s_lo, "sim_max": s_hi, "emu_min": e_lo, "emu_max": e_hi})
     return rows
 
 
@@ -319,7 +328,8 @@ def rows_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for d in docs:
         base = {"case": d["case"], "status": d["status"], "sim_seeds": d["sim_seeds"], "emu_runs": d["emu_runs"]}
         if not d["rows"]:
-            rows.append({**base, "metric": None, "sim": None, "emu": None, "band": None, "tolerance": None, "diff": None, "deviation": None, "pass": None})
+            rows.append({**base, "metric": None, "sim": None, "emu": None, "band": None, "tolerance": None, "diff": None, "deviation": None, "pass": None,
+                         "sim_min": None, "sim_max": None, "emu_min": None, "emu_max": None})
         for r in d["rows"]:
             rows.append({**base, **r})
     return rows
@@ -330,9 +340,11 @@ def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
     import pyarrow.parquet as pq
 
     cols = {"case": pa.string(), "metric": pa.string(), "sim": pa.float64(), "emu": pa.float64(), "band": pa.string(), "tolerance": pa.float64(),
-            "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "status": pa.string(), "sim_seeds": pa.int64(), "emu_runs": pa.int64()}
+            "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "status": pa.string(), "sim_seeds": pa.int64(), "emu_runs": pa.int64(),
+            "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64()}
     rows = rows_of(docs)
-    table = pa.table({k: pa.array([r[k] for r in rows], type=t) for k, t in cols.items()})
+    # A case.json written before the per-run ranges were kept has none: its ranges are null.
+    table = pa.table({k: pa.array([r.get(k) for r in rows], type=t) for k, t in cols.items()})
     tmp = out / ".fidelity.parquet.tmp"
     pq.write_table(table, tmp)
     os.replace(tmp, out / "fidelity.parquet")
@@ -359,6 +371,15 @@ def _fmt(metric: str | None, v: float | None) -> str:
     return f"{v:.3f}"
 
 
+def _fmt_range(row: dict[str, Any], side: str) -> str:
+    """The mean, and the range over the seeds or runs when they differ."""
+    lo, hi = row.get(f"{side}_min"), row.get(f"{side}_max")
+    mean = _fmt(row["metric"], row[side])
+    if lo is None or hi is None or lo == hi:
+        return mean
+    return f"{mean} <span style='color:#6b7280'>({_fmt(row['metric'], lo)} – {_fmt(row['metric'], hi)})</span>"
+
+
 def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     """A static page: the counts, every case's rows, and each deviation ÷ its tolerance."""
     import html
@@ -375,7 +396,7 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     page.para(
         f"{n['cases']} cases: {n['cases_scored']} scored on both backends, {n['cases_passed']} of them within every band; {n['cases_not_run']} not run. "
         f"{n['metrics_passed']} of {n['metrics']} metrics within their bands. Simulator: mean over {SIM_SEEDS} seeds; emulator: "
-        f"{docs[0]['emu_runs'] if docs else EMU_RUNS} run(s) per case. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
+        f"{docs[0]['emu_runs'] if docs else EMU_RUNS} run(s) per case; in brackets, the smallest and largest single seed or run. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
         "mean queueing delay ± 20 % (at least 0.5 ms); docs/fidelity.md gives their reasons."
     )
     scored = [(d["case"], r) for d in docs for r in d["rows"] if r["deviation"] is not None]
@@ -401,7 +422,7 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
             dev = "–" if r["deviation"] is None else f"{r['deviation']:.2f}"
             colour = "#1a7f37" if r["pass"] else "#b42318" if r["pass"] is False else "#6b7280"
             body.append(
-                f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{_fmt(r['metric'], r['sim'])}</td><td>{_fmt(r['metric'], r['emu'])}</td>"
+                f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{_fmt_range(r, 'sim')}</td><td>{_fmt_range(r, 'emu')}</td>"
                 f"<td>{html.escape(r['band'])}</td><td>{dev}</td><td style='color:{colour};font-weight:600'>{ok}</td></tr>"
             )
     page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
