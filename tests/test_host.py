@@ -1,4 +1,5 @@
-"""The `[host]` table: Linux's offloads by default, ideal hosts on request (docs/scenario.md)."""
+"""The `[host]` table: Linux hosts with their offloads by default, without them or ideal hosts on
+request (docs/scenario.md)."""
 
 from __future__ import annotations
 
@@ -47,18 +48,39 @@ def test_host_knobs_lower_to_engine_units_and_the_canonical_form_is_a_fixed_poin
 
 def test_ideal_hosts_spell_out_nothing_else_and_hash_apart_from_linux_hosts() -> None:
     linux = parse_scenario(BASE)
-    ideal = parse_scenario(BASE + "[host]\noffloads = false\n")
-    assert ideal.canonical()["host"] == {"offloads": False}
-    assert ideal.engine_config()["host"]["offloads"] is False
+    ideal = parse_scenario(BASE + "[host]\nideal = true\n")
+    assert ideal.canonical()["host"] == {"ideal": True}
+    h = ideal.engine_config()["host"]
+    assert (h["ideal"], h["offloads"]) == (True, False)
+    assert ideal.host.offloads is False
     assert ideal.hash() != linux.hash()
     assert aqmlab.Scenario.model_validate(ideal.canonical()).hash() == ideal.hash()
+
+
+def test_the_default_hosts_canonical_form_has_no_ideal_key_and_offloads_off_has_no_gro() -> None:
+    # The default host's meaning is unchanged by `ideal`, so its canonical form (and every
+    # existing scenario's hash) is the one without the key: the eight keys of before.
+    linux = parse_scenario(BASE).canonical()["host"]
+    assert sorted(linux) == sorted(["offloads", "nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter"])
+    # Offloads off: Linux hosts whose receivers have no GRO, so every knob but gro_max_size
+    # stays, and the form differs from the ideal host's (and from the default's).
+    off = parse_scenario(BASE + '[host]\noffloads = false\nnic_rate = "1Gbps"\n')
+    c = off.canonical()["host"]
+    assert "gro_max_size" not in c and "ideal" not in c
+    assert (c["offloads"], c["nic_rate"]) == (False, "1Gbps")
+    assert off.engine_config()["host"]["nic_rate_bps"] == 10**9
+    ideal = parse_scenario(BASE + "[host]\nideal = true\n")
+    assert len({off.hash(), ideal.hash(), parse_scenario(BASE).hash()}) == 3
+    assert aqmlab.Scenario.model_validate(off.canonical()).hash() == off.hash()
 
 
 @pytest.mark.parametrize(
     ("extra", "line", "key", "says"),
     [
-        ('offloads = false\nnic_rate = "1Gbps"\n', 10, "host.nic_rate", "applies to hosts with offloads"),
-        ('offloads = false\njitter = "10us"\n', 10, "host.jitter", "applies to hosts with offloads"),
+        ('ideal = true\nnic_rate = "1Gbps"\n', 10, "host.nic_rate", "applies to Linux hosts"),
+        ('ideal = true\njitter = "10us"\n', 10, "host.jitter", "applies to Linux hosts"),
+        ("ideal = true\noffloads = false\n", 10, "host.offloads", "applies to Linux hosts"),
+        ('offloads = false\ngro_max_size = "32KiB"\n', 10, "host.gro_max_size", "applies to hosts with GRO"),
         ('gro_max_size = "10pkt"\n', 9, "host.gro_max_size", "a size in bytes"),
         ('gso_max_size = "1KB"\n', 9, "host.gso_max_size", "less than one 1500 B packet"),
         ("min_tso_segs = 0\n", 9, "host.min_tso_segs", "greater than or equal to 1"),
@@ -79,3 +101,15 @@ def test_the_emulator_refuses_a_timing_noise_for_its_real_hosts() -> None:
     _check_host(parse_scenario(BASE).host)
     with pytest.raises(ScenarioError, match="^host.jitter: the emulator's hosts have their own timing noise"):
         _check_host(parse_scenario(BASE + '[host]\njitter = "10us"\n').host)
+
+
+def test_the_emulator_refuses_ideal_hosts_and_knobs_it_cannot_apply_without_offloads() -> None:
+    from aqmlab._emulate import _check_host
+
+    with pytest.raises(ScenarioError, match="^host.ideal: the emulator's hosts are real Linux hosts"):
+        _check_host(parse_scenario(BASE + "[host]\nideal = true\n").host)
+    _check_host(parse_scenario(BASE + "[host]\noffloads = false\n").host)
+    with pytest.raises(ScenarioError, match="^host.jitter: the emulator's hosts have their own timing noise"):
+        _check_host(parse_scenario(BASE + '[host]\noffloads = false\njitter = "10us"\n').host)
+    with pytest.raises(ScenarioError, match="^host.rx_coalesce: the emulator applies rx_coalesce only to hosts with offloads"):
+        _check_host(parse_scenario(BASE + '[host]\noffloads = false\nrx_coalesce = "10us"\n').host)

@@ -3,9 +3,11 @@
 grids, a spread of the fejes2019 1 Gbit/s grid (bench/sweeps/fejes2019-1g-10ms.toml), and the
 `bench` scenarios a–d. Long runs are shortened (`--max-secs`, warm-up to at most half), since
 what is compared is the simulator's output for the same input before and after a change, not
-the study's numbers. Every config has ideal hosts (`host = {offloads: false}`, the hosts
-every earlier build modelled), since Linux hosts' offloads change results by design; a build
-that predates `[host]` reads them without the key (`identical.sh`, `OLD_WITHOUT_HOST=1`).
+the study's numbers. Every config has ideal hosts (`host = {offloads: false, ideal: true}`,
+the hosts every earlier build modelled), since Linux hosts change results by design; a build
+that predates `ideal` (where `offloads: false` meant ideal hosts) reads them without that key
+(`identical.sh`, `OLD_WITHOUT_IDEAL=1`), one that predates `[host]` without the host
+(`OLD_WITHOUT_HOST=1`).
 
     python3 bench/perf/configs.py OUTDIR [--max-secs 4] [--grid-every 7]
 """
@@ -42,7 +44,7 @@ def main() -> None:
 
     def put(name: str, cfg: dict) -> None:
         nonlocal n
-        cfg["host"] = {"offloads": False}
+        cfg["host"] = {"offloads": False, "ideal": True}
         (a.out / f"{name}.json").write_text(json.dumps(shorten(cfg, a.max_secs)))
         n += 1
 

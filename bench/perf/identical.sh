@@ -10,8 +10,10 @@
 # Old binary: build the base commit in a worktree, e.g.
 #   git worktree add /tmp/perf-base <commit> && cp crates/sim/examples/runcfg.rs /tmp/perf-base/crates/sim/examples/
 #   (cd /tmp/perf-base && CARGO_TARGET_DIR=/tmp/perf-base-target cargo build --release -p sim --example runcfg)
-# The identity set runs ideal hosts (`"host": {"offloads": false}`); `OLD_WITHOUT_HOST=1` hands
-# the old binary the configs without that key, for a build from before `[host]` existed.
+# The identity set runs ideal hosts (`"host": {"offloads": false, "ideal": true}`).
+# `OLD_WITHOUT_IDEAL=1` hands the old binary the configs as `"host": {"offloads": false}`, for a
+# build from before `ideal` existed (there `offloads: false` was the ideal host);
+# `OLD_WITHOUT_HOST=1` hands it the configs without the host, for a build from before `[host]`.
 # Exit status 0 when every digest matches, 1 otherwise (the differing configs are listed).
 set -euo pipefail
 dir=$1 old=$2 new=$3
@@ -23,15 +25,20 @@ digests() { # BIN [DIR] -> "name summary tables" per config
 }
 tmp=$(mktemp -d)
 old_dir=$dir
-if [[ ${OLD_WITHOUT_HOST:-0} == 1 ]]; then
-    old_dir=$tmp/nohost
+if [[ ${OLD_WITHOUT_HOST:-0} == 1 || ${OLD_WITHOUT_IDEAL:-0} == 1 ]]; then
+    old_dir=$tmp/old-configs
     mkdir "$old_dir"
-    python3 - "$dir" "$old_dir" <<'EOF'
+    python3 - "$dir" "$old_dir" "${OLD_WITHOUT_HOST:-0}" <<'EOF'
 import json, pathlib, sys
-src, dst = map(pathlib.Path, sys.argv[1:])
+src, dst = map(pathlib.Path, sys.argv[1:3])
+ideal = {"offloads": False, "ideal": True}
 for f in sorted(src.glob("*.json")):
     cfg = json.loads(f.read_text())
-    assert cfg.pop("host", {"offloads": False}) == {"offloads": False}, f"{f}: only ideal hosts have a meaning without [host]"
+    assert cfg.get("host", ideal) == ideal, f"{f}: only ideal hosts have a meaning in an older build"
+    if sys.argv[3] == "1":
+        cfg.pop("host", None)
+    else:
+        cfg["host"] = {"offloads": False}
     (dst / f.name).write_text(json.dumps(cfg))
 EOF
 fi

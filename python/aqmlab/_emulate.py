@@ -208,9 +208,14 @@ def _check_host(h: Host) -> None:
     """The `[host]` knobs the real hosts can take. `nic_rate` and `rx_coalesce` are the
     router's (it spaces a burst's segments at the NIC rate and writes departures every
     `rx_coalesce`); `gso_max_size`, `gro_max_size` and `min_tso_segs` are set on the hosts;
-    `jitter` is the simulator's model of what real hosts do anyway."""
-    if not h.offloads:
-        return
+    `jitter` is the simulator's model of what real hosts do anyway. Ideal hosts exist only in
+    the simulator; with offloads off the hosts keep the kernel's defaults and the router no NIC
+    or interrupt timing (`build`), so a knob other than the defaults is refused there."""
+    if h.ideal:
+        raise ScenarioError(
+            "the emulator's hosts are real Linux hosts and cannot be ideal (ideal = true is the simulator's model only; offloads = false gives Linux hosts without offloads)",
+            key="host.ideal",
+        )
     e = h.engine()
     if "pacing_shift" in h.model_fields_set and e["pacing_shift"] != Host().engine()["pacing_shift"]:
         raise ScenarioError(
@@ -219,6 +224,12 @@ def _check_host(h: Host) -> None:
         )
     if "jitter" in h.model_fields_set:
         raise ScenarioError("the emulator's hosts have their own timing noise; jitter is the simulator's model of it (remove it to emulate)", key="host.jitter")
+    if not h.offloads:
+        defaults = Host(offloads=False).engine()
+        for key, field in (("nic_rate", "nic_rate_bps"), ("gso_max_size", "gso_max_bytes"), ("min_tso_segs", "min_tso_segs"), ("rx_coalesce", "rx_coalesce_ns")):
+            if e[field] != defaults[field]:
+                raise ScenarioError(f"the emulator applies {key} only to hosts with offloads (with offloads = false its hosts and router keep their defaults)", key=f"host.{key}")
+        return
     for key, field in (("gso_max_size", "gso_max_bytes"), ("gro_max_size", "gro_max_bytes")):
         if e[field] > MAX_OFFLOAD_BYTES:
             raise ScenarioError(f"the emulator's hosts use at most {MAX_OFFLOAD_BYTES} B ({e[field]} B needs BIG TCP, which the testbed does not set up)", key=f"host.{key}")

@@ -497,12 +497,17 @@ _HOST = _host_defaults()
 
 
 class Host(_Model):
-    """Every end host's network stack (docs/model.md, "Host model"): Linux's offloads — TSO/GSO
-    bursts at the senders, leaving through a NIC of rate `nic_rate`, and GRO at the receivers,
-    which ACK each coalesced packet — or, with `offloads = false`, ideal hosts that send and
-    receive every segment on its own. The defaults are the engine's
-    (`link::config::HostConfig::linux`, each with its Linux source)."""
+    """Every end host's network stack (docs/model.md, "Host model"): Linux hosts — TCP sends
+    TSO/GSO bursts (autosized, deferred, held back by TSQ) that leave through a NIC of rate
+    `nic_rate`, and the receivers ACK what each NAPI poll hands them — with their NICs'
+    offloads on (GRO at the receivers: one ACK decision per coalesced packet) or, with
+    `offloads = false`, off (Linux still builds GSO bursts and segments them in software, so
+    only the receivers change: every packet is its own skb). `ideal = true` gives ideal hosts
+    instead, which send and receive every segment on its own at exact times. The defaults are
+    the engine's (`link::config::HostConfig::linux`, each with its Linux source)."""
 
+    #: Ideal hosts (ns-3-like): no TSO/GSO, no NIC, no GRO, no timing noise.
+    ideal: bool = False
     offloads: bool = _HOST["offloads"]
     nic_rate: Rate = u.format_rate(_HOST["nic_rate_bps"])
     gso_max_size: Bytes = u.format_size(u.Quantity(Fraction(_HOST["gso_max_bytes"]), "bytes"))
@@ -513,20 +518,27 @@ class Host(_Model):
     #: The sender host's timing noise: each packet reaches the NIC after a uniform [0, jitter].
     jitter: Time = u.format_time(_HOST["jitter_ns"])
 
-    #: The knobs of Linux hosts: meaningless (and refused) for ideal hosts (offloads off).
+    #: The knobs of Linux hosts: meaningless (and refused) for ideal hosts.
     KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter")
 
     @model_validator(mode="after")
-    def _knobs_need_offloads(self) -> "Host":
-        if not self.offloads:
-            given = [k for k in self.KNOBS if k in self.model_fields_set]
+    def _knobs_need_linux_hosts(self) -> "Host":
+        if self.ideal:
+            given = [k for k in ("offloads", *self.KNOBS) if k in self.model_fields_set]
             if given:
-                raise _KeyedValueError(f"host.{given[0]}", f"{given[0]} applies to hosts with offloads; with offloads = false every segment is sent and received on its own")
+                raise _KeyedValueError(f"host.{given[0]}", f"{given[0]} applies to Linux hosts; ideal hosts (ideal = true) send and receive every segment on its own, without offloads")
+            # An ideal host has no offloads; the model is frozen, so the field is set in place
+            # once here (`offloads` is read for "does this host have offloads" everywhere).
+            self.__dict__["offloads"] = False
+        elif not self.offloads and "gro_max_size" in self.model_fields_set:
+            raise _KeyedValueError("host.gro_max_size", "gro_max_size applies to hosts with GRO; with offloads = false every received packet is its own skb")
         return self
 
     def engine(self) -> dict[str, Any]:
         """The engine's HostConfig."""
-        return {
+        # `ideal` only when set (the engine's default is false), so a Linux host's config
+        # is the one every build reads.
+        return ({"ideal": True} if self.ideal else {}) | {
             "offloads": self.offloads,
             "nic_rate_bps": u.parse_rate(self.nic_rate),
             "gso_max_bytes": int(u.parse_size(self.gso_max_size).value),
@@ -622,9 +634,15 @@ class Scenario(_Model):
         for f in d["flows"]:
             if f.get("stop") is None:
                 f.pop("stop", None)
-        # Ideal hosts have no offload knobs (Host refuses them), so none are spelt out.
-        if not self.host.offloads:
-            d["host"] = {"offloads": False}
+        # Ideal hosts have no other key (Host refuses them), so none is spelt out; `ideal` is
+        # left out for Linux hosts, so the default host keeps its canonical form (and hash).
+        # Without offloads there is no GRO, hence no gro_max_size (Host refuses it).
+        if self.host.ideal:
+            d["host"] = {"ideal": True}
+        else:
+            d["host"].pop("ideal")
+            if not self.host.offloads:
+                d["host"].pop("gro_max_size")
         return d
 
     def canonical_json(self) -> str:

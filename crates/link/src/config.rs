@@ -27,19 +27,28 @@ pub struct BottleneckConfig {
     pub delay_target_ns: Option<u64>,
 }
 
-/// The end hosts' network stack, for every host of the run (`[host]` of a scenario): whether
-/// senders segment in the NIC (TSO/GSO) and receivers coalesce (GRO), as Linux hosts do by
-/// default, and the knobs of both. The defaults ([`HostConfig::linux`]) are Linux's; each says
-/// where it comes from. With `offloads` false the hosts are ideal: every segment is its own
-/// transmission, reaches the bottleneck the instant TCP sends it, and is received on its own.
+/// The end hosts' network stack, for every host of the run (`[host]` of a scenario): Linux
+/// hosts, whose TCP sends autosized GSO skbs through a NIC, with or without their NICs'
+/// offloads, and the knobs of both. The defaults ([`HostConfig::linux`]) are Linux's; each
+/// says where it comes from. With `ideal` the hosts are ideal instead: every segment is its
+/// own transmission, reaches the bottleneck the instant TCP sends it, and is received on its
+/// own.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct HostConfig {
-    /// TSO/GSO at the senders and GRO at the receivers (`ethtool -K tso gso gro`; on by
-    /// default in Linux on every device that can).
+    /// Ideal hosts (ns-3-like): no TSO/GSO, no write queue, no deferral, no TSQ, no NIC, no
+    /// timing noise, no GRO; every other field is unused. Requires `offloads` false.
+    #[serde(default)]
+    pub ideal: bool,
+    /// The NICs' offloads (`ethtool -K tso gso gro`; on by default in Linux on every device
+    /// that can). Off, the senders are unchanged: net/core/sock.c `sk_setup_caps` gives every
+    /// TCP socket NETIF_F_GSO whatever the device supports (Linux 4.19+, "tcp: switch to GSO
+    /// being always on"), so TCP still builds autosized GSO skbs and net/core/dev.c
+    /// `validate_xmit_skb` segments them in software just before the driver, back to back.
+    /// What changes is the receiver: without GRO every packet is its own skb.
     pub offloads: bool,
     /// Line rate of each sender's NIC, bit/s: a TSO burst leaves the host as back-to-back MTU
-    /// packets at this rate. Used with `offloads`.
+    /// packets at this rate.
     #[serde(default = "HostConfig::default_nic_rate")]
     pub nic_rate_bps: u64,
     /// Largest GSO/TSO burst, bytes of IP packet (`GSO_LEGACY_MAX_SIZE`, 65536, the default
@@ -56,7 +65,8 @@ pub struct HostConfig {
     #[serde(default = "HostConfig::default_pacing_shift")]
     pub pacing_shift: u32,
     /// Largest GRO packet, bytes of IP packet (`GRO_LEGACY_MAX_SIZE`, 65536, the default
-    /// `gro_max_size`; net/core/gro.c `skb_gro_receive` stops merging at it).
+    /// `gro_max_size`; net/core/gro.c `skb_gro_receive` stops merging at it). Used with
+    /// `offloads`.
     #[serde(default = "HostConfig::default_gro_max")]
     pub gro_max_bytes: u32,
     /// Receiver interrupt moderation, ns: at most one interrupt (one NAPI poll, after which
@@ -110,6 +120,7 @@ impl HostConfig {
     /// A Linux host as it comes: offloads on, every knob at its default.
     pub fn linux() -> Self {
         HostConfig {
+            ideal: false,
             offloads: true,
             nic_rate_bps: Self::NIC_RATE_BPS,
             gso_max_bytes: Self::GSO_MAX_BYTES,
@@ -121,13 +132,27 @@ impl HostConfig {
         }
     }
 
-    /// The ideal host: no offloads (every packet sent and received on its own, no NIC).
+    /// The ideal host: every packet sent and received on its own, at exact times, no NIC.
     pub fn ideal() -> Self {
-        HostConfig { offloads: false, ..Self::linux() }
+        HostConfig { ideal: true, offloads: false, ..Self::linux() }
+    }
+
+    /// Linux's receiver: the largest packet GRO hands TCP, bytes of IP packet. Without
+    /// offloads, one packet of `mtu` bytes: with GRO off net/core/gro.c `dev_gro_receive`
+    /// passes every skb up unmerged (include/linux/netdevice.h `netif_elide_gro`).
+    pub fn gro_limit(&self, mtu: u32) -> u32 {
+        if self.offloads {
+            self.gro_max_bytes
+        } else {
+            mtu
+        }
     }
 
     /// Range checks. `mtu` is the hosts' IP MTU: a burst or a GRO packet holds at least one.
     pub fn check(&self, mtu: u32) -> Result<(), String> {
+        if self.ideal && self.offloads {
+            return Err("host.ideal: ideal hosts have no offloads (offloads must be false)".into());
+        }
         if self.nic_rate_bps == 0 {
             return Err("host.nic_rate: must be positive".into());
         }

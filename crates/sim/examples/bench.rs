@@ -17,7 +17,7 @@
 //!     1 KB–1 MB, α 1.2), RED as their tc line, 60 s; `bench d bulk` runs the 2 long
 //!     flows alone, the per-packet baseline.
 //!
-//! The hosts are ideal (no offloads), the setting of bench/README.md's speed tables;
+//! The hosts are ideal (`"ideal": true`), the setting of bench/README.md's speed tables;
 //! `OFFLOADS=1` runs them with Linux's host model (TSO/GSO, GRO, a 10 Gbit/s NIC).
 //!
 //! `bench SCENARIO [ARG] --config` prints the scenario's engine config instead of running it
@@ -77,7 +77,7 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
         "bottleneck": {"rate_bps": rate, "buffer_packets": null, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
         "classes": classes,
         "measure": {"interval_ns": if std::env::var("NO_TS").is_ok() { 0 } else { 100_000_000u64 }, "hist_bin_ns": 1_000_000u64},
-        "host": {"offloads": std::env::var("OFFLOADS").is_ok_and(|v| v == "1")},
+        "host": if std::env::var("OFFLOADS").is_ok_and(|v| v == "1") { json!({"offloads": true}) } else { json!({"offloads": false, "ideal": true}) },
     })
 }
 

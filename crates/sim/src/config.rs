@@ -304,5 +304,13 @@ mod tests {
         let (head, _) = json.split_once(",\n            \"host\"").unwrap();
         assert!(EngineConfig::from_json(&format!("{head}}}")).unwrap_err().contains("missing field `host`"));
         assert!(EngineConfig::from_json(&json.replace("\"offloads\": true", "\"offloads\": true, \"tso\": 1")).unwrap_err().contains("unknown field `tso`"));
+        // Ideal hosts have no offloads; without offloads a receiver merges nothing (a GRO
+        // limit of one 1500 B packet: 1500 + 1448 is over it), with them up to gro_max_size.
+        let both = json.replace("\"offloads\": true", "\"offloads\": true, \"ideal\": true");
+        assert_eq!(EngineConfig::from_json(&both).unwrap_err(), "host.ideal: ideal hosts have no offloads (offloads must be false)");
+        let ideal = EngineConfig::from_json(&json.replace("\"offloads\": true", "\"offloads\": false, \"ideal\": true")).unwrap();
+        assert_eq!(ideal.host, HostConfig { nic_rate_bps: 1_000_000_000, ..HostConfig::ideal() });
+        assert_eq!(HostConfig { offloads: false, ..HostConfig::linux() }.gro_limit(1500), 1500);
+        assert_eq!(HostConfig::linux().gro_limit(1500), 65_536);
     }
 }

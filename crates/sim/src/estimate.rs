@@ -55,8 +55,8 @@ pub const EVENTS_PER_PACKET: f64 = 2.5;
 /// `bench/perf/side_by_side.sh OLD NEW 7` on the EPYC VM, 2026-11-24: 4.71 M packets/s.
 pub const PACKETS_PER_S: f64 = 4.71e6;
 
-/// Cost per packet of Linux hosts (`[host] offloads`) relative to ideal ones: every packet also
-/// passes its sender's NIC and a GRO poll. bench/README.md §The host model, instructions per
+/// Cost per packet of Linux hosts (every `[host]` but `ideal`, with offloads or without)
+/// relative to ideal ones: every packet also passes its sender's NIC and a NAPI (GRO) poll. bench/README.md §The host model, instructions per
 /// bottleneck packet with and without offloads (`bench/perf/icount.sh`), the larger of its two
 /// scenarios: (a) 2561 / 2128 = 1.20.
 pub const OFFLOADS_COST: f64 = 1.20;
@@ -189,7 +189,7 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
     let carried = offered.min(capacity);
     let cbr_offered: f64 = cfg.classes.iter().zip(&loads).filter(|(c, _)| c.cbr_rate_bps.is_some()).map(|(_, l)| l.offered_pkts).sum();
     let excess = (offered - capacity).max(0.0).min(cbr_offered);
-    let offloads = cfg.host.offloads;
+    let offloads = !cfg.host.ideal;
     let events = (carried + excess) * (EVENTS_PER_PACKET + if offloads { OFFLOADS_EVENTS_PER_PACKET } else { 0.0 });
 
     // Flows and their state.

@@ -32,8 +32,8 @@ pub struct Flow {
     pub receiver: Receiver,
 }
 
-/// The offloads of every flow's hosts (`[host]` with `offloads`): flow i's sender NIC and
-/// receiver GRO are `nics[i]` and `gros[i]`.
+/// Every flow's Linux hosts (`[host]` without `ideal`): flow i's sender NIC and receiver GRO
+/// are `nics[i]` and `gros[i]`.
 pub struct Offloads {
     pub nics: Vec<Nic>,
     pub gros: Vec<Gro>,
@@ -97,7 +97,7 @@ pub struct World {
     ack_buf: Vec<AckPkt>,
     /// Packets the bottleneck has accepted for transmission (for benchmarks).
     pub bottleneck_pkts: u64,
-    /// The hosts' offloads; None = ideal hosts.
+    /// The Linux hosts' NICs and receive paths; None = ideal hosts.
     pub offloads: Option<Offloads>,
     /// Flows in start order, and the next one to start.
     start_order: Vec<u32>,
@@ -220,9 +220,9 @@ impl World {
             if marker_cfg.is_some() {
                 route.insert(0, Hop::Marker);
             }
-            // Offloads: the sender's NIC first (the marker sits at the network's edge, after
-            // it), and GRO in front of the receiver.
-            if cfg.host.offloads {
+            // Linux hosts: the sender's NIC first (the marker sits at the network's edge,
+            // after it), and the NAPI poll (GRO) in front of the receiver.
+            if !cfg.host.ideal {
                 route.insert(0, Hop::Nic);
                 let last = route.len() - 1;
                 route[last] = Hop::Gro;
@@ -246,7 +246,8 @@ impl World {
                 ecn: class.ecn,
                 fq_pacing: class.fq_pacing,
                 handshake_rtt_ns: class.rtt_ns,
-                tso: cfg.host.offloads.then_some(TsoConfig {
+                // With offloads off too: TCP sockets always build GSO skbs (HostConfig::offloads).
+                tso: (!cfg.host.ideal).then_some(TsoConfig {
                     gso_max_bytes: cfg.host.gso_max_bytes as u64,
                     pacing_shift: cfg.host.pacing_shift,
                     min_tso_segs: cfg.host.min_tso_segs,
@@ -281,12 +282,17 @@ impl World {
         }
         let fm = filled(flows.len(), FlowMeasure::default(), "the flows' measurements")?;
         let h = &cfg.host;
-        let offloads = if h.offloads {
+        let offloads = if !h.ideal {
             let (mut nics, mut gros) = (Vec::new(), Vec::new());
             reserve(&mut nics, flows.len(), "the senders' NICs")?;
             reserve(&mut gros, flows.len(), "the receivers' GRO state")?;
             nics.extend((0..flows.len()).map(|i| Nic::new(h.nic_rate_bps, h.jitter_ns, aqm::rng_from_seed(derive_seed(cfg.seed, SEED_HOST.wrapping_add(i as u64))))));
-            gros.extend((0..flows.len()).map(|_| Gro::new(h.rx_coalesce_ns, h.gro_max_bytes)));
+            // Without offloads the NIC still interrupts at most once per rx-usecs and each
+            // poll hands TCP its packets one skb at a time (a GRO limit of one packet), so
+            // the receiver makes one ACK decision per packet, as Linux's per-skb
+            // `__tcp_ack_snd_check`.
+            let gro_max = h.gro_limit(crate::packet::MTU_BYTES);
+            gros.extend((0..flows.len()).map(|_| Gro::new(h.rx_coalesce_ns, gro_max)));
             Some(Offloads { nics, gros, units: Vec::new(), gro_packets: 0 })
         } else {
             None
@@ -458,7 +464,7 @@ impl World {
             Event::Sample => unreachable!("run by World::on_sample"),
             Event::NicTxDone(f) => {
                 let now = self.sched.now();
-                let off = self.offloads.as_mut().expect("NIC event without offloads");
+                let off = self.offloads.as_mut().expect("NIC event with ideal hosts");
                 let (mut pkt, next) = off.nics[f as usize].finish(now);
                 if let Some(at) = next {
                     self.sched.schedule(at, Event::NicTxDone(f));
@@ -473,7 +479,7 @@ impl World {
             }
             Event::GroPoll(f) => {
                 let now = self.sched.now();
-                let off = self.offloads.as_mut().expect("GRO event without offloads");
+                let off = self.offloads.as_mut().expect("GRO event with ideal hosts");
                 let mut acks = std::mem::take(&mut self.ack_buf);
                 let gro = &mut off.gros[f as usize];
                 let pkts = gro.poll(now, &mut off.units);
@@ -538,14 +544,14 @@ impl World {
             Hop::Line(l) => self.fwd_lines[l as usize].push(&mut self.sched, pkt),
             Hop::Nic => {
                 let now = self.sched.now();
-                let nic = &mut self.offloads.as_mut().expect("a NIC hop without offloads").nics[pkt.flow as usize];
+                let nic = &mut self.offloads.as_mut().expect("a NIC hop with ideal hosts").nics[pkt.flow as usize];
                 if let Some(at) = nic.push(pkt, now) {
                     self.sched.schedule(at, Event::NicTxDone(pkt.flow));
                 }
             }
             Hop::Gro => {
                 let now = self.sched.now();
-                let gro = &mut self.offloads.as_mut().expect("a GRO hop without offloads").gros[pkt.flow as usize];
+                let gro = &mut self.offloads.as_mut().expect("a GRO hop with ideal hosts").gros[pkt.flow as usize];
                 if let Some(at) = gro.arrive(pkt, now) {
                     self.sched.schedule(at, Event::GroPoll(pkt.flow));
                 }
@@ -754,8 +760,8 @@ impl World {
         counters.insert("events".into(), self.sched.events_run.into());
         counters.insert("bottleneck_pkts".into(), self.bottleneck_pkts.into());
         counters.insert("dropped_pkts".into(), self.dropped_total.into());
-        // With offloads: how many GRO packets the receivers got and how many ACKs they sent
-        // (data segments per ACK is the stretch-ACK ratio).
+        // Linux hosts: how many GRO packets the receivers got (every packet without offloads)
+        // and how many ACKs they sent (data segments per ACK is the stretch-ACK ratio).
         if let Some(off) = &self.offloads {
             counters.insert("gro_packets".into(), off.gro_packets.into());
             counters.insert("acks_sent".into(), self.flows.iter().map(|f| f.receiver.acks_sent).sum::<u64>().into());

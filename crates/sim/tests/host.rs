@@ -1,6 +1,7 @@
-//! The host model (`[host]` with offloads; docs/model.md "Host model") in whole runs: GRO's
-//! stretch ACKs, TCP Small Queues behind a NIC no faster than the bottleneck, and conservation
-//! with packets held at NICs and in GRO. Run in release mode (`cargo test --release`).
+//! The host model (`[host]`; docs/model.md "Host model") in whole runs: GRO's stretch ACKs,
+//! Linux hosts without offloads (GSO skbs still, no GRO), TCP Small Queues behind a NIC no
+//! faster than the bottleneck, conservation with packets held at NICs and in GRO, and ideal
+//! hosts.
 
 mod common;
 
@@ -90,17 +91,89 @@ fn conservation_with_offloads() {
     assert_conservation(&r);
 }
 
+/// Linux hosts with their NICs' offloads off (`{"offloads": false}`): the Linux sender of
+/// `with_offloads`, a receiver without GRO.
+fn without_offloads(cfg: &str, knobs: serde_json::Value) -> String {
+    let mut knobs = knobs;
+    knobs["offloads"] = json!(false);
+    with_offloads(cfg, knobs)
+}
+
 #[test]
-fn ideal_hosts_are_the_hosts_without_offloads_and_linux_hosts_differ() {
-    // `offloads: false` is the model without any host: the same run, bit for bit, whatever
-    // the (unused) knobs say; with offloads the ACK clock changes, and so do the results.
+fn without_offloads_the_receiver_acks_every_second_packet_where_gro_makes_stretch_acks() {
+    // The saturated 1 Gbit/s Reno flow of the GRO test: segments arrive every 12 µs, closer
+    // than rx_coalesce (50 µs), so with offloads a poll's ≈ 4 segments make one GRO packet and
+    // one stretch ACK. Without GRO (net/core/gro.c `dev_gro_receive` passes every skb up when
+    // the device has no NETIF_F_GRO) each packet is its own skb and its own ACK decision
+    // (`__tcp_ack_snd_check`: ACK once more than one rcv_mss is unacknowledged), so no ACK
+    // covers more than two full segments: about two segments per ACK, one unit per packet.
+    let base = config(GBPS, Some(2 * 1_250_000), None, json!({"kind": "taildrop"}), &[class("reno", 1, 10.0)], 3.0, 0.0, 1);
+    let linux = run(&with_offloads(&base, json!({})));
+    let off = run(&without_offloads(&base, json!({})));
+    let (on_ratio, off_ratio) = (segs_per_ack(&linux), segs_per_ack(&off));
+    println!("segments per ACK: offloads {on_ratio:.2}, without {off_ratio:.2}");
+    assert!(on_ratio > 3.0, "{on_ratio}");
+    assert!((1.8..=2.2).contains(&off_ratio), "{off_ratio}");
+    assert_eq!(counter(&off, "gro_packets"), col_u64(&off, "flows", "segs_received")[0]);
+    assert!(counter(&linux, "gro_packets") * 3 < col_u64(&linux, "flows", "segs_received")[0]);
+    // The sender is Linux's either way: TSO/GSO skbs (sk_setup_caps gives every TCP socket
+    // GSO), which leave the NIC back to back, and the link stays full.
+    assert!(counter(&off, "tso_skbs") > 0);
+    assert!(col_u64(&off, "flows", "segs_sent")[0] > 2 * counter(&off, "tso_skbs"));
+    assert!(metric(&off, "utilization") > 0.95);
+}
+
+#[test]
+fn without_offloads_a_paced_flow_still_sends_tso_autosized_skbs() {
+    // One CUBIC flow paced by fq (`fq_pacing`) fills a 200 Mbit/s link, 20 ms, 1-BDP buffer:
+    // CUBIC's reduction to 0.7 of at most 2 BDP leaves 1.4 BDP in flight, so the queue never
+    // empties and cwnd/srtt is the link's packet rate, 200e6 / (1500·8) = 16 667 /s. Linux's
+    // pacing rate in congestion avoidance is 120 % of cwnd·mss/srtt (tcp_update_pacing_rate):
+    // 1.2 · 16 667 · 1448 = 28.96 MB/s. tcp_tso_autosize with pacing_shift 11: 28.96e6 >> 11
+    // = 14 140 B, plus gso_max_size >> (min_rtt 20 000 µs >> 9 = 39) = 0, ÷ 1448 = 9 segments
+    // (floor of 9.77), the most an skb carries. The window opens 9 segments within 9 · 60 µs
+    // = 0.54 ms of ACKs, under tcp_tso_should_defer's 1 ms, so the flow waits for whole 9-
+    // segment skbs: at least 8.5 per skb on average. With shift 10 the goal doubles to 19
+    // segments (floor of 19.53): more per skb, never more than 19. Hosts without offloads
+    // send these skbs as hosts with them do: TCP's GSO does not depend on the NIC's TSO.
+    // Counted from 2 s to 6 s (the difference of two runs), past slow start.
+    let per_skb = |shift: u32| {
+        let counts = [2.0, 6.0].map(|dur| {
+            let base = config(200 * MBPS, Some(500_000), None, json!({"kind": "taildrop"}), &[class("cubic", 1, 20.0)], dur, 1.0, 1);
+            let mut v: serde_json::Value = serde_json::from_str(&base).unwrap();
+            v["classes"][0]["fq_pacing"] = json!(true);
+            let off = run(&without_offloads(&v.to_string(), json!({"pacing_shift": shift})));
+            assert!(metric(&off, "utilization") > 0.95);
+            (col_u64(&off, "flows", "segs_sent")[0], counter(&off, "tso_skbs"))
+        });
+        let (segs, skbs) = (counts[1].0 - counts[0].0, counts[1].1 - counts[0].1);
+        println!("pacing_shift {shift}: {skbs} skbs, {:.2} segments per skb", segs as f64 / skbs as f64);
+        segs as f64 / skbs as f64
+    };
+    let (s11, s10) = (per_skb(11), per_skb(10));
+    assert!((8.5..=9.0).contains(&s11), "{s11}");
+    assert!(s10 > 9.0 && s10 <= 19.0, "{s10}");
+}
+
+#[test]
+fn ideal_hosts_are_the_model_without_hosts_and_linux_hosts_differ() {
+    // `ideal: true` is the model without any host: the same run, bit for bit, whatever the
+    // (unused) knobs say; Linux hosts change the ACK clock with offloads and without, and
+    // so the results.
     let base = config(GBPS, Some(1_250_000), None, json!({"kind": "taildrop"}), &[class("cubic", 2, 10.0)], 2.0, 0.5, 3);
     let ideal = run(&base);
     let mut v: serde_json::Value = serde_json::from_str(&base).unwrap();
-    v["host"] = json!({"offloads": false, "nic_rate_bps": 1000, "rx_coalesce_ns": 1});
+    v["host"] = json!({"offloads": false, "ideal": true, "nic_rate_bps": 1000, "rx_coalesce_ns": 1});
     let ideal2 = run(&v.to_string());
     assert_eq!(ideal.summary["metrics"], ideal2.summary["metrics"]);
     assert_eq!(col_u64(&ideal, "flows", "segs_sent"), col_u64(&ideal2, "flows", "segs_sent"));
+    assert!(ideal.counters.get("tso_skbs").is_none());
     let linux = run(&with_offloads(&base, json!({})));
     assert_ne!(col_u64(&ideal, "flows", "segs_sent"), col_u64(&linux, "flows", "segs_sent"));
+    let off = run(&without_offloads(&base, json!({})));
+    assert_ne!(col_u64(&ideal, "flows", "segs_sent"), col_u64(&off, "flows", "segs_sent"));
+    // An ideal host has no offloads to turn on.
+    v["host"] = json!({"offloads": true, "ideal": true});
+    let err = sim::run_json(&v.to_string(), &mut |_| true).err().expect("refused").to_string();
+    assert!(err.contains("host.ideal"), "{err}");
 }

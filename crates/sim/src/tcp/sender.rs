@@ -43,7 +43,7 @@ pub struct SenderConfig {
     pub fq_pacing: bool,
     /// Base RTT of the path, taken as the handshake's RTT sample.
     pub handshake_rtt_ns: Nanos,
-    /// The host's TSO/GSO and TSQ (`[host]` with offloads); None = an ideal host.
+    /// The host's TSO/GSO and TSQ (a Linux host, offloads on or off); None = an ideal host.
     pub tso: Option<TsoConfig>,
 }
 

@@ -45,7 +45,7 @@ pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u
         "classes": cls,
         "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
         // Ideal hosts (see `with_offloads`).
-        "host": {"offloads": false},
+        "host": {"offloads": false, "ideal": true},
     })
     .to_string()
 }
