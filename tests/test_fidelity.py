@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -122,6 +123,14 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
     assert r.exit_code == 0, r.output
     assert {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")} == stamps
+    # A run removed since: the next call redoes that run alone.
+    seed = next(c for c in F.load_manifest() if c.name == names[1]).scenario.seed
+    gone = out / "cases" / names[1] / f"sim-{seed}"
+    shutil.rmtree(gone)
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
+    assert r.exit_code == 0, r.output
+    after = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
+    assert after.keys() == stamps.keys() and [p for p in after if after[p] != stamps[p]] == [gone / "summary.json"]
 
 
 @needs_testbed

@@ -228,12 +228,14 @@ def case_done(out: Path, case: Case, emu_runs: int) -> dict[str, Any] | None:
         return None
     if doc["status"] != "scored":
         return None  # why it could not run is the machine's state: asked again on every call
-    if doc["status"] == "scored":
-        # Scored again from the stored summaries, so the rows always follow the current bands.
-        cdir = p.parent
-        sims = [json.loads((cdir / f"sim-{case.scenario.seed + k}" / "summary.json").read_text(encoding="utf-8")) for k in range(SIM_SEEDS)]
-        emus = [json.loads((cdir / f"emu-{k}" / "summary.json").read_text(encoding="utf-8")) for k in range(1, emu_runs + 1)]
-        doc["rows"] = score_case(sims, emus)
+    # Scored again from the stored summaries, so the rows always follow the current bands; a
+    # run removed or left incomplete since makes the case not done (run_case redoes that run).
+    cdir = p.parent
+    sims = [_stored(cdir / f"sim-{s.seed}", s.hash()) for s in (case.scenario.model_copy(update={"seed": case.scenario.seed + k}) for k in range(SIM_SEEDS))]
+    emus = [_stored(cdir / f"emu-{k}", case.hash) for k in range(1, emu_runs + 1)]
+    if any(x is None for x in [*sims, *emus]):
+        return None
+    doc["rows"] = score_case(sims, emus)  # type: ignore[arg-type]
     return doc
 
 
