@@ -97,6 +97,15 @@ def test_flow_plan_is_the_simulators() -> None:
     assert len([p for p in plan if p["class"] == 6]) > 50  # ≈ 150 arrivals at 50/s over 3 s
 
 
+def test_steal_time_is_read_per_cpu_and_only_grows() -> None:
+    # /proc/stat's steal column is a counter since boot (proc(5)): one entry per online CPU,
+    # none negative, and a second reading never below the first.
+    a = E._steal_ms()
+    b = E._steal_ms()
+    assert sorted(a) == sorted(b) == list(range(os.sysconf("SC_NPROCESSORS_ONLN")))
+    assert all(v >= 0 for v in a.values()) and all(b[c] >= a[c] for c in a)
+
+
 def test_tcp_info_layout_matches_the_uapi_header() -> None:
     # Offsets counted by hand from include/uapi/linux/tcp.h (8 u8, then u32/u64 fields with no
     # padding): tcpi_rtt is the 18th u32 after the 8 bytes → 8 + 15·4 = 68, etc.

@@ -105,6 +105,11 @@ def test_offloads_off_the_router_sees_only_wire_packets(tmp_path: Path) -> None:
     res = _run_lossless(tmp_path, "[host]\noffloads = false\n")
     c = res.summary["counters"]
     assert res.summary["emu"]["offloads"] is False
+    # The hypervisor's steal time over the run, per CPU: a counter's difference, so never
+    # negative, and no more than the run lasted (3 s and the router's drain, well under 10 s).
+    steal = res.summary["emu"]["steal_ms"]
+    assert f"cpu{res.summary['emu']['pinning']['router_cpu']}" in steal and all(0 <= v < 10_000 for v in steal.values())
+    assert c["late_1ms_pkts"] <= c["tx_pkts"] and 0 <= c["late_max_due_ns"] <= 3_500_000_000
     assert c["gso_packets_in"] == 0 and c["gso_segments_in"] == 0 and c["gso_packets_out"] == 0
     # One write per packet.
     assert c["writes"] == c["tx_pkts"]

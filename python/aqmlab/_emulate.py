@@ -282,6 +282,24 @@ def _run(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Co
     return r
 
 
+def _steal_ms() -> dict[int, float]:
+    """Each CPU's steal time so far, ms (/proc/stat, proc(5): the 8th value of a cpuN line, in
+    USER_HZ ticks): time a virtual machine's CPU was runnable but the hypervisor ran something
+    else. On a VM it stalls the router for milliseconds at a time, which no setting here can
+    prevent; the run reports it (`emu.steal_ms`) so a stall can be told from the kernel's TCP."""
+    tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                f = line.split()
+                if f and f[0].startswith("cpu") and f[0][3:].isdigit() and len(f) > 8:
+                    out[int(f[0][3:])] = int(f[8]) * tick_ms
+    except OSError:
+        return {}
+    return out
+
+
 def _sysctl(ns: str, key: str, value: str) -> None:
     # Written through /proc/sys inside the namespace (no sysctl binary needed).
     path = "/proc/sys/" + key.replace(".", "/")
@@ -735,6 +753,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         _wait_ready(p, f"the traffic sender of class {i}", deadline_ready, work / f"send{i}.log")
     if time.clock_gettime_ns(time.CLOCK_MONOTONIC) >= t0:
         raise EmulatorError(f"the testbed took longer than its {STARTUP_MARGIN_S} s startup margin; nothing was measured")
+    steal_before = _steal_ms()
     # Wait for the run: the router exits at duration + its drain.
     router_cpu_s: float | None = None
     end_wall = time.monotonic() + (t0 - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9 + duration_ns / 1e9
@@ -767,6 +786,8 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     except (OSError, ValueError) as e:
         raise EmulatorError(f"a testbed program left no usable output: {e}") from None
     raw["router_cpu_s"] = router_cpu_s
+    steal_after = _steal_ms()
+    raw["steal_ms"] = {f"cpu{c}": round(steal_after[c] - steal_before[c], 1) for c in sorted(steal_after) if c in steal_before}
     raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
     raw["t0_monotonic_ns"] = t0
     raw["offloads"] = s.host.offloads

@@ -264,6 +264,15 @@ def _held(lock: Path | None) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _router_steal_ms(summary: dict[str, Any]) -> float | None:
+    """The hypervisor's steal time on the router's CPU during an emulator run, ms (None when
+    the run did not record it)."""
+    emu = summary.get("emu") or {}
+    cpu = (emu.get("pinning") or {}).get("router_cpu")
+    steal = emu.get("steal_ms") or {}
+    return steal.get(f"cpu{cpu}") if cpu is not None else None
+
+
 def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Run one case on both backends (reusing complete runs) and write its case.json."""
     from ._emulate import emulate
@@ -304,7 +313,8 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
                 summary = emulate(case.scenario, d).summary
         emus.append(summary)
     doc.update(status="scored", rows=score_case(sims, emus), load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
-               late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
+               late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], late_max_ms=[e["counters"].get("late_max_ns", 0) / 1e6 for e in emus],
+               steal_ms=[_router_steal_ms(e) for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
     _atomic_json(cdir / "case.json", doc)
     return doc
 
@@ -431,7 +441,14 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     page.heading("The cases")
     def load(d: dict[str, Any]) -> str:
         la = d.get("load") or {}
-        return f" — load average at its emulator runs: {', '.join(f'{v:g}' for v in la.values())}" if isinstance(la, dict) and la else ""
+        text = f" — load average at its emulator runs: {', '.join(f'{v:g}' for v in la.values())}" if isinstance(la, dict) and la else ""
+        late = d.get("late_max_ms") or []
+        steal = d.get("steal_ms") or []
+        if late:
+            text += f"; the router's latest write per run: {', '.join(f'{v:.1f}' for v in late)} ms"
+        if steal and all(v is not None for v in steal):
+            text += f"; steal time on its CPU: {', '.join(f'{v:g}' for v in steal)} ms"
+        return text
 
     page.parts.append("<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}{load(d)}</li>" for d in docs) + "</ul>")
     page.write(out / "fidelity.html")

@@ -298,7 +298,7 @@ fn main() {
             out.write_all(&tun, &mut due, &mut pipe.counters);
             let t = scenario_now();
             for e in due.drain(..) {
-                pipe.lateness.record(t.saturating_sub(e.due_ns));
+                pipe.lateness.record(t.saturating_sub(e.due_ns), e.due_ns);
                 pipe.recycle(e.buf);
             }
         }

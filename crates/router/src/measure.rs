@@ -121,12 +121,16 @@ pub struct Counters {
 }
 
 /// How late packets were written, as a histogram of 1 µs bins up to 100 ms (later ones in
-/// one overflow bin), and the maximum.
+/// one overflow bin), the maximum and when it happened: a stall of a millisecond or more
+/// releases that much of the delay line at once, which the receivers see as a burst and
+/// acknowledge as one (BBR's bandwidth filter keeps the rate it measures then).
 #[derive(Clone, Debug)]
 pub struct Lateness {
     bins: Vec<u64>,
     over: u64,
     pub max_ns: u64,
+    /// Scenario time at which the latest packet was due.
+    pub max_due_ns: u64,
     pub count: u64,
 }
 
@@ -135,18 +139,27 @@ const LATE_BINS: usize = 100_000;
 
 impl Default for Lateness {
     fn default() -> Self {
-        Lateness { bins: vec![0; LATE_BINS], over: 0, max_ns: 0, count: 0 }
+        Lateness { bins: vec![0; LATE_BINS], over: 0, max_ns: 0, max_due_ns: 0, count: 0 }
     }
 }
 
 impl Lateness {
-    pub fn record(&mut self, late_ns: u64) {
+    /// A packet due at `due_ns` (scenario time) written `late_ns` after it.
+    pub fn record(&mut self, late_ns: u64, due_ns: u64) {
         self.count += 1;
-        self.max_ns = self.max_ns.max(late_ns);
+        if late_ns > self.max_ns {
+            self.max_ns = late_ns;
+            self.max_due_ns = due_ns;
+        }
         match self.bins.get_mut((late_ns / LATE_BIN_NS) as usize) {
             Some(b) => *b += 1,
             None => self.over += 1,
         }
+    }
+
+    /// Packets written at least `ns` late (`ns` a multiple of the 1 µs bin).
+    pub fn at_least(&self, ns: u64) -> u64 {
+        self.over + self.bins.iter().skip((ns / LATE_BIN_NS) as usize).sum::<u64>()
     }
 
     /// The q-quantile as the upper edge of the bin holding the ⌈q·n⌉-th sample, capped at the
@@ -204,6 +217,7 @@ impl Report<'_> {
                 "rx_pkts": c.rx_pkts, "tx_pkts": c.tx_pkts, "unclassified": c.unclassified,
                 "non_ipv4": c.non_ipv4, "malformed": c.malformed,
                 "late_max_ns": self.lateness.max_ns, "late_p99_ns": self.lateness.quantile_ns(0.99),
+                "late_max_due_ns": self.lateness.max_due_ns, "late_1ms_pkts": self.lateness.at_least(1_000_000),
                 "reordered": c.reordered, "qdisc_drops": c.qdisc_drops, "qdisc_marks": c.qdisc_marks,
                 "gso_packets_in": c.gso_packets_in, "gso_segments_in": c.gso_segments_in, "gso_refused": c.gso_refused,
                 "writes": c.writes, "gso_packets_out": c.gso_packets_out,
@@ -221,13 +235,15 @@ mod tests {
         // 100 samples: 99 at 3.5 µs, one at 250 ms. p99 is the 99th smallest (3.5 µs, bin
         // [3, 4) µs ⇒ reported 4 µs); p100 the maximum.
         let mut l = Lateness::default();
-        for _ in 0..99 {
-            l.record(3_500);
+        for k in 0..99 {
+            l.record(3_500, k * 1_000);
         }
-        l.record(250_000_000);
+        l.record(250_000_000, 7_000_000);
         assert_eq!(l.quantile_ns(0.99), 4_000);
         assert_eq!(l.quantile_ns(1.0), 250_000_000);
-        assert_eq!(l.max_ns, 250_000_000);
+        assert_eq!((l.max_ns, l.max_due_ns), (250_000_000, 7_000_000));
+        // At least 1 ms late: the one (in the overflow bin); at least 3 µs: all 100.
+        assert_eq!((l.at_least(1_000_000), l.at_least(3_000), l.at_least(4_000)), (1, 100, 1));
         assert_eq!(Lateness::default().quantile_ns(0.99), 0);
     }
 }
