@@ -55,11 +55,13 @@ pub const EVENTS_PER_PACKET: f64 = 2.5;
 /// `bench/perf/side_by_side.sh OLD NEW 7` on the EPYC VM, 2026-11-24: 4.71 M packets/s.
 pub const PACKETS_PER_S: f64 = 4.71e6;
 
-/// Cost per packet of Linux hosts (every `[host]` but `ideal`, with offloads or without)
-/// relative to ideal ones: every packet also passes its sender's NIC and a NAPI (GRO) poll. bench/README.md §The host model, instructions per
-/// bottleneck packet with and without offloads (`bench/perf/icount.sh`), the larger of its two
-/// scenarios: (a) 2561 / 2128 = 1.20.
-pub const OFFLOADS_COST: f64 = 1.20;
+/// Cost per packet of Linux hosts relative to ideal ones: every packet also passes its
+/// sender's NIC and a NAPI (GRO) poll. bench/README.md §The host model, instructions per
+/// bottleneck packet (`bench/perf/icount.sh`), the larger of its two scenarios: with offloads
+/// (a) 2653 / 2132 = 1.24; without (no GRO, so an ACK decision per packet and twice the ACKs)
+/// (a) 2970 / 2132 = 1.39.
+pub const OFFLOADS_COST: f64 = 1.24;
+pub const NO_OFFLOADS_COST: f64 = 1.39;
 
 /// Events per bottleneck packet that Linux hosts add: the NIC's transmission end, and a GRO
 /// poll per about four packets (one per 50 µs poll at 1 Gbit/s, 12 µs per packet).
@@ -190,6 +192,11 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
     let cbr_offered: f64 = cfg.classes.iter().zip(&loads).filter(|(c, _)| c.cbr_rate_bps.is_some()).map(|(_, l)| l.offered_pkts).sum();
     let excess = (offered - capacity).max(0.0).min(cbr_offered);
     let offloads = !cfg.host.ideal;
+    let host_cost = match (cfg.host.ideal, cfg.host.offloads) {
+        (true, _) => 1.0,
+        (false, true) => OFFLOADS_COST,
+        (false, false) => NO_OFFLOADS_COST,
+    };
     let events = (carried + excess) * (EVENTS_PER_PACKET + if offloads { OFFLOADS_EVENTS_PER_PACKET } else { 0.0 });
 
     // Flows and their state.
@@ -248,7 +255,7 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
         excess_packets: excess.round() as u64,
         events: events.round() as u64,
         timeseries_rows: ts_rows.round() as u64,
-        wall_s: (carried + excess) / PACKETS_PER_S * if offloads { OFFLOADS_COST } else { 1.0 },
+        wall_s: (carried + excess) / PACKETS_PER_S * host_cost,
         peak_bytes: peak.round() as u64,
         flow_bytes: flow_bytes.round() as u64,
         network_bytes: network_bytes.round() as u64,
