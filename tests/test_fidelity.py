@@ -123,6 +123,10 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
     assert r.exit_code == 0, r.output
     assert {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")} == stamps
+    # Running one of the two again keeps the other in the table (its runs are complete in DIR).
+    r = CliRunner().invoke(app, ["fidelity", "--cases", names[0], "-o", str(out), "-q", "--emu-runs", "1"])
+    assert r.exit_code == 0, r.output
+    assert set(pd.read_parquet(out / "fidelity.parquet")["case"]) == set(names)
     # A run removed since: the next call redoes that run alone.
     seed = next(c for c in F.load_manifest() if c.name == names[1]).scenario.seed
     gone = out / "cases" / names[1] / f"sim-{seed}"

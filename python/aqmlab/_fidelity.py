@@ -321,7 +321,10 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
 
 def run_suite(out: Path, cases: list[Case], *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
               on_case: Callable[[Case, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run every case not already complete in `out`, then write fidelity.parquet and .html."""
+    """Run every case of `cases` not already complete in `out` and return their documents; then
+    write fidelity.parquet and .html for every case of the suite complete in `out` (those run
+    now and those run before, in the manifest's order), so that running a few cases again
+    never drops the others from the table."""
     out.mkdir(parents=True, exist_ok=True)
     docs = []
     for c in cases:
@@ -329,8 +332,12 @@ def run_suite(out: Path, cases: list[Case], *, emu_runs: int = EMU_RUNS, lock: P
         docs.append(doc)
         if on_case:
             on_case(c, doc)
-    write_table(out, docs)
-    write_html(out, docs)
+    ran = {d["case"]: d for d in docs}
+    manifest = load_manifest()
+    every = [ran.pop(c.name, None) or case_done(out, c, emu_runs) for c in manifest]
+    table = [d for d in every if d is not None] + list(ran.values())
+    write_table(out, table)
+    write_html(out, table)
     return docs
 
 
