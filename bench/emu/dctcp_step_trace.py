@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import aqmlab  # noqa: E402
 from aqmlab import _emulate as E  # noqa: E402
+from aqmlab import _units as u  # noqa: E402
 
 MSS = 1448
 
@@ -201,10 +202,10 @@ def main() -> None:
     ap.add_argument("-o", "--out", type=Path)
     a = ap.parse_args()
     s = scenario(a)
-    warm = float(a.warmup[:-1])
-    rate_bps = float(a.rate.removesuffix("Mbps")) * 1e6
-    rtt_s = float(a.rtt.removesuffix("ms")) / 1e3
-    k_s = float(a.k.removesuffix("rtt")) * rtt_s if a.k.endswith("rtt") else float(a.k.removesuffix("ms")) / 1e3
+    warm = u.parse_time(a.warmup) / 1e9
+    rate_bps = u.parse_rate(a.rate)
+    rtt_s = u.parse_time(a.rtt) / 1e9
+    k_s = float(a.k.removesuffix("rtt")) * rtt_s if a.k.endswith("rtt") else u.parse_time(a.k) / 1e9
     k_pkts = k_s * rate_bps / (1500 * 8)
     print(f"BDP {rate_bps * rtt_s / (1500 * 8):.1f} pkts, K {k_s * 1e3:.3f} ms = {k_pkts:.1f} pkts")
     out = a.out or Path(tempfile.mkdtemp(prefix="dctcp-step-trace-"))
