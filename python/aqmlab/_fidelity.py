@@ -394,7 +394,7 @@ def _fmt_range(row: dict[str, Any], side: str) -> str:
     """The mean, and the range over the seeds or runs when they differ."""
     lo, hi = row.get(f"{side}_min"), row.get(f"{side}_max")
     mean = _fmt(row["metric"], row[side])
-    if lo is None or hi is None or lo == hi:
+    if lo is None or hi is None or _fmt(row["metric"], lo) == _fmt(row["metric"], hi):
         return mean
     return f"{mean} <span style='color:#6b7280'>({_fmt(row['metric'], lo)} – {_fmt(row['metric'], hi)})</span>"
 
