@@ -59,7 +59,7 @@ def test_ideal_hosts_spell_out_nothing_else_and_hash_apart_from_linux_hosts() ->
 
 def test_the_default_hosts_canonical_form_has_no_ideal_key_and_offloads_off_has_no_gro() -> None:
     # The default host's meaning is unchanged by `ideal`, so its canonical form (and every
-    # existing scenario's hash) is the one without the key: the eight keys of before.
+    # existing scenario's hash) is the one without the key: the eight other keys.
     linux = parse_scenario(BASE).canonical()["host"]
     assert sorted(linux) == sorted(["offloads", "nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter"])
     # Offloads off: Linux hosts whose receivers have no GRO, so every knob but gro_max_size

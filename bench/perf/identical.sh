@@ -12,7 +12,7 @@
 #   (cd /tmp/perf-base && CARGO_TARGET_DIR=/tmp/perf-base-target cargo build --release -p sim --example runcfg)
 # The identity set runs ideal hosts (`"host": {"offloads": false, "ideal": true}`).
 # `OLD_WITHOUT_IDEAL=1` hands the old binary the configs as `"host": {"offloads": false}`, for a
-# build from before `ideal` existed (there `offloads: false` was the ideal host);
+# build that reads `offloads: false` as the ideal host (one without the `ideal` key);
 # `OLD_WITHOUT_HOST=1` hands it the configs without the host, for a build from before `[host]`.
 # Exit status 0 when every digest matches, 1 otherwise (the differing configs are listed).
 set -euo pipefail

@@ -362,7 +362,7 @@ def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
             "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "status": pa.string(), "sim_seeds": pa.int64(), "emu_runs": pa.int64(),
             "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64()}
     rows = rows_of(docs)
-    # A case.json written before the per-run ranges were kept has none: its ranges are null.
+    # A stored case.json may lack the range keys: they are null then.
     table = pa.table({k: pa.array([r.get(k) for r in rows], type=t) for k, t in cols.items()})
     tmp = out / ".fidelity.parquet.tmp"
     pq.write_table(table, tmp)
@@ -390,13 +390,18 @@ def _fmt(metric: str | None, v: float | None) -> str:
     return f"{v:.3f}"
 
 
-def _fmt_range(row: dict[str, Any], side: str) -> str:
-    """The mean, and the range over the seeds or runs when they differ."""
-    lo, hi = row.get(f"{side}_min"), row.get(f"{side}_max")
-    mean = _fmt(row["metric"], row[side])
-    if lo is None or hi is None or _fmt(row["metric"], lo) == _fmt(row["metric"], hi):
+def _grey(text: str) -> str:
+    return f"<span style='color:#6b7280'>{text}</span>"
+
+
+def fmt_range(row: dict[str, Any], side: str, dim: Callable[[str], str]) -> str:
+    """The mean, and the extreme seed or run in brackets where they print differently, the
+    brackets passed through `dim` (the page's grey span, the terminal's dim markup)."""
+    lo, hi, metric = row.get(f"{side}_min"), row.get(f"{side}_max"), row["metric"]
+    mean = _fmt(metric, row[side])
+    if lo is None or hi is None or _fmt(metric, lo) == _fmt(metric, hi):
         return mean
-    return f"{mean} <span style='color:#6b7280'>({_fmt(row['metric'], lo)} – {_fmt(row['metric'], hi)})</span>"
+    return f"{mean} {dim(f'({_fmt(metric, lo)} – {_fmt(metric, hi)})')}"
 
 
 def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
@@ -441,7 +446,7 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
             dev = "–" if r["deviation"] is None else f"{r['deviation']:.2f}"
             colour = "#1a7f37" if r["pass"] else "#b42318" if r["pass"] is False else "#6b7280"
             body.append(
-                f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{_fmt_range(r, 'sim')}</td><td>{_fmt_range(r, 'emu')}</td>"
+                f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{fmt_range(r, 'sim', _grey)}</td><td>{fmt_range(r, 'emu', _grey)}</td>"
                 f"<td>{html.escape(r['band'])}</td><td>{dev}</td><td style='color:{colour};font-weight:600'>{ok}</td></tr>"
             )
     page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")

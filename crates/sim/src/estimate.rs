@@ -55,12 +55,13 @@ pub const EVENTS_PER_PACKET: f64 = 2.5;
 /// `bench/perf/side_by_side.sh OLD NEW 7` on the EPYC VM, 2026-11-24: 4.71 M packets/s.
 pub const PACKETS_PER_S: f64 = 4.71e6;
 
-/// Cost per packet of Linux hosts relative to ideal ones: every packet also passes its
-/// sender's NIC and a NAPI (GRO) poll. bench/README.md §The host model, instructions per
-/// bottleneck packet (`bench/perf/icount.sh`), the larger of its two scenarios: with offloads
-/// (a) 2653 / 2132 = 1.24; without (no GRO, so an ACK decision per packet and twice the ACKs)
-/// (a) 2970 / 2132 = 1.39.
+/// Cost per packet of Linux hosts with offloads relative to ideal ones: every packet also
+/// passes its sender's NIC and a NAPI (GRO) poll. bench/README.md §The host model,
+/// instructions per bottleneck packet (`bench/perf/icount.sh`), the larger of its two
+/// scenarios: (a) 2653 / 2132 = 1.24.
 pub const OFFLOADS_COST: f64 = 1.24;
+/// The same for Linux hosts without offloads: no GRO, so an ACK decision per packet and twice
+/// the ACKs. Same table: (a) 2970 / 2132 = 1.39.
 pub const NO_OFFLOADS_COST: f64 = 1.39;
 
 /// Events per bottleneck packet that Linux hosts add: the NIC's transmission end, and a GRO

@@ -75,7 +75,7 @@ def fidelity(
             t.add_row(d["case"], "", "", "", "", "", f"[dim]{escape(d['status'])}[/]")
         for r in d["rows"]:
             mark = "–" if r["pass"] is None else ("[green]pass[/]" if r["pass"] else "[bold red]MISS[/]")
-            t.add_row(d["case"], r["metric"], _with_range(r, "sim"), _with_range(r, "emu"), r["band"], "–" if r["deviation"] is None else f"{r['deviation']:.2f}", mark)
+            t.add_row(d["case"], r["metric"], F.fmt_range(r, "sim", _dim), F.fmt_range(r, "emu", _dim), r["band"], "–" if r["deviation"] is None else f"{r['deviation']:.2f}", mark)
     out.print(t)
     n = F.summary_counts(docs)
     out.print(
@@ -86,12 +86,5 @@ def fidelity(
     out.print(f"results: {target / 'fidelity.parquet'}, {(target / 'fidelity.html').resolve()}", highlight=False, soft_wrap=True)
 
 
-def _with_range(row: dict, side: str) -> str:
-    """The mean, and the extreme seed or run when they differ (dim)."""
-    from .. import _fidelity as F
-
-    lo, hi, metric = row.get(f"{side}_min"), row.get(f"{side}_max"), row["metric"]
-    mean = F._fmt(metric, row[side])
-    if lo is None or hi is None or F._fmt(metric, lo) == F._fmt(metric, hi):
-        return mean
-    return f"{mean} [dim]({F._fmt(metric, lo)}–{F._fmt(metric, hi)})[/]"
+def _dim(text: str) -> str:
+    return f"[dim]{text}[/]"
