@@ -135,6 +135,17 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     after = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
     assert after.keys() == stamps.keys() and [p for p in after if after[p] != stamps[p]] == [gone / "summary.json"]
+    # Runs made by another simulator (the native module's digest differs): the simulator's runs
+    # are made again, the emulator's kept.
+    for c in out.glob("cases/*/case.json"):
+        doc = json.loads(c.read_text())
+        c.write_text(json.dumps({**doc, "sim_build": "another"}))
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
+    assert r.exit_code == 0, r.output
+    redone = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
+    assert {p.parent.name.split("-")[0] for p in redone if redone[p] != after[p]} == {"sim"}
+    assert sum(redone[p] != after[p] for p in redone) == 2 * F.SIM_SEEDS
+    assert all(json.loads(c.read_text())["sim_build"] == F.sim_build() for c in out.glob("cases/*/case.json"))
 
 
 @needs_testbed

@@ -58,11 +58,11 @@ pub const PACKETS_PER_S: f64 = 4.71e6;
 /// Cost per packet of Linux hosts with offloads relative to ideal ones: every packet also
 /// passes its sender's NIC and a NAPI (GRO) poll. bench/README.md §The host model,
 /// instructions per bottleneck packet (`bench/perf/icount.sh`), the larger of its two
-/// scenarios: (a) 2653 / 2132 = 1.24.
-pub const OFFLOADS_COST: f64 = 1.24;
+/// scenarios: (a) 2723 / 2138 = 1.27.
+pub const OFFLOADS_COST: f64 = 1.27;
 /// The same for Linux hosts without offloads: no GRO, so an ACK decision per packet and twice
-/// the ACKs. Same table: (a) 2970 / 2132 = 1.39.
-pub const NO_OFFLOADS_COST: f64 = 1.39;
+/// the ACKs. Same table: (a) 3013 / 2138 = 1.41.
+pub const NO_OFFLOADS_COST: f64 = 1.41;
 
 /// Events per bottleneck packet that Linux hosts add: the NIC's transmission end, and a GRO
 /// poll per about four packets (one per 50 µs poll at 1 Gbit/s, 12 µs per packet).

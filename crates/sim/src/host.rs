@@ -138,7 +138,9 @@ impl Gro {
 /// - its TCP options, hence the timestamp, are the same (the options compared word by word);
 /// - it carries no CWR (`flags & TCP_FLAG_CWR` flushes: CWR starts a new packet);
 /// - it is no longer than the held packet's MSS (`(len - 1) >= mss`), and the held packet did
-///   not end with a short segment (`len < mss` flushes after merging);
+///   not end with a short segment (`len < mss` flushes after merging) or with PSH (merged, then
+///   flushed: every GSO packet's last segment carries PSH, so one GRO packet never spans two
+///   of the sender's skbs);
 /// - the merged IP packet stays below the GRO limit (`p->len + len >= gro_max_size` flushes).
 pub fn coalesce(pkts: &[DataPkt], max_bytes: u32, units: &mut Vec<Range<usize>>) {
     units.clear();
@@ -148,7 +150,7 @@ pub fn coalesce(pkts: &[DataPkt], max_bytes: u32, units: &mut Vec<Range<usize>>)
         let mss = first.payload;
         let mut ip_len = first.payload + TCP_IP_HEADER_BYTES;
         let mut end = start + 1;
-        let mut closed = first.payload < MSS_BYTES;
+        let mut closed = first.payload < MSS_BYTES || first.flags & flags::PSH != 0;
         while !closed && end < pkts.len() {
             let (prev, p) = (&pkts[end - 1], &pkts[end]);
             let joins = p.seq == prev.seq + 1
@@ -161,7 +163,7 @@ pub fn coalesce(pkts: &[DataPkt], max_bytes: u32, units: &mut Vec<Range<usize>>)
                 break;
             }
             ip_len += p.payload;
-            closed = p.payload < mss;
+            closed = p.payload < mss || p.flags & flags::PSH != 0;
             end += 1;
         }
         units.push(start..end);
@@ -205,6 +207,10 @@ mod tests {
         let mut cwr = run.clone();
         cwr[3].flags = flags::CWR;
         assert_eq!(units(&cwr, 65_536), [0..3, 3..5]);
+        // PSH on 12 (the last segment of a sender's skb): merged, then the packet ends.
+        let mut psh = run.clone();
+        psh[2].flags = flags::PSH;
+        assert_eq!(units(&psh, 65_536), [0..3, 3..5]);
         // A short segment (the tail of a finite flow) is merged, then ends the packet.
         let mut short = run.clone();
         short[2].payload = 500;

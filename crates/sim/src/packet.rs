@@ -27,6 +27,10 @@ pub mod flags {
     pub const CWR: u8 = 1 << 0;
     /// The segment is a retransmission.
     pub const RETRANS: u8 = 1 << 1;
+    /// PSH, on the last segment of every skb of two or more segments: Linux forces it on
+    /// GSO packets "to expedite GRO flush at receiver" (net/ipv4/tcp_output.c
+    /// `__tcp_transmit_skb`, commit 051ba67447de "tcp: force a PSH flag on TSO packets").
+    pub const PSH: u8 = 1 << 2;
 }
 
 /// A data segment.

@@ -223,6 +223,12 @@ impl Sender {
             if n == 0 {
                 break;
             }
+            // The skb's segments go out as one GSO packet, PSH on its last (`flags::PSH`).
+            if n >= 2 && self.tso.is_some() {
+                if let Some(last) = out.last_mut() {
+                    last.flags |= flags::PSH;
+                }
+            }
             sent_any = true;
             if self.tso.is_some() {
                 self.report.stats.tso_skbs += 1;

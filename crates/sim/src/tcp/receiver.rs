@@ -4,8 +4,9 @@
 //! `tcp_send_delayed_ack`, `tcp_sack_new_ofo_skb`, `tcp_ecn_check_ce`, `tcp_ecn_accept_cwr`;
 //! include/net/tcp_dctcp.h `dctcp_ece_ack_update`; RFC 3168 §6.1.3, RFC 8257 §3.2).
 //!
-//! Simplifications (documented in docs/model.md): the receiver reads instantly, so the
-//! advertised window never limits the sender (Linux's receive-buffer autotuning,
+//! Simplifications (documented in docs/model.md): the receiver reads instantly, so pushed data
+//! are ACKed on arrival (`__tcp_cleanup_rbuf` after the read), the advertised window never
+//! limits the sender (Linux's receive-buffer autotuning,
 //! `tcp_rcv_space_adjust`, keeps it ahead of a bulk sender) and "the window would advance"
 //! always holds; no DSACK blocks (the simulated network never duplicates or reorders, so
 //! DSACK would only report retransmissions that were spurious, which the sender does not
@@ -78,6 +79,8 @@ pub struct Receiver {
     ato_ns: Nanos,
     lrcvtime_ns: Nanos,
     ack_scheduled: bool,
+    /// `ICSK_ACK_PUSHED`: an in-order segment with PSH arrived since the last ACK.
+    pushed: bool,
     ack_now: bool,
     delack: TimerSlot,
     /// The receiver's RTO (handshake RTT + 200 ms), for the ATO logic.
@@ -132,6 +135,7 @@ impl Receiver {
             ato_ns: 0,
             lrcvtime_ns: 0,
             ack_scheduled: false,
+            pushed: false,
             ack_now: false,
             delack: TimerSlot::default(),
             rto_ns: base_rtt_ns + 200_000_000,
@@ -245,6 +249,11 @@ impl Receiver {
             return;
         }
         if seq == self.rcv_nxt {
+            // tcp_measure_rcv_mss: a full segment with PSH is "likely the end of an
+            // application write" (commit 4720852ed9af, Linux 6.6).
+            if pkt.flags & flags::PSH != 0 && pkt.payload == MSS_BYTES {
+                self.pushed = true;
+            }
             self.rcv_nxt += 1;
             self.unacked_bytes += self.payload_of(seq) as u64;
             self.delivered_bytes += self.payload_of(seq) as u64;
@@ -400,6 +409,13 @@ impl Receiver {
             return;
         }
         if self.ofo.is_empty() {
+            // The application reads at once and drains the socket, so `__tcp_cleanup_rbuf`
+            // (net/ipv4/tcp.c) ACKs pushed data now: a lone last segment of an skb is not left
+            // to the delayed-ACK timer.
+            if self.pushed {
+                self.send_ack(now, sched, out);
+                return;
+            }
             self.send_delayed_ack(now, sched, out);
             return;
         }
@@ -491,6 +507,7 @@ impl Receiver {
         }
         self.ack_scheduled = false;
         self.ack_now = false;
+        self.pushed = false;
         self.delack.disarm();
         self.rcv_wup = self.rcv_nxt;
         self.unacked_bytes = 0;

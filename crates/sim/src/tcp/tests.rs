@@ -225,6 +225,23 @@ fn a_lone_segment_waits_for_the_40ms_delayed_ack_timer() {
 }
 
 #[test]
+fn a_lone_segment_with_psh_is_acked_at_once() {
+    // tcp_measure_rcv_mss sets ICSK_ACK_PUSHED for a full segment with PSH (commit
+    // 4720852ed9af), and the reading application's __tcp_cleanup_rbuf ACKs it at once: the
+    // same odd segment as above, with PSH, gets its ACK now instead of after 40 ms. The flag
+    // lasts until an ACK: the next segment, without PSH, waits again.
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Off);
+    for seq in 0..16 {
+        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
+    }
+    assert!(feed(&mut r, &mut sched, 16, Ecn::NotEct, flags::PSH).iter().map(|a| a.ack).eq([17]));
+    assert!(feed(&mut r, &mut sched, 17, Ecn::NotEct, 0).is_empty());
+    // A pair whose second segment carries PSH is ACKed on its second segment either way.
+    assert!(feed(&mut r, &mut sched, 18, Ecn::NotEct, flags::PSH).iter().map(|a| a.ack).eq([19]));
+}
+
+#[test]
 fn out_of_order_data_gets_immediate_dupacks_with_sack_then_compression() {
     // The first three dupACKs for a hole go out at once (TCP_FASTRETRANS_THRESH), with the
     // SACK block of the newest data first (RFC 2018 §4); later ones are compressed.
@@ -442,6 +459,43 @@ fn the_write_queue_head_is_cut_and_grown_as_tcp_write_xmit_does() {
     f.tp.snd_nxt = 43;
     // A quota of 10 grows the 2 left by the whole tail (5): the head is the tail now.
     assert_eq!(f.write_queue_head(45, 10), (7, true));
+}
+
+#[test]
+fn psh_marks_the_last_segment_of_every_multi_segment_skb() {
+    use crate::tcp::TsoConfig;
+    // __tcp_transmit_skb sets PSH on every skb of tcp_skb_pcount > 1 and on no other
+    // (commit 051ba67447de). At the initial pacing rate an autosized skb is min_tso_segs = 2
+    // segments (see tso_autosize_matches_the_formula_by_hand): PSH on every second segment.
+    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let mut sched = Scheduler::new();
+    let mut out = Vec::new();
+    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    s.start(&mut sched, &mut out);
+    let psh: Vec<usize> = out.iter().enumerate().filter(|(_, p)| p.flags & flags::PSH != 0).map(|(i, _)| i).collect();
+    assert!(out.len() >= 4 && out.len() % 2 == 0, "{}", out.len());
+    assert_eq!(psh, (1..out.len()).step_by(2).collect::<Vec<_>>());
+    assert_eq!(psh.len() as u64, s.report.stats.tso_skbs);
+    // With cwnd = what is in flight, in congestion avoidance, and the packets gone from the
+    // NIC (TCP Small Queues released), an ACK of one segment opens one: a 1-segment skb,
+    // without PSH.
+    let sent = out.len() as u32;
+    (s.tp.cwnd, s.tp.ssthresh) = (sent, sent);
+    let wire: Vec<u32> = out.iter().map(|p| p.wire_len).collect();
+    out.clear();
+    for w in wire {
+        s.on_nic_departure(w, &mut sched, &mut out);
+    }
+    assert!(out.is_empty());
+    skip_to(&mut sched, 10 * MS);
+    s.on_ack(&ack(1, &[], false), &mut sched, &mut out);
+    assert_eq!(seqs(&out), [sent]);
+    assert_eq!(out[0].flags & flags::PSH, 0);
+    // Without offloads' TSO (ideal hosts) every segment is its own skb: no PSH at all.
+    let mut ideal = sender("reno", 10 * MS, false);
+    out.clear();
+    ideal.start(&mut Scheduler::new(), &mut out);
+    assert!(out.len() == 10 && out.iter().all(|p| p.flags & flags::PSH == 0));
 }
 
 #[test]
