@@ -146,6 +146,14 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     assert {p.parent.name.split("-")[0] for p in redone if redone[p] != after[p]} == {"sim"}
     assert sum(redone[p] != after[p] for p in redone) == 2 * F.SIM_SEEDS
     assert all(json.loads(c.read_text())["sim_build"] == F.sim_build() for c in out.glob("cases/*/case.json"))
+    # A second emulator run is the case at the next seed (the simulator's second seed's start
+    # times); the first is kept.
+    case = next(c for c in F.load_manifest() if c.name == names[1])
+    first = (out / "cases" / names[1] / "emu-1" / "summary.json").stat().st_mtime_ns
+    F.run_case(out, case, emu_runs=2)
+    seeds = [json.loads((out / "cases" / names[1] / f"emu-{k}" / "summary.json").read_text())["seed"] for k in (1, 2)]
+    assert seeds == [case.scenario.seed, case.scenario.seed + 1]
+    assert (out / "cases" / names[1] / "emu-1" / "summary.json").stat().st_mtime_ns == first
 
 
 @needs_testbed

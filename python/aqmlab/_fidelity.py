@@ -4,7 +4,8 @@ band (docs/fidelity.md).
 
 A case is a scenario file in `python/aqmlab/fidelity/`, listed in its `manifest.toml`. The
 simulator side is the mean over `SIM_SEEDS` seeds (the scenario's seed and the next ones); the
-emulator side the mean over `emu_runs` runs (`EMU_RUNS` by default) of the scenario as written. Every
+emulator side the mean over `emu_runs` runs (`EMU_RUNS` by default), run k at the scenario's seed
++ k − 1, so that both sides average over the same start-time draws. Every
 metric is read from the two backends' summaries (computed by the Rust core), never recomputed
 from the tables.
 
@@ -100,6 +101,11 @@ class Case:
     def hash(self) -> str:
         """The case file's identity: its scenario hash (every default filled in)."""
         return self.scenario.hash()
+
+    def seeded(self, k: int) -> Scenario:
+        """The scenario of the case's k-th run on either backend (k from 0): the case's seed + k,
+        so the emulator's run k has the start times of the simulator's seed k."""
+        return self.scenario.model_copy(update={"seed": self.scenario.seed + k})
 
 
 def load_manifest(directory: Path = _DIR) -> list[Case]:
@@ -247,8 +253,8 @@ def case_done(out: Path, case: Case, emu_runs: int) -> dict[str, Any] | None:
     # Scored again from the stored summaries, so the rows always follow the current bands; a
     # run removed or left incomplete since makes the case not done (run_case redoes that run).
     cdir = p.parent
-    sims = [_stored(cdir / f"sim-{s.seed}", s.hash()) for s in (case.scenario.model_copy(update={"seed": case.scenario.seed + k}) for k in range(SIM_SEEDS))]
-    emus = [_stored(cdir / f"emu-{k}", case.hash) for k in range(1, emu_runs + 1)]
+    sims = [_stored(cdir / f"sim-{s.seed}", s.hash()) for s in (case.seeded(k) for k in range(SIM_SEEDS))]
+    emus = [_stored(cdir / f"emu-{k}", case.seeded(k - 1).hash()) for k in range(1, emu_runs + 1)]
     if any(x is None for x in [*sims, *emus]):
         return None
     doc["rows"] = score_case(sims, emus)  # type: ignore[arg-type]
@@ -301,7 +307,7 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     same_sim = old_doc.get("sim_build") == sim_build()
     sims = []
     for k in range(SIM_SEEDS):
-        s = case.scenario.model_copy(update={"seed": case.scenario.seed + k})
+        s = case.seeded(k)
         d = cdir / f"sim-{s.seed}"
         summary = _stored(d, s.hash()) if same_sim else None
         if summary is None:
@@ -323,12 +329,13 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     emus = []
     for k in range(1, emu_runs + 1):
         d = cdir / f"emu-{k}"
-        summary = _stored(d, case.hash)
+        s = case.seeded(k - 1)
+        summary = _stored(d, s.hash())
         if summary is None:
-            log(f"{case.name}: emulator, run {k}")
+            log(f"{case.name}: emulator, run {k} (seed {s.seed})")
             with _held(lock):
                 loads[d.name] = round(os.getloadavg()[0], 2)
-                summary = emulate(case.scenario, d).summary
+                summary = emulate(s, d).summary
         emus.append(summary)
     doc.update(status="scored", rows=score_case(sims, emus), load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
                late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], late_max_ms=[e["counters"].get("late_max_ns", 0) / 1e6 for e in emus],
