@@ -44,10 +44,8 @@ __all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "EMU_RUNS", "load_manifest", "s
 _DIR = Path(__file__).parent / "fidelity"
 
 #: Simulator seeds per case: the mean over this many runs (the scenario's seed and the next
-#: ones). The simulator's side costs seconds per case, so enough seeds that its mean is known to
-#: about half a band: dctcp-pi2's Jain index varies by σ ≈ 0.12 from seed to seed, and its
-#: mean over 3 seeds ranged 0.63–0.79 between seed sets, over 10 0.68 and 0.74
-#: (docs/fidelity.md).
+#: ones), enough that the mean of the noisiest case (dctcp-pi2's Jain index) is known to about
+#: half a band; docs/fidelity.md, "Simulator side", gives the seed-to-seed spread.
 SIM_SEEDS = 20
 
 #: Emulator runs per case by default: the mean over 3, because one run's Jain index over two

@@ -199,15 +199,23 @@ fn quick_acks_at_start_then_every_second_segment() {
     assert_eq!(acks, expected);
 }
 
+/// A receiver that has received segments 0..16 and used up its 16 quick ACKs
+/// (TCP_MAX_QUICKACKS).
+fn past_quick_acks() -> (Scheduler, Receiver) {
+    let mut sched = Scheduler::new();
+    let mut r = receiver(EcnFeedback::Off);
+    for seq in 0..16 {
+        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
+    }
+    (sched, r)
+}
+
 #[test]
 fn a_lone_segment_waits_for_the_40ms_delayed_ack_timer() {
     // After quick-ACK mode, an odd segment is held for ATO = 40 ms (TCP_ATO_MIN,
     // include/net/tcp.h; `tcp_send_delayed_ack`).
-    let mut sched = Scheduler::new();
-    let mut r = receiver(EcnFeedback::Off);
-    for seq in 0..17 {
-        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
-    }
+    let (mut sched, mut r) = past_quick_acks();
+    feed(&mut r, &mut sched, 16, Ecn::NotEct, 0);
     // Segment 16 arrived after the quick ACKs were used up: no ACK yet.
     let t0 = sched.now();
     let mut out = vec![];
@@ -227,14 +235,10 @@ fn a_lone_segment_waits_for_the_40ms_delayed_ack_timer() {
 #[test]
 fn a_lone_segment_with_psh_is_acked_at_once() {
     // tcp_measure_rcv_mss sets ICSK_ACK_PUSHED for a full segment with PSH (commit
-    // 4720852ed9af), and the reading application's __tcp_cleanup_rbuf ACKs it at once: the
-    // same odd segment as above, with PSH, gets its ACK now instead of after 40 ms. The flag
-    // lasts until an ACK: the next segment, without PSH, waits again.
-    let mut sched = Scheduler::new();
-    let mut r = receiver(EcnFeedback::Off);
-    for seq in 0..16 {
-        feed(&mut r, &mut sched, seq, Ecn::NotEct, 0);
-    }
+    // 4720852ed9af), and the reading application's __tcp_cleanup_rbuf ACKs it at once; the
+    // same odd segment without PSH waits for the 40 ms timer (the test above). The flag lasts
+    // until an ACK: the next segment, without PSH, waits again.
+    let (mut sched, mut r) = past_quick_acks();
     assert!(feed(&mut r, &mut sched, 16, Ecn::NotEct, flags::PSH).iter().map(|a| a.ack).eq([17]));
     assert!(feed(&mut r, &mut sched, 17, Ecn::NotEct, 0).is_empty());
     // A pair whose second segment carries PSH is ACKed on its second segment either way.
