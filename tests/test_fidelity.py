@@ -117,6 +117,9 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     assert under.loc["utilization", ["sim_min", "sim_max"]].tolist() == pytest.approx([0.4, 0.4], abs=1e-9)
     assert (df["emu_min"] == df["emu"]).all() and (df["emu_max"] == df["emu"]).all()
     assert (out / "fidelity.html").read_text().count("pass") >= 4
+    # Each emulator run's router lateness is kept beside the scores, its quantiles in order.
+    doc = json.loads((out / "cases" / names[1] / "case.json").read_text())
+    assert 0 <= doc["late_p50_ms"][0] <= doc["late_p99_ms"][0] <= doc["late_max_ms"][0]
     # A second call finds both cases complete: nothing is run or rewritten.
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
     assert len(stamps) == 2 * (F.SIM_SEEDS + 1)

@@ -336,6 +336,7 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
                 summary = emulate(s, d).summary
         emus.append(summary)
     doc.update(status="scored", rows=score_case(sims, emus), load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
+               late_p50_ms=[e["counters"]["late_p50_ns"] / 1e6 if "late_p50_ns" in e["counters"] else None for e in emus],
                late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], late_max_ms=[e["counters"].get("late_max_ns", 0) / 1e6 for e in emus],
                steal_ms=[_router_steal_ms(e) for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
     _atomic_json(cdir / "case.json", doc)

@@ -216,7 +216,7 @@ impl Report<'_> {
             "counters": {
                 "rx_pkts": c.rx_pkts, "tx_pkts": c.tx_pkts, "unclassified": c.unclassified,
                 "non_ipv4": c.non_ipv4, "malformed": c.malformed,
-                "late_max_ns": self.lateness.max_ns, "late_p99_ns": self.lateness.quantile_ns(0.99),
+                "late_max_ns": self.lateness.max_ns, "late_p50_ns": self.lateness.quantile_ns(0.5), "late_p99_ns": self.lateness.quantile_ns(0.99),
                 "late_max_due_ns": self.lateness.max_due_ns, "late_1ms_pkts": self.lateness.at_least(1_000_000),
                 "reordered": c.reordered, "qdisc_drops": c.qdisc_drops, "qdisc_marks": c.qdisc_marks,
                 "gso_packets_in": c.gso_packets_in, "gso_segments_in": c.gso_segments_in, "gso_refused": c.gso_refused,
@@ -232,14 +232,15 @@ mod tests {
 
     #[test]
     fn lateness_quantiles_from_known_samples() {
-        // 100 samples: 99 at 3.5 µs, one at 250 ms. p99 is the 99th smallest (3.5 µs, bin
-        // [3, 4) µs ⇒ reported 4 µs); p100 the maximum.
+        // 100 samples: 99 at 3.5 µs, one at 250 ms. p50 and p99 are the 50th and 99th smallest
+        // (3.5 µs, bin [3, 4) µs ⇒ reported 4 µs); p100 the maximum.
         let mut l = Lateness::default();
         for k in 0..99 {
             l.record(3_500, k * 1_000);
         }
         l.record(250_000_000, 7_000_000);
         assert_eq!(l.quantile_ns(0.99), 4_000);
+        assert_eq!(l.quantile_ns(0.5), 4_000);
         assert_eq!(l.quantile_ns(1.0), 250_000_000);
         assert_eq!((l.max_ns, l.max_due_ns), (250_000_000, 7_000_000));
         // At least 1 ms late: the one (in the overflow bin); at least 3 µs: all 100.
