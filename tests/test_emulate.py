@@ -260,6 +260,24 @@ def test_assembled_results_have_the_simulators_schema_and_definitions() -> None:
     assert res.queue["utilization"].tolist() == [pytest.approx(250_000 * 8 / (20e6 * 0.1))]
 
 
+def test_a_router_that_wrote_late_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aqmlab.cli.emulate as cli
+
+    scen = scenario('duration = "1s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "100pkt"\n[[flows]]\ncc = "cbr"\nrate = "2Mbps"\nrtt = "10ms"\n', tmp_path)
+    base = aqmlab.run(scen).summary
+
+    class Result:
+        def __init__(self, late_ns: int) -> None:
+            self.summary = {**base, "counters": {**base["counters"], "sched_fifo": True, "late_p50_ns": late_ns}}
+
+    # The warning names the median lateness, and only above the threshold.
+    for late_ns, warned in ((cli.LATE_P50_WARN_NS, False), (cli.LATE_P50_WARN_NS + 19_000, True)):
+        monkeypatch.setattr(cli, "_emulate", lambda *a, late_ns=late_ns, **k: Result(late_ns))
+        r = CliRunner().invoke(app, ["emulate", str(scen), "-o", str(tmp_path / f"out-{late_ns}")])
+        assert r.exit_code == 0, r.output
+        assert ("packets 119 µs after they were due" in r.output) == warned, r.output
+
+
 def test_refused_without_root_nothing_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scen = scenario('duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "10ms"\n', tmp_path)
     monkeypatch.setattr(E, "is_root", lambda: False)
