@@ -65,8 +65,8 @@ ROUTER_EXIT_GRACE_S = 5.0
 #: a flow (the simulator has no such limits).
 SOCKET_BUF_MAX = 64 * 1024 * 1024
 #: Scheduling. The router is a real-time program (a packet due at t must leave at t), so it
-#: is started under SCHED_FIFO (sched(7)) with chrt; it sleeps in ppoll between packets, so it
-#: cannot starve its core, and the kernel's RT throttling (sched_rt_runtime_us, 95 %) bounds it
+#: is started under SCHED_FIFO (sched(7)) with chrt; it sleeps in ppoll between packets and
+#: polls at most 3 ms in 10 ms, and the kernel's RT throttling (sched_rt_runtime_us, 95 %) bounds it
 #: anyway (the router keeps a policy given from outside; `counters.sched_fifo` reports it). The
 #: traffic runs at nice −10: a compiler or another job on the machine takes CPU from the
 #: senders only in proportion to CFS weights (9548 : 1024), so flows do not turn

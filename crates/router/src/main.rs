@@ -2,7 +2,8 @@
 //!
 //! One thread, one loop: read the pending packets from the TUN device (each timestamped with
 //! CLOCK_MONOTONIC as it is read), run the pipeline up to now, write the packets whose
-//! delivery time has come, then sleep in `ppoll` until the next due time or the next packet.
+//! delivery time has come, then sleep in `ppoll` until shortly before the next due time
+//! (`SPIN_NS`, polling from there within a CPU budget) or the next packet.
 //! Timer slack is set to 1 ns (PR_SET_TIMERSLACK) so the sleep ends when asked. With
 //! `--realtime` the thread runs under SCHED_FIFO, so busy senders on the same cores do not delay
 //! it (the emulator instead starts it under `chrt -f`, which the router leaves alone).
@@ -31,6 +32,18 @@ const DRAIN_NS: u64 = 200_000_000;
 /// Longest single sleep, ns: bounds the reaction time to a signal that lands between the flag
 /// check and `ppoll` (10 ms; the choice is ours).
 const MAX_SLEEP_NS: u64 = 10_000_000;
+/// Polling lead before a due time, ns: the router sleeps in `ppoll` only until this long
+/// before the next due time and polls the TUN and the clock from there, since a timer wake-up
+/// comes tens of µs late on a busy virtual CPU (`late_p50_ns`) and the delay lines would add
+/// that to every round trip (docs/emulator.md, "What differs from the simulator"). 60 µs: the
+/// value is ours.
+const SPIN_NS: u64 = 60_000;
+/// At most `SPIN_BUDGET_NS` of polling per `SPIN_WINDOW_NS`, then plain sleeps to the window's
+/// end: at 200 Mbit/s and more the router would otherwise poll nearly all the time, and under
+/// SCHED_FIFO the kernel's RT throttling (95 % of each second) would idle the link. 3 ms per
+/// 10 ms: the values are ours.
+const SPIN_BUDGET_NS: u64 = 3_000_000;
+const SPIN_WINDOW_NS: u64 = 10_000_000;
 /// Largest packet a TUN read can return: a virtio-net header and an IPv4 packet (16-bit total
 /// length).
 const SCRATCH_BYTES: usize = gso::VNET_HDR_LEN + 65_536;
@@ -140,6 +153,39 @@ struct Writer {
     gro_max_bytes: usize,
 }
 
+/// The polling allowance of the current `SPIN_WINDOW_NS` (monotonic ns).
+#[derive(Default)]
+struct Spin {
+    window_start: u64,
+    spent: u64,
+    /// When the poll in progress began.
+    since: Option<u64>,
+}
+
+impl Spin {
+    /// At `now`: count the poll that ends here, and return how long before the next due
+    /// time to start polling (`SPIN_NS`, or 0 once the window's budget is spent).
+    fn lead(&mut self, now: u64) -> u64 {
+        if now >= self.window_start + SPIN_WINDOW_NS {
+            self.window_start = now;
+            self.spent = 0;
+        }
+        if let Some(since) = self.since.take() {
+            self.spent += now - since;
+        }
+        if self.spent < SPIN_BUDGET_NS {
+            SPIN_NS
+        } else {
+            0
+        }
+    }
+
+    /// A poll begins at `now` (the router goes round its loop instead of sleeping).
+    fn polling(&mut self, now: u64) {
+        self.since = Some(now);
+    }
+}
+
 /// Transmission time of `bits` at the NIC rate, ns (0 without offloads).
 fn nic_ns(nic_rate: Option<u64>, bits: u64) -> u64 {
     nic_rate.map_or(0, |r| (bits as u128 * 1_000_000_000 / r as u128) as u64)
@@ -226,6 +272,7 @@ fn main() {
     // reads the super-packet whole, and stamps segment k at its read time plus the NIC's
     // transmission time of segments 0..=k.
     let nic_rate = host.as_ref().map(|h| h.nic_rate_bps);
+    let mut spin = Spin::default();
     'run: loop {
         if STOP.load(Ordering::Relaxed) {
             complete = false;
@@ -305,7 +352,8 @@ fn main() {
         if now >= end {
             break;
         }
-        // 3. Sleep until the next due time, a packet, or a signal.
+        // 3. Sleep until shortly before the next due time, a packet, or a signal; poll the
+        // rest.
         let mut wake = pipe.next_wakeup().unwrap_or(end).min(end);
         if wrote {
             wake = wake.max(now + batch_ns);
@@ -313,11 +361,15 @@ fn main() {
         // On CLOCK_MONOTONIC: before t0 scenario time stands at 0, and a wake-up at scenario
         // time w is t0 + w.
         let mono = monotonic_ns();
-        if t0 + wake <= mono {
+        let lead = spin.lead(mono);
+        if t0 + wake <= mono + lead {
+            if t0 + wake > mono {
+                spin.polling(mono);
+            }
             readable = true;
             continue;
         }
-        let d = (t0 + wake - mono).min(MAX_SLEEP_NS);
+        let d = (t0 + wake - lead - mono).min(MAX_SLEEP_NS);
         let ts = libc::timespec { tv_sec: (d / 1_000_000_000) as libc::time_t, tv_nsec: (d % 1_000_000_000) as libc::c_long };
         let mut pfd = libc::pollfd { fd: tun.raw_fd(), events: libc::POLLIN, revents: 0 };
         polls += 1;
@@ -341,5 +393,25 @@ fn main() {
     if let Err(e) = write_atomically(&cfg.output, &report) {
         eprintln!("aqmlab-router: output: cannot write {}: {e}", cfg.output.display());
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polling_stops_when_the_window_budget_is_spent() {
+        let mut spin = Spin::default();
+        assert_eq!(spin.lead(0), SPIN_NS);
+        // 2 ms of polling: 1 ms of the 3 ms budget left, so still a lead.
+        spin.polling(0);
+        assert_eq!(spin.lead(2_000_000), SPIN_NS);
+        // 1.5 ms more: 3.5 ms spent, the rest of the window sleeps to each due time.
+        spin.polling(2_000_000);
+        assert_eq!(spin.lead(3_500_000), 0);
+        assert_eq!(spin.lead(9_999_999), 0);
+        // Sleeping costs nothing; a new window starts with the whole budget.
+        assert_eq!(spin.lead(10_000_000), SPIN_NS);
     }
 }

@@ -21,9 +21,9 @@ err = Console(stderr=True)
 out = Console()
 
 #: Router lateness (`counters.late_p50_ns`) above which a run is flagged: on the 2-core VM the
-#: median is ≈ 30 µs at 50 Mbit/s and above, and 119 µs with one 2 Mbit/s flow, where idle
-#: vCPUs wake slowly and every path came out ≈ 0.3 ms longer than its RTT (docs/emulator.md,
-#: "What differs from the simulator"). 100 µs: the value is ours.
+#: median is 9–19 µs under load and 42 µs with one 2 Mbit/s flow, where idle vCPUs wake late
+#: and paths came out ≈ 0.2 ms longer than their RTT (docs/emulator.md, "What differs from
+#: the simulator"); beyond 100 µs the router was kept from its core. The value is ours.
 LATE_P50_WARN_NS = 100_000
 
 
