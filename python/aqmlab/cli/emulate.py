@@ -99,7 +99,7 @@ def emulate_cmd(
         if late is not None and late > LATE_P50_WARN_NS:
             err.print(
                 f"[yellow]the router wrote packets {late / 1000:.0f} µs after they were due (median): every path was at least that much "
-                "longer than its RTT (an idle CPU wakes slowly; docs/emulator.md, \"What differs from the simulator\")[/]",
+                "longer than its RTT (its CPU was taken by other work or the hypervisor, or woke from idle slowly; docs/emulator.md, \"What differs from the simulator\")[/]",
                 highlight=False, soft_wrap=True,
             )
         if c.get("flow_errors"):
