@@ -19,6 +19,7 @@
 //! - [`config`]: `router.json`, with the simulator's engine config inside, read as
 //!   [`link::LinkConfig`] (the bottleneck's part).
 //! - [`tun`] (Linux only): the TUN device and the clock; used by the `aqmlab-router` binary.
+//! - [`tap`] (Linux only): when each packet reached the TUN, from a packet socket's ring on it.
 
 pub mod config;
 pub mod gso;
@@ -26,6 +27,8 @@ pub mod ipv4;
 pub mod measure;
 pub mod packet;
 pub mod pipeline;
+#[cfg(target_os = "linux")]
+pub mod tap;
 #[cfg(target_os = "linux")]
 pub mod tun;
 

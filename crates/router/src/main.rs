@@ -1,7 +1,8 @@
 //! `aqmlab-router --config router.json`: the emulator's bottleneck router (crates/router/README.md).
 //!
-//! One thread, one loop: read the pending packets from the TUN device (each timestamped with
-//! CLOCK_MONOTONIC as it is read), run the pipeline up to now, write the packets whose
+//! One thread, one loop: read the pending packets from the TUN device (each stamped with the
+//! time the kernel handed it to the TUN, from a packet socket's ring on the device:
+//! `router::tap`), run the pipeline up to now, write the packets whose
 //! delivery time has come, then sleep in `ppoll` until shortly before the next due time
 //! (`SPIN_NS`, polling from there within a CPU budget) or the next packet.
 //! Timer slack is set to 1 ns (PR_SET_TIMERSLACK) so the sleep ends when asked. With
@@ -24,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use router::gso::{self, Coalescer, VnetHdr};
 use router::pipeline::Emit;
-use router::tun::{monotonic_ns, Tun};
+use router::tap::Tap;
+use router::tun::{monotonic_ns, realtime_ns, Tun};
 use router::{Pipeline, RouterConfig};
 
 /// Time the router keeps forwarding after the scenario's end, ns (the contract: 200 ms).
@@ -44,6 +46,9 @@ const SPIN_NS: u64 = 60_000;
 /// 10 ms: the values are ours.
 const SPIN_BUDGET_NS: u64 = 3_000_000;
 const SPIN_WINDOW_NS: u64 = 10_000_000;
+/// A ring stamp older than this at the read is not believed (the realtime clock stepped):
+/// the packet is stamped at its read and counted `unstamped` (1 s; the value is ours).
+const MAX_READ_LAG_NS: u64 = 1_000_000_000;
 /// Largest packet a TUN read can return: a virtio-net header and an IPv4 packet (16-bit total
 /// length).
 const SCRATCH_BYTES: usize = gso::VNET_HDR_LEN + 65_536;
@@ -250,6 +255,13 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let mut tap = match Tap::open(&cfg.tun) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("aqmlab-router: tap: cannot open a packet socket on {:?}: {e} (needs CAP_NET_RAW)", cfg.tun);
+            std::process::exit(1);
+        }
+    };
     let t0 = cfg.t0_monotonic_ns.unwrap_or_else(monotonic_ns);
     // Scenario time; before t0 it is 0 (packets that early count at time 0).
     let scenario_now = || monotonic_ns().saturating_sub(t0);
@@ -269,18 +281,23 @@ fn main() {
     // together, coalesced as its GRO would (arrivals still wake the router at once).
     let batch_ns = host.as_ref().map_or(0, |h| h.rx_coalesce_ns);
     // A burst leaves the sender's NIC as back-to-back packets at `host.nic_rate`: the router
-    // reads the super-packet whole, and stamps segment k at its read time plus the NIC's
+    // reads the super-packet whole, and stamps segment k at its arrival plus the NIC's
     // transmission time of segments 0..=k.
     let nic_rate = host.as_ref().map(|h| h.nic_rate_bps);
     let mut spin = Spin::default();
+    // Read time − arrival time (the ring's stamp) of each packet, and the reads with no stamp.
+    let mut read_lag = router::measure::Lateness::default();
+    let mut unstamped: u64 = 0;
     'run: loop {
         if STOP.load(Ordering::Relaxed) {
             complete = false;
             break;
         }
-        // 1. What is pending (until MAX_PKTS_PER_ROUND), each packet stamped as it is read;
-        // a super-packet's segments one NIC transmission apart from its read time.
+        // 1. What is pending (until MAX_PKTS_PER_ROUND), each packet stamped with its arrival
+        // at the TUN; a super-packet's segments one NIC transmission apart from it.
         let received = pipe.counters.rx_pkts;
+        // CLOCK_REALTIME − CLOCK_MONOTONIC, to put the ring's stamps on the router's clock.
+        let real_minus_mono = realtime_ns().wrapping_sub(monotonic_ns());
         while readable && pipe.counters.rx_pkts - received < MAX_PKTS_PER_ROUND {
             let n = match tun.read_raw(&mut scratch) {
                 Ok(Some(n)) => n,
@@ -292,7 +309,18 @@ fn main() {
                     break 'run;
                 }
             };
-            let now = scenario_now();
+            let read_at = scenario_now();
+            // The packet's arrival at the TUN, in scenario time; the read time if the ring
+            // has no stamp for it, or one older than MAX_READ_LAG_NS (a realtime clock step).
+            let ip = &scratch[if tun.vnet_hdr { gso::VNET_HDR_LEN } else { 0 }..n];
+            let now = match tap.stamp(ip).map(|rt| rt.wrapping_sub(real_minus_mono).saturating_sub(t0).min(read_at)) {
+                Some(at) if read_at - at <= MAX_READ_LAG_NS => at,
+                _ => {
+                    unstamped += 1;
+                    read_at
+                }
+            };
+            read_lag.record(read_at - now, now);
             if !tun.vnet_hdr {
                 let mut buf = pipe.take_buf();
                 buf.extend_from_slice(&scratch[..n]);
@@ -381,6 +409,10 @@ fn main() {
     let mut report = pipe.report(complete);
     report["counters"]["write_errors"] = out.errors.into();
     report["counters"]["polls"] = polls.into();
+    report["counters"]["read_lag_p50_ns"] = read_lag.quantile_ns(0.5).into();
+    report["counters"]["read_lag_p99_ns"] = read_lag.quantile_ns(0.99).into();
+    report["counters"]["read_lag_max_ns"] = read_lag.max_ns.into();
+    report["counters"]["unstamped"] = unstamped.into();
     report["counters"]["sched_fifo"] = is_realtime().into();
     // CPU time of the process (user, system: the kernel work of reads and writes, including
     // the forwarding a TUN write triggers in this context), for the cost per packet.

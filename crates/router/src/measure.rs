@@ -123,7 +123,8 @@ pub struct Counters {
 /// How late packets were written, as a histogram of 1 µs bins up to 100 ms (later ones in
 /// one overflow bin), the maximum and when it happened: a stall of a millisecond or more
 /// releases that much of the delay line at once, which the receivers see as a burst and
-/// acknowledge as one (BBR's bandwidth filter keeps the rate it measures then).
+/// acknowledge as one (BBR's bandwidth filter keeps the rate it measures then). The binary
+/// keeps a second one for how long after its arrival each packet was read.
 #[derive(Clone, Debug)]
 pub struct Lateness {
     bins: Vec<u64>,

@@ -102,6 +102,13 @@ def emulate_cmd(
                 "longer than its RTT (its CPU was taken by other work or the hypervisor, or woke from idle slowly; docs/emulator.md, \"What differs from the simulator\")[/]",
                 highlight=False, soft_wrap=True,
             )
+        unstamped_ipv4 = c.get("unstamped", 0) - c.get("non_ipv4", 0)
+        if unstamped_ipv4 > 0:
+            err.print(
+                f"[yellow]{unstamped_ipv4} IPv4 packets had no arrival stamp from the router's packet ring and entered the queue when read, "
+                "not when they reached the router (counters.unstamped; crates/router/README.md, \"Timing\")[/]",
+                highlight=False, soft_wrap=True,
+            )
         if c.get("flow_errors"):
             err.print(f"[yellow]flow errors: {escape('; '.join(c['flow_errors']))}[/]", highlight=False)
         out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False, soft_wrap=True)
