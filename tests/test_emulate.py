@@ -27,21 +27,13 @@ import aqmlab
 from aqmlab import _emulate as E
 from aqmlab import _traffic as T
 from aqmlab.cli.main import app
+from _testbed import testbed_missing
 from test_report import CHROMIUM, open_in_browser
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _netns_ok() -> bool:
-    if os.geteuid() != 0:
-        return False
-    r = subprocess.run(["ip", "netns", "add", "aqP-testprobe"], capture_output=True)
-    subprocess.run(["ip", "netns", "del", "aqP-testprobe"], capture_output=True)
-    return r.returncode == 0
-
-
-_REASON = "needs root" if os.geteuid() != 0 else "network namespaces unavailable"
-needs_testbed = pytest.mark.skipif(not _netns_ok(), reason=f"the emulator's testbed {_REASON}")
+needs_testbed = pytest.mark.skipif(testbed_missing() is not None, reason=f"the emulator's testbed: {testbed_missing()}")
 
 
 def scenario(text: str, tmp_path: Path, name: str = "emu") -> Path:

@@ -26,19 +26,14 @@ import aqmlab
 from aqmlab import _bpfcc as B
 from aqmlab import _emulate as E
 from aqmlab import _traffic as T
+from _testbed import testbed_missing
 
 DCTCP = B.BPF_CCS["dctcp"]
 
 
 def _bpf_ready() -> str | None:
     """Why the root tests cannot run here (None: they can)."""
-    if os.geteuid() != 0:
-        return "needs root"
-    r = subprocess.run(["ip", "netns", "add", "aqP-bpfprobe"], capture_output=True)
-    subprocess.run(["ip", "netns", "del", "aqP-bpfprobe"], capture_output=True)
-    if r.returncode != 0:
-        return "network namespaces unavailable"
-    return B.missing(DCTCP)
+    return testbed_missing() or B.missing(DCTCP)
 
 
 _WHY = _bpf_ready()

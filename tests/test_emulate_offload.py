@@ -10,7 +10,6 @@ the receiver's checksum or sequence check and be sent again) and nothing is reor
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,18 +17,10 @@ import pytest
 
 import aqmlab
 from aqmlab import _emulate as E
+from _testbed import testbed_missing
 
 
-def _netns_ok() -> bool:
-    if os.geteuid() != 0:
-        return False
-    r = subprocess.run(["ip", "netns", "add", "aqP-offprobe"], capture_output=True)
-    subprocess.run(["ip", "netns", "del", "aqP-offprobe"], capture_output=True)
-    return r.returncode == 0
-
-
-_REASON = "needs root" if os.geteuid() != 0 else "network namespaces unavailable"
-needs_testbed = pytest.mark.skipif(not _netns_ok(), reason=f"the emulator's testbed {_REASON}")
+needs_testbed = pytest.mark.skipif(testbed_missing() is not None, reason=f"the emulator's testbed: {testbed_missing()}")
 
 BASE = 'duration = "3s"\nwarmup = "0s"\n[bottleneck]\nrate = "200Mbps"\nbuffer = "20000pkt"\n[[flows]]\ncc = "cubic"\nrtt = "10ms"\nsize = "8MB"\n'
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 import aqmlab
 from aqmlab._search import load_search, parse_search, run_search, shrink
 from aqmlab.cli.main import app
+from _testbed import testbed_missing
 
 # Two Reno flows at 10 ms against two at 10·r ms through a drop-tail queue. Reno's throughput
 # goes as 1/RTT at equal loss (Mathis et al., "The Macroscopic Behavior of the TCP Congestion
@@ -224,17 +225,13 @@ def test_a_directory_of_another_search_is_refused(reno, tmp_path):
 
 def _testbed() -> str | None:
     """Why the emulator cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "needs root"
     from aqmlab._emulate import EmulatorError, router_binary
 
     try:
         router_binary()
     except EmulatorError:
         return "needs the router binary (make build)"
-    r = subprocess.run(["ip", "netns", "add", "aqP-searchprobe"], capture_output=True)
-    subprocess.run(["ip", "netns", "del", "aqP-searchprobe"], capture_output=True)
-    return None if r.returncode == 0 else "network namespaces unavailable"
+    return testbed_missing()
 
 
 @pytest.mark.skipif(_testbed() is not None, reason=f"the emulator's testbed: {_testbed()}")
