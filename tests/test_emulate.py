@@ -451,8 +451,8 @@ def test_a_cbr_class_with_tcp_options_is_refused(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def one_cubic(tmp_path_factory: pytest.TempPathFactory) -> aqmlab.Result:
-    if not _netns_ok():
-        pytest.skip(f"the emulator's testbed {_REASON}")
+    if testbed_missing() is not None:
+        pytest.skip(f"the emulator's testbed: {testbed_missing()}")
     d = tmp_path_factory.mktemp("one")
     scen = scenario(
         'duration = "8s"\nwarmup = "2s"\n[bottleneck]\nrate = "30Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "20ms"\n[measure]\ninterval = "10ms"\n',

@@ -15,7 +15,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
 
-/// Bytes of each packet kept in the ring: an IPv4 header with options and then some.
+/// Bytes of each packet kept in the ring: an IPv4 header with options and then some (the
+/// value is ours).
 const SNAP_BYTES: u32 = 64;
 /// Bytes compared to match a TUN read to its frame: the IPv4 header without options (total
 /// length, identification, checksum, addresses).
@@ -26,7 +27,8 @@ pub const MATCH_BYTES: usize = 20;
 const FRAME_BYTES: u32 = 256;
 const BLOCK_BYTES: u32 = 4096;
 const BLOCKS: u32 = 1024;
-/// Ready frames searched for a TUN read's match before giving up on it.
+/// Ready frames searched for a TUN read's match before giving up on it (the value is ours; a
+/// frame with no TUN packet comes only from a drop at a full TUN queue).
 pub const LOOKAHEAD: usize = 64;
 
 /// `ETH_P_ALL` in network byte order, as packet(7) wants the protocol.
@@ -36,7 +38,8 @@ fn eth_p_all_be() -> u16 {
 
 /// The packet socket and its mapped ring.
 pub struct Tap {
-    fd: OwnedFd,
+    /// Held open: the ring lives as long as the socket.
+    _socket: OwnedFd,
     ring: *mut u8,
     frames: usize,
     /// The frame the kernel fills next (the oldest not yet consumed).
@@ -87,7 +90,7 @@ impl Tap {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Tap { fd, ring: ring.cast(), frames: (BLOCKS * (BLOCK_BYTES / FRAME_BYTES)) as usize, head: 0 })
+        Ok(Tap { _socket: fd, ring: ring.cast(), frames: (BLOCKS * (BLOCK_BYTES / FRAME_BYTES)) as usize, head: 0 })
     }
 
     fn frame(&self, i: usize) -> *mut libc::tpacket2_hdr {
@@ -130,10 +133,6 @@ impl Tap {
             self.release();
         }
         Some(ns)
-    }
-
-    pub fn raw_fd(&self) -> i32 {
-        self.fd.as_raw_fd()
     }
 }
 
