@@ -252,41 +252,38 @@ def test_assembled_results_have_the_simulators_schema_and_definitions() -> None:
     assert res.queue["utilization"].tolist() == [pytest.approx(250_000 * 8 / (20e6 * 0.1))]
 
 
+def _emulate_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, counters: dict[str, int]) -> str:
+    """What `aqmlab emulate` prints for a run whose router reported `counters` (the rest of
+    the summary from the simulator's run of the same scenario, the router under SCHED_FIFO)."""
+    import aqmlab.cli.emulate as cli
+
+    scen = scenario('duration = "1s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "100pkt"\n[[flows]]\ncc = "cbr"\nrate = "2Mbps"\nrtt = "10ms"\n', tmp_path)
+    base = aqmlab.run(scen).summary
+
+    class Result:
+        summary = {**base, "counters": {**base["counters"], "sched_fifo": True, **counters}}
+
+    monkeypatch.setattr(cli, "_emulate", lambda *a, **k: Result())
+    r = CliRunner().invoke(app, ["emulate", str(scen), "-o", str(tmp_path / f"out-{name}")])
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
 def test_a_router_that_wrote_late_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import aqmlab.cli.emulate as cli
 
-    scen = scenario('duration = "1s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "100pkt"\n[[flows]]\ncc = "cbr"\nrate = "2Mbps"\nrtt = "10ms"\n', tmp_path)
-    base = aqmlab.run(scen).summary
-
-    class Result:
-        def __init__(self, late_ns: int) -> None:
-            self.summary = {**base, "counters": {**base["counters"], "sched_fifo": True, "late_p50_ns": late_ns}}
-
     # The warning names the median lateness, and only above the threshold.
     for late_ns, warned in ((cli.LATE_P50_WARN_NS, False), (cli.LATE_P50_WARN_NS + 19_000, True)):
-        monkeypatch.setattr(cli, "_emulate", lambda *a, late_ns=late_ns, **k: Result(late_ns))
-        r = CliRunner().invoke(app, ["emulate", str(scen), "-o", str(tmp_path / f"out-{late_ns}")])
-        assert r.exit_code == 0, r.output
-        assert ("packets 119 µs after they were due" in r.output) == warned, r.output
+        out = _emulate_output(tmp_path, monkeypatch, f"late-{late_ns}", {"late_p50_ns": late_ns})
+        assert ("packets 119 µs after they were due" in out) == warned, out
 
 
 def test_packets_without_an_arrival_stamp_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import aqmlab.cli.emulate as cli
-
-    scen = scenario('duration = "1s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "100pkt"\n[[flows]]\ncc = "cbr"\nrate = "2Mbps"\nrtt = "10ms"\n', tmp_path)
-    base = aqmlab.run(scen).summary
-
-    class Result:
-        def __init__(self, unstamped: int) -> None:
-            self.summary = {**base, "counters": {**base["counters"], "sched_fifo": True, "non_ipv4": 3, "unstamped": unstamped}}
-
     # Unstamped reads up to the non-IPv4 ones are the IPv6 packets that may predate the ring;
-    # past them, the IPv4 excess is named.
+    # past them, the IPv4 excess (10 − 3) is named.
     for unstamped, warned in ((3, False), (10, True)):
-        monkeypatch.setattr(cli, "_emulate", lambda *a, unstamped=unstamped, **k: Result(unstamped))
-        r = CliRunner().invoke(app, ["emulate", str(scen), "-o", str(tmp_path / f"out-{unstamped}")])
-        assert r.exit_code == 0, r.output
-        assert ("7 IPv4 packets had no arrival stamp" in r.output) == warned, r.output
+        out = _emulate_output(tmp_path, monkeypatch, f"unstamped-{unstamped}", {"non_ipv4": 3, "unstamped": unstamped})
+        assert ("7 IPv4 packets had no arrival stamp" in out) == warned, out
 
 
 def test_refused_without_root_nothing_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

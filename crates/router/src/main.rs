@@ -312,7 +312,9 @@ fn main() {
             let read_at = scenario_now();
             // The packet's arrival at the TUN, in scenario time; the read time if the ring
             // has no stamp for it, or one older than MAX_READ_LAG_NS (a realtime clock step).
-            let ip = &scratch[if tun.vnet_hdr { gso::VNET_HDR_LEN } else { 0 }..n];
+            // (A read shorter than its virtio-net header has no IP header to match: unstamped,
+            // then counted `malformed` below.)
+            let ip = scratch.get(if tun.vnet_hdr { gso::VNET_HDR_LEN } else { 0 }..n).unwrap_or(&[]);
             let now = match tap.stamp(ip).map(|rt| rt.wrapping_sub(real_minus_mono).saturating_sub(t0).min(read_at)) {
                 Some(at) if read_at - at <= MAX_READ_LAG_NS => at,
                 _ => {
