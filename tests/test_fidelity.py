@@ -66,6 +66,22 @@ def test_a_case_is_scored_on_the_mean_over_seeds_and_runs() -> None:
     assert (rows["utilization"]["sim_min"], rows["utilization"]["sim_max"]) == (0.96, 1.00)
     assert (rows["utilization"]["emu_min"], rows["utilization"]["emu_max"]) == (0.99, 0.99)
     assert (rows["sojourn_mean_ms"]["sim_min"], rows["sojourn_mean_ms"]["sim_max"]) == (9.0, 11.0)
+    # One emulator run has no spread to estimate: no standard error.
+    assert rows["utilization"]["se"] is None and F.fmt_deviation(rows["utilization"]) == "0.50"
+
+
+def test_each_verdict_carries_the_standard_error_of_the_difference() -> None:
+    # Utilization over seeds 0.96, 0.98, 1.00 (sample sd 0.02, se 0.02/√3 = 0.011547) and over
+    # runs 0.99, 0.97 (sd 0.014142, se 0.01): the difference 0.98 − 0.98 = 0 is known to
+    # √(0.011547² + 0.01²) = 0.015275, i.e. 0.76 of the ± 2 pp band.
+    sims = [_summary(u, 10.0, 0.9, [("a", 1.0)], 2) for u in (0.96, 0.98, 1.00)]
+    emus = [_summary(u, 10.0, 0.9, [("a", 1.0)], 2) for u in (0.99, 0.97)]
+    util = next(r for r in F.score_case(sims, emus) if r["metric"] == "utilization")
+    assert util["diff"] == pytest.approx(0.0, abs=1e-12) and util["se"] == pytest.approx(0.015275, abs=1e-6)
+    assert F.fmt_deviation(util) == "0.00 ± 0.76"
+    # The same value at every seed and run: nothing to be uncertain about.
+    jain = next(r for r in F.score_case(sims, emus) if r["metric"] == "jain")
+    assert jain["se"] == 0.0
 
 
 def test_the_shipped_cases_cover_what_the_suite_promises() -> None:

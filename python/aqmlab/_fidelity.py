@@ -27,8 +27,10 @@ import fcntl
 import functools
 import hashlib
 import json
+import math
 import os
 import shutil
+import statistics
 import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -191,18 +193,28 @@ def _range(xs: list[float | None]) -> tuple[float | None, float | None]:
     return (min(ys), max(ys)) if len(ys) == len(xs) and ys else (None, None)
 
 
+def _std_error(xs: list[float | None]) -> float | None:
+    """The standard error of the mean of `xs` (sample standard deviation ÷ √n); None below two
+    values."""
+    ys = [x for x in xs if x is not None]
+    return statistics.stdev(ys) / math.sqrt(len(ys)) if len(ys) == len(xs) and len(ys) >= 2 else None
+
+
 def score_case(sims: list[dict[str, Any]], emus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Score a case from its simulator summaries (mean over seeds) and emulator summaries (mean
     over runs): one row per metric, in the simulator's metric order, with the smallest and
-    largest single seed or run beside each mean (how far one run moves from the next tells how
-    certain the verdict is)."""
+    largest single seed or run beside each mean, and `se`, the standard error of the
+    difference of the two means (both sides' spread; None with a single emulator run): a
+    verdict whose |diff| lies within about 2·se of its tolerance could turn with other runs."""
     sm = [case_metrics(s) for s in sims]
     em = [case_metrics(e) for e in emus]
     rows = []
     for k in sm[0]:
         sv, ev = [m.get(k) for m in sm], [m.get(k) for m in em]
         (s_lo, s_hi), (e_lo, e_hi) = _range(sv), _range(ev)
-        rows.append({**score(k, _mean(sv), _mean(ev)), "sim_min": s_lo, "sim_max": s_hi, "emu_min": e_lo, "emu_max": e_hi})
+        se_sim, se_emu = _std_error(sv), _std_error(ev)
+        se = math.hypot(se_sim, se_emu) if se_sim is not None and se_emu is not None else None
+        rows.append({**score(k, _mean(sv), _mean(ev)), "se": se, "sim_min": s_lo, "sim_max": s_hi, "emu_min": e_lo, "emu_max": e_hi})
     return rows
 
 
@@ -373,7 +385,7 @@ def rows_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         base = {"case": d["case"], "status": d["status"], "sim_seeds": d["sim_seeds"], "emu_runs": d["emu_runs"]}
         if not d["rows"]:
             rows.append({**base, "metric": None, "sim": None, "emu": None, "band": None, "tolerance": None, "diff": None, "deviation": None, "pass": None,
-                         "sim_min": None, "sim_max": None, "emu_min": None, "emu_max": None})
+                         "se": None, "sim_min": None, "sim_max": None, "emu_min": None, "emu_max": None})
         for r in d["rows"]:
             rows.append({**base, **r})
     return rows
@@ -384,10 +396,10 @@ def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
     import pyarrow.parquet as pq
 
     cols = {"case": pa.string(), "metric": pa.string(), "sim": pa.float64(), "emu": pa.float64(), "band": pa.string(), "tolerance": pa.float64(),
-            "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "status": pa.string(), "sim_seeds": pa.int64(), "emu_runs": pa.int64(),
-            "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64()}
+            "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "se": pa.float64(), "status": pa.string(), "sim_seeds": pa.int64(),
+            "emu_runs": pa.int64(), "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64()}
     rows = rows_of(docs)
-    # A stored case.json may lack the range keys: they are null then.
+    # A stored case.json may lack the range and se keys: they are null then.
     table = pa.table({k: pa.array([r.get(k) for r in rows], type=t) for k, t in cols.items()})
     tmp = out / ".fidelity.parquet.tmp"
     pq.write_table(table, tmp)
@@ -429,6 +441,14 @@ def fmt_range(row: dict[str, Any], side: str, dim: Callable[[str], str]) -> str:
     return f"{mean} {dim(f'({_fmt(metric, lo)} – {_fmt(metric, hi)})')}"
 
 
+def fmt_deviation(row: dict[str, Any]) -> str:
+    """|diff| ÷ tolerance, and its standard error in the same unit where known: `1.41 ± 0.20`."""
+    if row["deviation"] is None:
+        return "–"
+    se = row.get("se")
+    return f"{row['deviation']:.2f}" if se is None else f"{row['deviation']:.2f} ± {se / row['tolerance']:.2f}"
+
+
 def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     """A static page: the counts, every case's rows, and each deviation ÷ its tolerance."""
     import html
@@ -468,13 +488,13 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
             body.append(f"<tr><td>{html.escape(d['case'])}</td><td colspan=6 style='color:#6b7280'>{html.escape(d['status'])}</td></tr>")
         for r in d["rows"]:
             ok = "–" if r["pass"] is None else ("pass" if r["pass"] else "MISS")
-            dev = "–" if r["deviation"] is None else f"{r['deviation']:.2f}"
+            dev = fmt_deviation(r)
             colour = "#1a7f37" if r["pass"] else "#b42318" if r["pass"] is False else "#6b7280"
             body.append(
                 f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{fmt_range(r, 'sim', _grey)}</td><td>{fmt_range(r, 'emu', _grey)}</td>"
                 f"<td>{html.escape(r['band'])}</td><td>{dev}</td><td style='color:{colour};font-weight:600'>{ok}</td></tr>"
             )
-    page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+    page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance (± its standard error)</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
     page.heading("The cases")
     def load(d: dict[str, Any]) -> str:
         la = d.get("load") or {}

@@ -67,7 +67,7 @@ def fidelity(
     except KeyboardInterrupt:
         err.print("interrupted: finished cases are kept; run the same command again to resume")
         raise typer.Exit(130) from None
-    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets", title_justify="left")
+    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error", title_justify="left")
     for col in ("case", "metric", "sim", "emu", "band", "dev/tol", ""):
         t.add_column(col, justify="left" if col in ("case", "metric", "band", "") else "right")
     for d in docs:
@@ -75,7 +75,7 @@ def fidelity(
             t.add_row(d["case"], "", "", "", "", "", f"[dim]{escape(d['status'])}[/]")
         for r in d["rows"]:
             mark = "–" if r["pass"] is None else ("[green]pass[/]" if r["pass"] else "[bold red]MISS[/]")
-            t.add_row(d["case"], r["metric"], F.fmt_range(r, "sim", _dim), F.fmt_range(r, "emu", _dim), r["band"], "–" if r["deviation"] is None else f"{r['deviation']:.2f}", mark)
+            t.add_row(d["case"], r["metric"], F.fmt_range(r, "sim", _dim), F.fmt_range(r, "emu", _dim), r["band"], F.fmt_deviation(r), mark)
     out.print(t)
     n = F.summary_counts(docs)
     out.print(
