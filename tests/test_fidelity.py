@@ -82,6 +82,10 @@ def test_each_verdict_carries_the_standard_error_of_the_difference() -> None:
     # The same value at every seed and run: nothing to be uncertain about.
     jain = next(r for r in F.score_case(sims, emus) if r["metric"] == "jain")
     assert jain["se"] == 0.0
+    # A close call: |diff| 0.04 against a tolerance of 0.05 is 0.01 from the edge, inside 2 se
+    # when se = 0.006 (0.012), outside when se = 0.004 (0.008); unknown without se.
+    row = {"diff": -0.04, "tolerance": 0.05}
+    assert F.is_close_call({**row, "se": 0.006}) and not F.is_close_call({**row, "se": 0.004}) and not F.is_close_call({**row, "se": None})
 
 
 def test_the_shipped_cases_cover_what_the_suite_promises() -> None:

@@ -407,14 +407,28 @@ def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
     return out / "fidelity.parquet"
 
 
+def is_close_call(row: dict[str, Any]) -> bool:
+    """Whether the verdict could turn with other seeds and runs: |diff| lies within two
+    standard errors of the band's edge."""
+    se = row.get("se")
+    return se is not None and row["diff"] is not None and abs(abs(row["diff"]) - row["tolerance"]) < 2 * se
+
+
 def summary_counts(docs: list[dict[str, Any]]) -> dict[str, int]:
-    """Cases scored / passing every band / not run; metric rows scored / passing."""
+    """Cases scored / passing every band / not run; metric rows scored / passing / close calls."""
     scored = [d for d in docs if d["status"] == "scored"]
     rows = [r for d in scored for r in d["rows"] if r["pass"] is not None]
     return {
         "cases": len(docs), "cases_scored": len(scored), "cases_passed": sum(all(r["pass"] for r in d["rows"] if r["pass"] is not None) for d in scored),
         "cases_not_run": len(docs) - len(scored), "metrics": len(rows), "metrics_passed": sum(bool(r["pass"]) for r in rows),
+        "metrics_close": sum(is_close_call(r) for r in rows),
     }
+
+
+def close_calls_text(n: dict[str, int]) -> str:
+    """The summary's sentence on close calls ('' when there are none)."""
+    k = n["metrics_close"]
+    return f"{k} verdict{'s' if k != 1 else ''} within two standard errors of the band's edge: more emulator runs (--emu-runs) would settle {'them' if k != 1 else 'it'}." if k else ""
 
 
 def _fmt(metric: str | None, v: float | None) -> str:
@@ -466,7 +480,7 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
         f"{n['cases']} cases: {n['cases_scored']} scored on both backends, {n['cases_passed']} of them within every band; {n['cases_not_run']} not run. "
         f"{n['metrics_passed']} of {n['metrics']} metrics within their bands. Simulator: mean over {SIM_SEEDS} seeds; emulator: "
         f"{docs[0]['emu_runs'] if docs else EMU_RUNS} run(s) per case; in brackets, the smallest and largest single seed or run. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
-        "mean queueing delay ± 20 % (at least 0.5 ms); docs/fidelity.md gives their reasons."
+        "mean queueing delay ± 20 % (at least 0.5 ms); docs/fidelity.md gives their reasons. " + close_calls_text(n)
     )
     scored = [(d["case"], r) for d in docs for r in d["rows"] if r["deviation"] is not None]
     if scored:

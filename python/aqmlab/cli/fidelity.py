@@ -83,6 +83,8 @@ def fidelity(
         f"{n['metrics_passed']} of {n['metrics']} metrics within their bands",
         highlight=False,
     )
+    if n["metrics_close"]:
+        out.print(F.close_calls_text(n), highlight=False)
     out.print(f"results: {target / 'fidelity.parquet'}, {(target / 'fidelity.html').resolve()}", highlight=False, soft_wrap=True)
 
 
