@@ -113,6 +113,14 @@ def test_unknown_case_and_non_root_are_refused(tmp_path: Path, monkeypatch: pyte
     assert r.exit_code == 2 and "needs root" in r.output and not (tmp_path / "f").exists()
 
 
+def test_a_malformed_sim_stall_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["fidelity", "--quick", "-o", str(tmp_path / "f"), "--sim-stall", "1.5ms"])
+    assert r.exit_code == 2 and "host.stall_every: a stall needs both its length" in r.output, r.output
+    r = CliRunner().invoke(app, ["fidelity", "--quick", "-o", str(tmp_path / "f"), "--sim-stall", "2s", "--sim-stall-every", "1s"])
+    assert r.exit_code == 2 and "host.stall: 2s is not shorter than stall_every (1s)" in r.output, r.output
+    assert not (tmp_path / "f").exists()
+
+
 @needs_testbed
 def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     out = tmp_path / "fid"
@@ -177,6 +185,19 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     seeds = [json.loads((out / "cases" / names[1] / f"emu-{k}" / "summary.json").read_text())["seed"] for k in (1, 2)]
     assert seeds == [case.scenario.seed, case.scenario.seed + 1]
     assert (out / "cases" / names[1] / "emu-1" / "summary.json").stat().st_mtime_ns == first
+    # The simulator's hosts given the emulator's stalls (--sim-stall): its runs are made again
+    # with stalling hosts, the emulator's kept, and case.json and the page say so.
+    before = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
+    stall = ["--sim-stall", "1.5ms", "--sim-stall-every", "1.8s"]
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1", *stall])
+    assert r.exit_code == 0, r.output
+    assert "its hosts stalling 1.5ms every 1.8s" in " ".join(r.output.split())
+    stalled = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
+    assert {p.parent.name.split("-")[0] for p in stalled if p in before and stalled[p] != before[p]} == {"sim"}
+    assert all(json.loads(c.read_text())["sim_host"] == {"stall": "1.5ms", "stall_every": "1.8s"} for c in out.glob("cases/*/case.json"))
+    host = json.loads(next(out.glob("cases/*/sim-*/summary.json")).read_text())["scenario"]["host"]
+    assert (host["stall"], host["stall_every"]) == ("1.5ms", "1.8s")
+    assert "its hosts stalling 1.5ms every 1.8s" in (out / "fidelity.html").read_text()
 
 
 @needs_testbed

@@ -25,7 +25,8 @@ def test_the_default_host_is_linux_with_its_offloads() -> None:
     # Linux: GSO_LEGACY_MAX_SIZE = 65536 (include/linux/netdevice.h) for both gso_max_size and
     # gro_max_size; tcp_min_tso_segs = 2 (Documentation/networking/ip-sysctl.rst);
     # sk_pacing_shift = 10 (net/core/sock.c, sock_init_data); i40e's rx-usecs 50 µs; a 10 GbE NIC;
-    # timing noise of 100 µs, the emulator's measured delay-line lateness (docs/model.md).
+    # timing noise of 100 µs, the emulator's measured delay-line lateness (docs/model.md); no
+    # stalls (a host with a core of its own).
     assert cfg["host"] == {
         "offloads": True,
         "nic_rate_bps": 10 * 10**9,
@@ -35,6 +36,8 @@ def test_the_default_host_is_linux_with_its_offloads() -> None:
         "gro_max_bytes": 65536,
         "rx_coalesce_ns": 50_000,
         "jitter_ns": 100_000,
+        "stall_ns": 0,
+        "stall_every_ns": 0,
     }
 
 
@@ -85,6 +88,10 @@ def test_the_default_hosts_canonical_form_has_no_ideal_key_and_offloads_off_has_
         ('gso_max_size = "1KB"\n', 9, "host.gso_max_size", "less than one 1500 B packet"),
         ("min_tso_segs = 0\n", 9, "host.min_tso_segs", "greater than or equal to 1"),
         ("tso = true\n", 9, "host.tso", "unknown key"),
+        ('stall = "1ms"\n', 8, "host.stall_every", "needs both its length"),
+        ('stall_every = "1s"\n', 8, "host.stall", "needs both its length"),
+        ('stall = "2s"\nstall_every = "1s"\n', 9, "host.stall", "is not shorter than stall_every"),
+        ('ideal = true\nstall = "1ms"\nstall_every = "1s"\n', 10, "host.stall", "applies to Linux hosts"),
     ],
 )
 def test_bad_host_keys_are_refused_with_their_line(extra: str, line: int, key: str, says: str) -> None:
@@ -101,6 +108,36 @@ def test_the_emulator_refuses_a_timing_noise_for_its_real_hosts() -> None:
     _check_host(parse_scenario(BASE).host)
     with pytest.raises(ScenarioError, match="^host.jitter: the emulator's hosts have their own timing noise"):
         _check_host(parse_scenario(BASE + '[host]\njitter = "10us"\n').host)
+
+
+def test_stalls_lower_to_the_engine_and_hash_apart_and_the_emulator_refuses_them() -> None:
+    from aqmlab._emulate import _check_host
+
+    s = parse_scenario(BASE + '[host]\nstall = "1.5ms"\nstall_every = "2s"\n')
+    h = s.engine_config()["host"]
+    assert (h["stall_ns"], h["stall_every_ns"]) == (1_500_000, 2_000_000_000)
+    assert (s.canonical()["host"]["stall"], s.canonical()["host"]["stall_every"]) == ("1.5ms", "2s")
+    assert s.hash() != parse_scenario(BASE).hash()
+    assert aqmlab.Scenario.model_validate(s.canonical()).hash() == s.hash()
+    with pytest.raises(ScenarioError, match="^host.stall: the emulator's hosts stall as their machine does"):
+        _check_host(s.host)
+
+
+def test_bbr_builds_a_queue_in_a_deep_buffer_when_its_hosts_stall() -> None:
+    # BBRv1's bandwidth estimate is the largest delivery-rate sample of 10 rounds
+    # (net/ipv4/tcp_bbr.c bbr_update_bw). Through a fixed-rate link a sample can exceed the
+    # link only when ACKs arrive compressed: a stall holds them and the sender takes them in
+    # one burst. The estimate then sits above the link for 10 rounds, pacing faster than the
+    # link drains, and the queue grows by the excess; with hosts that never stall BBR keeps
+    # only its ProbeBW sawtooth (the emulator's kernel: docs/fidelity.md, bbr-deep-taildrop).
+    def queue_ms(host: str) -> float:
+        s = parse_scenario('duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "100Mbps"\nbuffer = "667pkt"\n'
+                           '[[flows]]\ncc = "bbr"\nrtt = "20ms"\n' + host)
+        return aqmlab.run(s).summary["metrics"]["sojourn_ms"]["mean"]
+
+    calm = queue_ms("")
+    stalled = queue_ms('[host]\nstall = "2ms"\nstall_every = "250ms"\n')
+    assert stalled > 1.3 * calm, (calm, stalled)
 
 
 def test_the_emulator_refuses_ideal_hosts_and_knobs_it_cannot_apply_without_offloads() -> None:

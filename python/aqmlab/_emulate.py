@@ -224,6 +224,9 @@ def _check_host(h: Host) -> None:
         )
     if "jitter" in h.model_fields_set:
         raise ScenarioError("the emulator's hosts have their own timing noise; jitter is the simulator's model of it (remove it to emulate)", key="host.jitter")
+    for k in ("stall", "stall_every"):
+        if k in h.model_fields_set:
+            raise ScenarioError(f"the emulator's hosts stall as their machine does; {k} is the simulator's model of it (remove it to emulate)", key=f"host.{k}")
     if not h.offloads:
         defaults = Host(offloads=False).engine()
         for key, field in (("nic_rate", "nic_rate_bps"), ("gso_max_size", "gso_max_bytes"), ("min_tso_segs", "min_tso_segs"), ("rx_coalesce", "rx_coalesce_ns")):

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from pydantic import ValidationError
+
 from ._errors import ScenarioError, read_utf8
 from ._locate import locate
-from ._scenario import Scenario, parse_scenario
+from ._scenario import Scenario, error_from_validation, parse_scenario
 
 __all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "EMU_RUNS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
 
@@ -108,6 +110,19 @@ class Case:
         """The scenario of the case's k-th run on either backend (k from 0): the case's seed + k,
         so the emulator's run k has the start times of the simulator's seed k."""
         return self.scenario.model_copy(update={"seed": self.scenario.seed + k})
+
+    def sim_seeded(self, k: int, sim_host: dict[str, str] | None) -> Scenario:
+        """The scenario of the simulator's k-th run: [`Case.seeded`] with `sim_host`'s keys
+        set in its `[host]` table (the stalls of the emulator's hosts, `--sim-stall`)."""
+        s = self.seeded(k)
+        if not sim_host:
+            return s
+        d = s.model_dump(mode="json", exclude_unset=True) | {"seed": s.seed}
+        d["host"] = {**d.get("host", {}), **sim_host}
+        try:
+            return Scenario.model_validate(d)
+        except ValidationError as e:
+            raise error_from_validation(e, None, None) from None
 
 
 def load_manifest(directory: Path = _DIR) -> list[Case]:
@@ -253,19 +268,21 @@ def sim_build() -> str:
     return hashlib.sha256(Path(_native.__file__).read_bytes()).hexdigest()[:16]
 
 
-def case_done(out: Path, case: Case, emu_runs: int) -> dict[str, Any] | None:
+def case_done(out: Path, case: Case, emu_runs: int, sim_host: dict[str, str] | None = None) -> dict[str, Any] | None:
     p = out / "cases" / case.name / "case.json"
     if not p.is_file():
         return None
     doc = json.loads(p.read_text(encoding="utf-8"))
     if doc.get("hash") != case.hash or doc.get("emu_runs") != emu_runs or doc.get("sim_seeds") != SIM_SEEDS or doc.get("sim_build") != sim_build():
         return None
+    if doc.get("sim_host") != (sim_host or None):
+        return None
     if doc["status"] != "scored":
         return None  # why it could not run is the machine's state: asked again on every call
     # Scored again from the stored summaries, so the rows always follow the current bands; a
     # run removed or left incomplete since makes the case not done (run_case redoes that run).
     cdir = p.parent
-    sims = [_stored(cdir / f"sim-{s.seed}", s.hash()) for s in (case.seeded(k) for k in range(SIM_SEEDS))]
+    sims = [_stored(cdir / f"sim-{s.seed}", s.hash()) for s in (case.sim_seeded(k, sim_host) for k in range(SIM_SEEDS))]
     emus = [_stored(cdir / f"emu-{k}", case.seeded(k - 1).hash()) for k in range(1, emu_runs + 1)]
     if any(x is None for x in [*sims, *emus]):
         return None
@@ -307,7 +324,8 @@ def _router_steal_ms(summary: dict[str, Any]) -> float | None:
     return steal.get(f"cpu{cpu}") if cpu is not None else None
 
 
-def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
+             sim_host: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one case on both backends (reusing complete runs) and write its case.json."""
     from ._emulate import emulate
     from ._sweeprun import _execute, local_pool
@@ -318,7 +336,7 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     old_doc: dict[str, Any] = json.loads(old.read_text(encoding="utf-8")) if old.is_file() else {}
     same_sim = old_doc.get("sim_build") == sim_build()
     # The seeds not already stored, run in parallel, one worker per core.
-    seeded = [case.seeded(k) for k in range(SIM_SEEDS)]
+    seeded = [case.sim_seeded(k, sim_host) for k in range(SIM_SEEDS)]
     sim_dirs = [cdir / f"sim-{s.seed}" for s in seeded]
     todo = [(s, d) for s, d in zip(seeded, sim_dirs) if not (same_sim and _stored(d, s.hash()))]
     if todo:
@@ -329,7 +347,8 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     sims = [json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in sim_dirs]
     with _held(lock):  # the emulator's refusal may depend on another run in progress
         reason = not_run_reason(case)
-    doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "sim_build": sim_build(), "emu_runs": emu_runs}
+    doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "sim_build": sim_build(), "emu_runs": emu_runs,
+                           "sim_host": sim_host or None}
     if reason is not None:
         doc.update(status=f"not run: {reason}", rows=[], load={})
         _atomic_json(cdir / "case.json", doc)
@@ -357,21 +376,22 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
 
 
 def run_suite(out: Path, cases: list[Case], *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
-              on_case: Callable[[Case, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+              on_case: Callable[[Case, dict[str, Any]], None] | None = None, sim_host: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run every case of `cases` not already complete in `out` and return their documents; then
     write fidelity.parquet and .html for every case of the suite complete in `out` (those run
     now and those run before, in the manifest's order), so that running a few cases again
-    never drops the others from the table."""
+    never drops the others from the table. `sim_host` sets keys of the simulator's `[host]`
+    (the emulator's host stalls); a case run without them is run again."""
     out.mkdir(parents=True, exist_ok=True)
     docs = []
     for c in cases:
-        doc = case_done(out, c, emu_runs) or run_case(out, c, emu_runs=emu_runs, lock=lock, log=log)
+        doc = case_done(out, c, emu_runs, sim_host) or run_case(out, c, emu_runs=emu_runs, lock=lock, log=log, sim_host=sim_host)
         docs.append(doc)
         if on_case:
             on_case(c, doc)
     ran = {d["case"]: d for d in docs}
     manifest = load_manifest()
-    every = [ran.pop(c.name, None) or case_done(out, c, emu_runs) for c in manifest]
+    every = [ran.pop(c.name, None) or case_done(out, c, emu_runs, sim_host) for c in manifest]
     table = [d for d in every if d is not None] + list(ran.values())
     write_table(out, table)
     write_html(out, table)
@@ -463,6 +483,14 @@ def fmt_deviation(row: dict[str, Any]) -> str:
     return f"{row['deviation']:.2f}" if se is None else f"{row['deviation']:.2f} ± {se / row['tolerance']:.2f}"
 
 
+def sim_hosts_text(docs: list[dict[str, Any]]) -> str:
+    """How the suite's simulator hosts differ from the default (--sim-stall), for the page."""
+    given = {json.dumps(d.get("sim_host"), sort_keys=True) for d in docs if d.get("sim_host")}
+    if not given:
+        return ""
+    return ", its hosts stalling " + " / ".join(f"{h['stall']} every {h['stall_every']}" for h in map(json.loads, sorted(given))) + " (--sim-stall)"
+
+
 def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     """A static page: the counts, every case's rows, and each deviation ÷ its tolerance."""
     import html
@@ -478,7 +506,7 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     n = summary_counts(docs)
     page.para(
         f"{n['cases']} cases: {n['cases_scored']} scored on both backends, {n['cases_passed']} of them within every band; {n['cases_not_run']} not run. "
-        f"{n['metrics_passed']} of {n['metrics']} metrics within their bands. Simulator: mean over {SIM_SEEDS} seeds; emulator: "
+        f"{n['metrics_passed']} of {n['metrics']} metrics within their bands. Simulator: mean over {SIM_SEEDS} seeds{sim_hosts_text(docs)}; emulator: "
         f"{docs[0]['emu_runs'] if docs else EMU_RUNS} run(s) per case; in brackets, the smallest and largest single seed or run. Bands: utilization ± 2 pp, each class's share ± 0.05, Jain ± 0.05, "
         "mean queueing delay ± 20 % (at least 0.5 ms); docs/fidelity.md gives their reasons. " + close_calls_text(n)
     )

@@ -517,9 +517,13 @@ class Host(_Model):
     rx_coalesce: Time = u.format_time(_HOST["rx_coalesce_ns"])
     #: The sender host's timing noise: each packet reaches the NIC after a uniform [0, jitter].
     jitter: Time = u.format_time(_HOST["jitter_ns"])
+    #: Stalls of the hosts' CPU (a VM's vCPU preempted): this long at a time, starting on
+    #: average every `stall_every` (a Poisson process); none by default.
+    stall: Time = u.format_time(_HOST["stall_ns"])
+    stall_every: Time = u.format_time(_HOST["stall_every_ns"])
 
     #: The knobs of Linux hosts: meaningless (and refused) for ideal hosts.
-    KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter")
+    KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter", "stall", "stall_every")
 
     @model_validator(mode="after")
     def _knobs_need_linux_hosts(self) -> "Host":
@@ -532,6 +536,12 @@ class Host(_Model):
             self.__dict__["offloads"] = False
         elif not self.offloads and "gro_max_size" in self.model_fields_set:
             raise _KeyedValueError("host.gro_max_size", "gro_max_size applies to hosts with GRO; with offloads = false every received packet is its own skb")
+        stall, every = u.parse_time(self.stall), u.parse_time(self.stall_every)
+        if (stall == 0) != (every == 0):
+            key = "host.stall_every" if stall else "host.stall"
+            raise _KeyedValueError(key, "a stall needs both its length (stall) and its mean interval (stall_every), e.g. stall = \"1.5ms\", stall_every = \"2s\"")
+        if stall and stall >= every:
+            raise _KeyedValueError("host.stall", f"{self.stall} is not shorter than stall_every ({self.stall_every})")
         return self
 
     def engine(self) -> dict[str, Any]:
@@ -547,6 +557,8 @@ class Host(_Model):
             "gro_max_bytes": int(u.parse_size(self.gro_max_size).value),
             "rx_coalesce_ns": u.parse_time(self.rx_coalesce),
             "jitter_ns": u.parse_time(self.jitter),
+            "stall_ns": u.parse_time(self.stall),
+            "stall_every_ns": u.parse_time(self.stall_every),
         }
 
 
@@ -627,6 +639,11 @@ class Scenario(_Model):
             # Left out when unused, so scenarios written before custom TVFs keep their hash.
             if not marker.curves:
                 d["marker"].pop("curves")
+        # Hosts without stalls (the default) leave both keys out, so scenarios written before
+        # stalls existed keep their hash.
+        if not u.parse_time(self.host.stall):
+            d["host"].pop("stall")
+            d["host"].pop("stall_every")
         for f, name in zip([*d["flows"], *d["workload"]], self.class_names()):
             f["name"] = name
         # A class without a stop leaves the key out, so scenarios written before stops existed

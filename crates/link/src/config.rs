@@ -84,6 +84,18 @@ pub struct HostConfig {
     /// releases (46 µs median, IQR 29–60 µs; docs/model.md, "Host model").
     #[serde(default = "HostConfig::default_jitter")]
     pub jitter_ns: u64,
+    /// Stalls of the end hosts' CPU, ns at a time: none by default (a Linux host with a core
+    /// of its own runs its softirqs within microseconds). A host on a virtual machine does not:
+    /// the hypervisor preempts its vCPU for milliseconds at a time (the emulator's testbed,
+    /// docs/model.md "Host stalls"). Every end host stalls at once, as on the emulator, whose
+    /// senders and receiver share one core: what reaches a host during a stall (a data packet
+    /// at a receiver, an ACK at a sender) and every TCP timer due in it wait for its end, then
+    /// run in order. The NICs keep sending what they hold.
+    #[serde(default)]
+    pub stall_ns: u64,
+    /// Mean time between the starts of two stalls, ns (a Poisson process; 0 with no stalls).
+    #[serde(default)]
+    pub stall_every_ns: u64,
 }
 
 impl HostConfig {
@@ -130,6 +142,8 @@ impl HostConfig {
             gro_max_bytes: Self::GRO_MAX_BYTES,
             rx_coalesce_ns: Self::RX_COALESCE_NS,
             jitter_ns: Self::JITTER_NS,
+            stall_ns: 0,
+            stall_every_ns: 0,
         }
     }
 
@@ -165,6 +179,15 @@ impl HostConfig {
         }
         if self.min_tso_segs == 0 {
             return Err("host.min_tso_segs: must be at least 1".into());
+        }
+        if (self.stall_ns == 0) != (self.stall_every_ns == 0) {
+            return Err("host.stall: a stall needs both its length (stall) and its mean interval (stall_every)".into());
+        }
+        if self.stall_ns > 0 && self.ideal {
+            return Err("host.stall: ideal hosts never stall".into());
+        }
+        if self.stall_ns > 0 && self.stall_ns >= self.stall_every_ns {
+            return Err(format!("host.stall: {} ns is not shorter than stall_every ({} ns)", self.stall_ns, self.stall_every_ns));
         }
         // sk_pacing_shift is a u8 in Linux; beyond 32 the burst target is below one byte for any rate.
         if self.pacing_shift > 32 {

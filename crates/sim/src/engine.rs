@@ -312,7 +312,8 @@ impl TimerSlot {
     /// (and disarms it); otherwise re-queues it at its deadline if needed.
     #[inline]
     pub fn on_fire(&mut self, sched: &mut Scheduler, now: Nanos, event: Event) -> bool {
-        if self.queued_at == Some(now) {
+        // An entry fires at its time, or later when a host stall held it back (world::dispatch).
+        if self.queued_at.is_some_and(|q| q <= now) {
             self.queued_at = None;
         }
         match self.deadline {
@@ -353,6 +354,22 @@ mod tests {
                 (10, Event::FlowStart(1))
             ]
         );
+    }
+
+    #[test]
+    fn a_timer_held_back_by_a_stall_fires_late_and_can_be_armed_again() {
+        // Armed for 10; the world holds its entry back to 25 (a host stall); it fires there,
+        // and arming it again for 40 queues a new entry.
+        let mut s = Scheduler::new();
+        let mut t = TimerSlot::default();
+        t.arm(&mut s, 10, Event::PacingTimer(0));
+        assert_eq!(s.pop_until(u64::MAX), Some((10, Event::PacingTimer(0))));
+        s.schedule(25, Event::PacingTimer(0));
+        assert_eq!(s.pop_until(u64::MAX), Some((25, Event::PacingTimer(0))));
+        assert!(t.on_fire(&mut s, 25, Event::PacingTimer(0)));
+        t.arm(&mut s, 40, Event::PacingTimer(0));
+        assert_eq!(s.pop_until(u64::MAX), Some((40, Event::PacingTimer(0))));
+        assert!(t.on_fire(&mut s, 40, Event::PacingTimer(0)));
     }
 
     #[test]

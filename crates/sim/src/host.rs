@@ -5,7 +5,8 @@
 //!
 //! Both are per flow (each flow has its own sender and receiver host in the simulator). The
 //! TCP side — TSO autosizing and TCP Small Queues — is in `tcp::output`; the receiver's one
-//! ACK decision per GRO packet is `tcp::Receiver::on_gro`.
+//! ACK decision per GRO packet is `tcp::Receiver::on_gro`. [`Stalls`] are the times the
+//! hosts' CPU is away (`[host] stall`).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -171,6 +172,56 @@ pub fn coalesce(pkts: &[DataPkt], max_bytes: u32, units: &mut Vec<Range<usize>>)
     }
 }
 
+/// When the end hosts' CPU is away (`[host] stall`, `stall_every`): windows of `stall_ns`
+/// whose starts follow a Poisson process of mean interval `stall_every_ns`, drawn for the
+/// whole run up front from their own stream. The world holds back, to a window's end,
+/// everything that would run on a host inside it (docs/model.md, "Host stalls").
+#[derive(Debug, Default)]
+pub struct Stalls {
+    /// (start, end) of each window, in order, disjoint.
+    windows: Vec<(Nanos, Nanos)>,
+}
+
+impl Stalls {
+    /// The windows up to `until_ns`; none when `stall_ns` is 0.
+    pub fn new(stall_ns: Nanos, every_ns: Nanos, until_ns: Nanos, rng: &mut aqm::Rng) -> Stalls {
+        let mut windows = Vec::new();
+        if stall_ns == 0 {
+            return Stalls { windows };
+        }
+        let mut t = 0.0f64;
+        loop {
+            // Exponential gaps by inversion, as the workloads' Poisson arrivals (world::flow_plan).
+            t += -(1.0 - aqm::uniform01(rng)).ln() * every_ns as f64;
+            let start = (t as Nanos).max(windows.last().map_or(0, |w: &(Nanos, Nanos)| w.1));
+            if start >= until_ns {
+                return Stalls { windows };
+            }
+            windows.push((start, start + stall_ns));
+        }
+    }
+
+    /// When something due at `t` on a host runs: at `t`, or at the end of the stall `t` falls in.
+    #[inline]
+    pub fn release(&self, t: Nanos) -> Nanos {
+        let k = self.windows.partition_point(|w| w.0 <= t);
+        match k.checked_sub(1).map(|i| self.windows[i]) {
+            Some((_, end)) if t < end => end,
+            _ => t,
+        }
+    }
+
+    pub fn windows(&self) -> &[(Nanos, Nanos)] {
+        &self.windows
+    }
+
+    /// Given windows (sorted, disjoint): for tests.
+    #[cfg(test)]
+    pub fn from_windows(windows: Vec<(Nanos, Nanos)>) -> Stalls {
+        Stalls { windows }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,5 +359,28 @@ mod tests {
         assert_eq!(nic.push(seg(0), 0), Some(4_000));
         nic.push(seg(1), 0);
         assert_eq!(nic.finish(4_000).1, Some(8_000));
+    }
+
+    #[test]
+    fn a_stall_holds_what_falls_in_it_until_its_end() {
+        let s = Stalls::from_windows(vec![(1_000, 1_500), (4_000, 4_500)]);
+        assert_eq!([0, 999, 1_000, 1_200, 1_499, 1_500, 3_999, 4_000, 4_499, 4_500].map(|t| s.release(t)),
+                   [0, 999, 1_500, 1_500, 1_500, 1_500, 3_999, 4_500, 4_500, 4_500]);
+        assert_eq!(Stalls::default().release(1_200), 1_200);
+    }
+
+    #[test]
+    fn stalls_start_as_a_poisson_process_of_the_given_mean_interval() {
+        // 1 ms stalls every 100 ms on average over 1000 s: about 10 000 windows, whose gaps
+        // (start to start) are exponential with mean 100 ms, so their mean is within 3 % of it
+        // with near certainty (standard error 1 %).
+        let mut rng = aqm::rng_from_seed(7);
+        let s = Stalls::new(1_000_000, 100_000_000, 1_000_000_000_000, &mut rng);
+        let w = s.windows();
+        assert!(w.iter().all(|&(a, b)| b - a == 1_000_000));
+        assert!(w.windows(2).all(|p| p[0].1 <= p[1].0), "windows overlap");
+        let mean_gap = (w[w.len() - 1].0 - w[0].0) as f64 / (w.len() - 1) as f64;
+        assert!((mean_gap / 100e6 - 1.0).abs() < 0.03, "mean gap {mean_gap} ns");
+        assert!(Stalls::new(0, 0, 1_000_000_000, &mut rng).windows().is_empty());
     }
 }

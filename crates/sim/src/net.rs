@@ -17,6 +17,7 @@ use aqm::{AnyQdisc, PhysicalLimit, Qdisc, Verdicts};
 use link::Serializer;
 
 use crate::engine::{Event, Nanos, Scheduler};
+use crate::host::Stalls;
 
 /// One step of a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,9 +50,11 @@ impl<P: Copy> DelayLine<P> {
         DelayLine { id, delay_ns, queue: VecDeque::new(), head_scheduled: false }
     }
 
+    /// Put `pkt` on the line; it comes out after the line's delay, or at the end of the host
+    /// stall that delay ends in (`stalls`: none for lines that end at no host).
     #[inline]
-    pub fn push(&mut self, sched: &mut Scheduler, pkt: P) {
-        let at = sched.now() + self.delay_ns;
+    pub fn push(&mut self, sched: &mut Scheduler, pkt: P, stalls: &Stalls) {
+        let at = stalls.release(sched.now() + self.delay_ns);
         self.queue.push_back((at, pkt));
         if !self.head_scheduled {
             sched.schedule_head(at, Event::DelayLineHead(self.id));
@@ -170,8 +173,8 @@ mod tests {
     fn delay_line_delivers_in_order_after_its_delay() {
         let mut s = Scheduler::new();
         let mut line: DelayLine<u32> = DelayLine::new(0, 1000);
-        line.push(&mut s, 1);
-        line.push(&mut s, 2);
+        line.push(&mut s, 1, &Stalls::default());
+        line.push(&mut s, 2, &Stalls::default());
         // Only the head is scheduled.
         assert_eq!(s.pending(), 1);
         let mut got = vec![];
@@ -183,5 +186,28 @@ mod tests {
             line.reschedule(&mut s);
         }
         assert_eq!(got, vec![(1000, 1), (1000, 2)]);
+    }
+
+    #[test]
+    fn a_line_into_a_stalled_host_delivers_at_the_stalls_end() {
+        // Due at 2000, inside the stall [1500, 2500): both packets come out at 2500, in order.
+        // A line whose delay ends outside the stall delivers on time.
+        let mut s = Scheduler::new();
+        let mut stalled: DelayLine<u32> = DelayLine::new(0, 2_000);
+        let mut clear: DelayLine<u32> = DelayLine::new(1, 1_000);
+        let stalls = Stalls::from_windows(vec![(1_500, 2_500)]);
+        stalled.push(&mut s, 1, &stalls);
+        stalled.push(&mut s, 2, &stalls);
+        clear.push(&mut s, 3, &stalls);
+        let mut got = vec![];
+        while let Some((now, Event::DelayLineHead(id))) = s.pop_until(u64::MAX) {
+            let line = if id == 0 { &mut stalled } else { &mut clear };
+            line.on_head_event();
+            while let Some(p) = line.pop_due(now) {
+                got.push((now, p));
+            }
+            line.reschedule(&mut s);
+        }
+        assert_eq!(got, vec![(1_000, 3), (2_500, 1), (2_500, 2)]);
     }
 }

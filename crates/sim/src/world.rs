@@ -11,9 +11,9 @@ use rand_core::Rng as _;
 use crate::config::{EngineConfig, StartConfig};
 use crate::engine::{Event, Nanos, Scheduler};
 use crate::marker::FlowMarker;
-use link::seed::{SEED_CC, SEED_HOST, SEED_MARKER, SEED_QDISC, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
+use link::seed::{SEED_CC, SEED_HOST, SEED_MARKER, SEED_QDISC, SEED_STALLS, SEED_STARTS, SEED_STOPS, SEED_WORKLOAD};
 use crate::measure::{FlowMeasure, QueueMeasure, Sink};
-use crate::host::{Gro, Nic};
+use crate::host::{Gro, Nic, Stalls};
 use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::{AckPkt, DataPkt};
 use crate::results::{RunResult, SampleRow};
@@ -99,6 +99,8 @@ pub struct World {
     pub bottleneck_pkts: u64,
     /// The Linux hosts' NICs and receive paths; None = ideal hosts.
     pub offloads: Option<Offloads>,
+    /// When the hosts' CPU is away (none by default).
+    pub stalls: Stalls,
     /// Flows in start order, and the next one to start.
     start_order: Vec<u32>,
     next_start: usize,
@@ -297,6 +299,7 @@ impl World {
         } else {
             None
         };
+        let stalls = Stalls::new(h.stall_ns, h.stall_every_ns, cfg.duration_ns, &mut aqm::rng_from_seed(derive_seed(cfg.seed, SEED_STALLS)));
         Ok(World {
             cfg,
             sched: Scheduler::new(),
@@ -316,6 +319,7 @@ impl World {
             ack_buf: Vec::with_capacity(8),
             bottleneck_pkts: 0,
             offloads,
+            stalls,
             start_order: Vec::new(),
             next_start: 0,
             sampled: Vec::new(),
@@ -388,6 +392,16 @@ impl World {
     }
 
     fn dispatch(&mut self, ev: Event) {
+        // A host's timers and its NAPI poll wait out a stall of its CPU (`[host] stall`); what
+        // reaches a host in one is held by the delay line that brings it (`DelayLine::push`).
+        if let Event::PacingTimer(_) | Event::SenderTimer(_) | Event::AckTimer(_) | Event::CompSackTimer(_) | Event::GroPoll(_) = ev {
+            let now = self.sched.now();
+            let at = self.stalls.release(now);
+            if at != now {
+                self.sched.schedule(at, ev);
+                return;
+            }
+        }
         match ev {
             Event::FlowStart(_) => {
                 let now = self.sched.now();
@@ -541,7 +555,7 @@ impl World {
                 self.bottleneck.arrive(pkt, now, &mut sink);
                 self.start_tx();
             }
-            Hop::Line(l) => self.fwd_lines[l as usize].push(&mut self.sched, pkt),
+            Hop::Line(l) => self.fwd_lines[l as usize].push(&mut self.sched, pkt, &self.stalls),
             Hop::Nic => {
                 let now = self.sched.now();
                 let nic = &mut self.offloads.as_mut().expect("a NIC hop with ideal hosts").nics[pkt.flow as usize];
@@ -570,7 +584,7 @@ impl World {
         match self.rev_routes[class][ack.hop as usize] {
             Hop::Line(l) => {
                 let n = self.fwd_lines.len();
-                self.rev_lines[l as usize - n].push(&mut self.sched, ack);
+                self.rev_lines[l as usize - n].push(&mut self.sched, ack, &self.stalls);
             }
             Hop::Host => {
                 let mut out = std::mem::take(&mut self.data_buf);

@@ -29,6 +29,8 @@ def fidelity(
     cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
     emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = EMU_RUNS,
     lock: Annotated[Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")] = None,
+    sim_stall: Annotated[str | None, typer.Option("--sim-stall", help="Give the simulator's hosts CPU stalls this long (with --sim-stall-every), as the emulator's hosts have on a VM; measure them with bench/emu/bbr_stalls.py")] = None,
+    sim_stall_every: Annotated[str | None, typer.Option("--sim-stall-every", help="The mean interval between those stalls")] = None,
     list_cases: Annotated[bool, typer.Option("--list", help="List the cases and exit")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
@@ -39,6 +41,9 @@ def fidelity(
     try:
         allc = F.load_manifest()
         chosen = F.select(allc, [c.strip() for c in cases.split(",") if c.strip()] if cases else None, quick)
+        sim_host = {k: v for k, v in (("stall", sim_stall), ("stall_every", sim_stall_every)) if v is not None}
+        if sim_host:
+            allc[0].sim_seeded(0, sim_host)  # refused here, with the key, if malformed
     except ScenarioError as e:
         _fail(e)
         return
@@ -58,16 +63,19 @@ def fidelity(
         if show:
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
                 task = bar.add_task("fidelity", total=len(chosen))
-                docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=lambda m: bar.update(task, description=m), on_case=lambda c, d: bar.advance(task))
+                docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=lambda m: bar.update(task, description=m), on_case=lambda c, d: bar.advance(task),
+                                   sim_host=sim_host)
         else:
-            docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)))
+            docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)), sim_host=sim_host)
     except ScenarioError as e:  # EmulatorError included: the cases finished so far are kept
         _fail(e)
         return
     except KeyboardInterrupt:
         err.print("interrupted: finished cases are kept; run the same command again to resume")
         raise typer.Exit(130) from None
-    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error", title_justify="left")
+    stalls = f", its hosts stalling {sim_host['stall']} every {sim_host['stall_every']}" if sim_host else ""
+    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds{stalls}) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error",
+              title_justify="left")
     for col in ("case", "metric", "sim", "emu", "band", "dev/tol", ""):
         t.add_column(col, justify="left" if col in ("case", "metric", "band", "") else "right")
     for d in docs:
