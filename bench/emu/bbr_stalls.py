@@ -51,6 +51,8 @@ RISE = 1.01
 EPISODE = 1.03
 #: Startup's own samples leave the max filter within a second of the start.
 SETTLED_S = 1.5
+#: The probe's period and the lateness it logs (ours): above the timer's own wake-up latency on
+#: this VM (tens of µs), below the 1 ms stalls that matter.
 PERIOD_US, THRESH_US = 500, 300
 
 PROBE_C = r"""
