@@ -211,6 +211,7 @@ impl Stalls {
         }
     }
 
+    #[cfg(test)]
     pub fn windows(&self) -> &[(Nanos, Nanos)] {
         &self.windows
     }

@@ -394,6 +394,8 @@ impl World {
     fn dispatch(&mut self, ev: Event) {
         // A host's timers and its NAPI poll wait out a stall of its CPU (`[host] stall`); what
         // reaches a host in one is held by the delay line that brings it (`DelayLine::push`).
+        // Not held (a simplification, docs/model.md "Host stalls"): the NIC's transmit
+        // completions, which resume a flow held by TSQ, and the applications' starts and stops.
         if let Event::PacingTimer(_) | Event::SenderTimer(_) | Event::AckTimer(_) | Event::CompSackTimer(_) | Event::GroPoll(_) = ev {
             let now = self.sched.now();
             let at = self.stalls.release(now);

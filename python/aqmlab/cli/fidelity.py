@@ -73,8 +73,7 @@ def fidelity(
     except KeyboardInterrupt:
         err.print("interrupted: finished cases are kept; run the same command again to resume")
         raise typer.Exit(130) from None
-    stalls = f", its hosts stalling {sim_host['stall']} every {sim_host['stall_every']}" if sim_host else ""
-    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds{stalls}) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error",
+    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds{F.sim_hosts_text(docs)}) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error",
               title_justify="left")
     for col in ("case", "metric", "sim", "emu", "band", "dev/tol", ""):
         t.add_column(col, justify="left" if col in ("case", "metric", "band", "") else "right")
