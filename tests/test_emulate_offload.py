@@ -101,6 +101,19 @@ def test_offloads_off_the_router_sees_only_wire_packets(tmp_path: Path) -> None:
     steal = res.summary["emu"]["steal_ms"]
     assert f"cpu{res.summary['emu']['pinning']['router_cpu']}" in steal and all(0 <= v < 10_000 for v in steal.values())
     assert c["late_1ms_pkts"] <= c["tx_pkts"] and 0 <= c["late_max_due_ns"] <= 3_500_000_000
+    # The stall probe's record, one per CPU (the router's, the traffic's). Its deadlines tile
+    # the run's window: each wake-up takes its own deadline and a stall also the ⌊late /
+    # period⌋ deadlines that passed inside it, so together they are the window's deadlines,
+    # plus at most what the last stall ran past the window's end.
+    st = res.summary["emu"]["stalls"]
+    assert {v["role"] for v in st["cpus"].values()} == {"router", "traffic"}
+    assert st["window_ns"] == 3_000_000_000
+    n = st["window_ns"] // st["period_ns"]
+    for cpu in st["cpus"].values():
+        lates = [late for _, late in cpu["stalls"]]
+        taken = cpu["wakeups"] + sum(late // st["period_ns"] for late in lates)
+        assert n <= taken <= n + max(lates, default=0) // st["period_ns"], (n, taken)
+        assert all(0 <= t < st["window_ns"] and t % st["period_ns"] == 0 and late > st["threshold_ns"] for t, late in cpu["stalls"])
     assert c["gso_packets_in"] == 0 and c["gso_segments_in"] == 0 and c["gso_packets_out"] == 0
     # One write per packet.
     assert c["writes"] == c["tx_pkts"]

@@ -118,14 +118,42 @@ def test_a_malformed_sim_stall_is_refused_before_anything_runs(tmp_path: Path) -
     assert r.exit_code == 2 and "host.stall_every: a stall needs both its length" in r.output, r.output
     r = CliRunner().invoke(app, ["fidelity", "--quick", "-o", str(tmp_path / "f"), "--sim-stall", "2s", "--sim-stall-every", "1s"])
     assert r.exit_code == 2 and "host.stall: 2s is not shorter than stall_every (1s)" in r.output, r.output
+    r = CliRunner().invoke(app, ["fidelity", "--quick", "-o", str(tmp_path / "f"), "--sim-stall", "none", "--sim-stall-every", "1s"])
+    assert r.exit_code == 2 and "--sim-stall-every goes with a --sim-stall length, not with --sim-stall none" in r.output, r.output
     assert not (tmp_path / "f").exists()
+
+
+def _emu_summary(stalls_by_role: dict[str, list[int]], window_ns: int = 10_000_000_000) -> dict:
+    cpus = {f"cpu{i}": {"role": role, "wakeups": 0, "stalls": [[500_000 * (j + 1), late] for j, late in enumerate(lates)]} for i, (role, lates) in enumerate(stalls_by_role.items())}
+    return {"emu": {"stalls": {"period_ns": 500_000, "threshold_ns": 300_000, "window_ns": window_ns, "cpus": cpus}}}
+
+
+def test_the_simulators_stalls_are_the_traffic_cores_long_stalls() -> None:
+    # Two 10 s runs. Each stall is its lateness plus half the 500 µs period: 1.3 → 1.55 ms,
+    # 0.6 → 0.85 (under 1 ms: left out), 0.8 → 1.05, 2.0 → 2.25. The router's core's 5 ms
+    # stall is not the hosts'. Mean (1.55 + 1.05 + 2.25) / 3 = 1.6167 ms; 20 s / 3 = 6.667 s.
+    emus = [_emu_summary({"router": [5_000_000], "traffic": [1_300_000, 600_000]}), _emu_summary({"router": [], "traffic": [800_000, 2_000_000]})]
+    host, why = F.measured_stalls(emus)
+    assert host == {"stall": "1617us", "stall_every": "6667ms"}
+    assert why.startswith("measured: 3 stalls of 1 ms or more") and "2 emulator run(s), 20 s" in why
+    # A machine whose hosts never stall that long: the simulator's hosts do not stall.
+    host, why = F.measured_stalls([_emu_summary({"router": [], "traffic": [400_000, 700_000]})])
+    assert host is None and why.startswith("none: no stall of 1 ms or more")
+    # Given and none override the measurement.
+    assert F.resolve_sim_host({"stall": "1ms", "stall_every": "1s"}, emus)[0] == {"stall": "1ms", "stall_every": "1s"}
+    assert F.resolve_sim_host("none", emus)[0] is None
+    # The measured keys make a valid simulator scenario.
+    s = F.load_manifest()[0].sim_seeded(0, F.measured_stalls(emus)[0])
+    assert s.engine_config()["host"]["stall_ns"] == 1_617_000 and s.engine_config()["host"]["stall_every_ns"] == 6_667_000_000
 
 
 @needs_testbed
 def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     out = tmp_path / "fid"
+    # The analytic values below are for hosts that never stall; the measured stalls come last.
+    NO_STALLS = ["--sim-stall", "none"]
     names = ["cbr-overload-taildrop", "cbr-underload-taildrop"]
-    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1", *NO_STALLS])
     assert r.exit_code == 0, r.output
     df = pd.read_parquet(out / "fidelity.parquet")
     print(df.to_string())
@@ -145,24 +173,21 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     assert under.loc["utilization", ["sim_min", "sim_max"]].tolist() == pytest.approx([0.4, 0.4], abs=1e-9)
     assert (df["emu_min"] == df["emu"]).all() and (df["emu_max"] == df["emu"]).all()
     assert (out / "fidelity.html").read_text().count("pass") >= 4
-    # Each emulator run's router lateness is kept beside the scores, its quantiles in order.
-    doc = json.loads((out / "cases" / names[1] / "case.json").read_text())
-    assert 0 <= doc["late_p50_ms"][0] <= doc["late_p99_ms"][0] <= doc["late_max_ms"][0]
     # A second call finds both cases complete: nothing is run or rewritten.
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
     assert len(stamps) == 2 * (F.SIM_SEEDS + 1)
-    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1", *NO_STALLS])
     assert r.exit_code == 0, r.output
     assert {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")} == stamps
     # Running one of the two again keeps the other in the table (its runs are complete in DIR).
-    r = CliRunner().invoke(app, ["fidelity", "--cases", names[0], "-o", str(out), "-q", "--emu-runs", "1"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", names[0], "-o", str(out), "-q", "--emu-runs", "1", *NO_STALLS])
     assert r.exit_code == 0, r.output
     assert set(pd.read_parquet(out / "fidelity.parquet")["case"]) == set(names)
     # A run removed since: the next call redoes that run alone.
     seed = next(c for c in F.load_manifest() if c.name == names[1]).scenario.seed
     gone = out / "cases" / names[1] / f"sim-{seed}"
     shutil.rmtree(gone)
-    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1", *NO_STALLS])
     assert r.exit_code == 0, r.output
     after = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
     assert after.keys() == stamps.keys() and [p for p in after if after[p] != stamps[p]] == [gone / "summary.json"]
@@ -171,7 +196,7 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     for c in out.glob("cases/*/case.json"):
         doc = json.loads(c.read_text())
         c.write_text(json.dumps({**doc, "sim_build": "another"}))
-    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1"])
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "1", *NO_STALLS])
     assert r.exit_code == 0, r.output
     redone = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
     assert {p.parent.name.split("-")[0] for p in redone if redone[p] != after[p]} == {"sim"}
@@ -181,7 +206,7 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     # times); the first is kept.
     case = next(c for c in F.load_manifest() if c.name == names[1])
     first = (out / "cases" / names[1] / "emu-1" / "summary.json").stat().st_mtime_ns
-    F.run_case(out, case, emu_runs=2)
+    F.run_case(out, case, emu_runs=2, sim_stalls="none")
     seeds = [json.loads((out / "cases" / names[1] / f"emu-{k}" / "summary.json").read_text())["seed"] for k in (1, 2)]
     assert seeds == [case.scenario.seed, case.scenario.seed + 1]
     assert (out / "cases" / names[1] / "emu-1" / "summary.json").stat().st_mtime_ns == first
@@ -198,6 +223,28 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     host = json.loads(next(out.glob("cases/*/sim-*/summary.json")).read_text())["scenario"]["host"]
     assert (host["stall"], host["stall_every"]) == ("1.5ms", "1.8s")
     assert "its hosts stalling 1.5ms every 1.8s" in (out / "fidelity.html").read_text()
+    # By default the simulator's hosts stall as the emulator's traffic core did in the case's
+    # runs: the stalls of 1 ms or more (lateness + half the period), their mean and mean
+    # interval. Its runs are made again with them; the emulator's are kept.
+    r = CliRunner().invoke(app, ["fidelity", "--cases", ",".join(names), "-o", str(out), "-q", "--emu-runs", "2"])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "as the emulator's traffic core did in each case's runs" in said or "never stalling (none measured on the emulator's traffic core)" in said
+    measured = {p: p.stat().st_mtime_ns for p in out.glob("cases/*/*/summary.json")}
+    assert not [p for p in measured if p.parent.name.startswith("emu") and p in stalled and measured[p] != stalled[p]]
+    for name in names:
+        doc = json.loads((out / "cases" / name / "case.json").read_text())
+        sts = [json.loads((out / "cases" / name / f"emu-{k}" / "summary.json").read_text())["emu"]["stalls"] for k in (1, 2)]
+        long = [late + st["period_ns"] / 2 for st in sts for cpu in st["cpus"].values() if cpu["role"] == "traffic" for _, late in cpu["stalls"] if late + st["period_ns"] / 2 >= 1e6]
+        if long:
+            assert doc["sim_stalls_from"].startswith(f"measured: {len(long)} stalls")
+            window = sum(st["window_ns"] for st in sts)
+            assert doc["sim_host"] == {"stall": f"{round(sum(long) / len(long) / 1e3)}us", "stall_every": f"{round(window / len(long) / 1e6)}ms"}
+        else:
+            assert doc["sim_host"] is None and doc["sim_stalls_from"].startswith("none:")
+    # Each emulator run's router lateness is kept beside the scores, its quantiles in order.
+    doc = json.loads((out / "cases" / names[1] / "case.json").read_text())
+    assert 0 <= doc["late_p50_ms"][0] <= doc["late_p99_ms"][0] <= doc["late_max_ms"][0]
 
 
 @needs_testbed
@@ -213,6 +260,7 @@ def test_a_case_the_emulator_cannot_run_is_reported_not_run(tmp_path: Path) -> N
     # The emulator's own refusal, word for word, and no rows.
     assert doc["status"] == f"not run: {reason}" and doc["rows"] == []
     assert json.loads((tmp_path / "cases" / "prague-step" / "case.json").read_text())["status"] == doc["status"]
-    # Its simulator runs are kept for when the emulator can run it; the case is not "done".
-    assert len(list((tmp_path / "cases" / "prague-step").glob("sim-*/summary.json"))) == F.SIM_SEEDS
+    # Nor did the simulator run it (its hosts' stalls come from the emulator's runs); the case
+    # is not "done", so the next call asks the emulator again.
+    assert not list((tmp_path / "cases" / "prague-step").glob("sim-*"))
     assert F.case_done(tmp_path, case, 1) is None

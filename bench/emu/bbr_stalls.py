@@ -4,22 +4,23 @@ of the testbed's CPUs?
     sudo python3 bench/emu/bbr_stalls.py [--runs 6] [--first-seed 1] [--offloads on|off] [-o OUT]
 
 Runs the fidelity suite's bbr-deep-taildrop case (1 BBRv1 flow, 100 Mbit/s, 20 ms, 667 packets)
-on the emulator, with the sender's TCP_INFO sampled every 10 ms, while a probe thread on each CPU
-(SCHED_FIFO 99, pinned) wakes every 500 us on an absolute CLOCK_MONOTONIC deadline and logs every
-wakeup more than 300 us late: the time that CPU ran nothing of ours — a vCPU the hypervisor did not
-run, or a hard interrupt — the "stall". BBR's bandwidth estimate is the maximum delivery-rate
-sample over 10 rounds (net/ipv4/tcp_bbr.c bbr_update_bw, `bbr_bw_rtts`), so it rises only when a
-sample exceeds the previous maximum; on a single flow through a fixed-rate link a sample above
-the link's rate needs ACKs compressed after the bottleneck (net/ipv4/tcp_rate.c tcp_rate_gen takes
-the longer of the send and ACK intervals). For each rise of the estimate above 1.01 x its level
-at rest, the script reports the longest stall of the router's CPU and of the traffic CPU (the
+on the emulator, with the sender's TCP_INFO sampled every 10 ms, and reads the run's stall record:
+the emulator's probe on each CPU (`aqmlab-stallprobe`: SCHED_FIFO 99, pinned, waking every
+500 us on an absolute CLOCK_MONOTONIC deadline, crates/router/src/stallprobe.rs) logs every
+wakeup more than 300 us late — time that CPU ran nothing of ours: a vCPU the hypervisor did not
+run, or a hard interrupt — the "stall" (`summary.emu.stalls`). BBR's bandwidth estimate is the
+maximum delivery-rate sample over 10 rounds (net/ipv4/tcp_bbr.c bbr_update_bw, `bbr_bw_rtts`), so
+it rises only when a sample exceeds the previous maximum; on a single flow through a fixed-rate
+link a sample above the link's rate needs ACKs compressed after the bottleneck
+(net/ipv4/tcp_rate.c tcp_rate_gen takes the longer of the send and ACK intervals). For each rise
+of the estimate above 1.01 x its level at rest, the script reports the longest stall of the router's CPU and of the traffic CPU (the
 senders' and the receiver's) in the 3 RTTs before it, and, as the base rate, how often a window
 of that length anywhere in the run holds a stall of 1 ms or more; then the mean queueing delay
 of the runs with and without a rise of 3 % or more. -o keeps each run's stores and its stalls
 (stalls.csv: cpu, t_s from the run's start, late_ns).
 
 Prints one line per run (mean queueing delay, the estimate's rises, stalls per CPU) and a summary.
-Root (namespaces, the eBPF port: `make bpf`); the emulator lock is taken for each run.
+Root (namespaces); the emulator lock is taken for each run.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ import argparse
 import fcntl
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -51,69 +50,6 @@ RISE = 1.01
 EPISODE = 1.03
 #: Startup's own samples leave the max filter within a second of the start.
 SETTLED_S = 1.5
-#: The probe's period and the lateness it logs (ours): above the timer's own wake-up latency on
-#: this VM (tens of µs), below the 1 ms stalls that matter.
-PERIOD_US, THRESH_US = 500, 300
-
-PROBE_C = r"""
-#define _GNU_SOURCE
-#include <sched.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <signal.h>
-#include <time.h>
-static volatile sig_atomic_t stop;
-static void on_term(int sig) { (void)sig; stop = 1; }
-static int64_t ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
-int main(int argc, char **argv) {
-    int cpu = atoi(argv[1]); int64_t period = atoll(argv[2]) * 1000, thresh = atoll(argv[3]) * 1000;
-    int64_t end_ns = atoll(argv[4]);
-    cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set)) { perror("sched_setaffinity"); return 1; }
-    struct sched_param p = {.sched_priority = 99};
-    if (sched_setscheduler(0, SCHED_FIFO, &p)) { perror("sched_setscheduler"); return 1; }
-    mlockall(MCL_CURRENT | MCL_FUTURE);
-    signal(SIGTERM, on_term);
-    struct timespec now; clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t next = ns(now) + period; long wakeups = 0;
-    while (next < end_ns && !stop) {
-        struct timespec d = {next / 1000000000, next % 1000000000};
-        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL)) continue;
-        clock_gettime(CLOCK_MONOTONIC, &now); wakeups++;
-        int64_t late = ns(now) - next;
-        if (late > thresh) printf("%lld %lld\n", (long long)next, (long long)late);
-        next += period;
-        if (next <= ns(now)) next = ns(now) + period;
-    }
-    fprintf(stderr, "wakeups %ld\n", wakeups);
-    return 0;
-}
-"""
-
-
-# The run's t0 (CLOCK_MONOTONIC ns; the time series' t_s counts from it) is in the testbed's raw
-# output, not the summary: keep it as the run goes.
-T0: list[int] = []
-_run_traffic = E._run_traffic
-
-
-def _keep_t0(*args, **kwargs):
-    raw = _run_traffic(*args, **kwargs)
-    T0.append(raw["t0_monotonic_ns"])
-    return raw
-
-
-E._run_traffic = _keep_t0
-
-
-def build_probe(tmp: Path) -> Path:
-    (tmp / "probe.c").write_text(PROBE_C)
-    subprocess.run(["cc", "-O2", "-o", str(tmp / "probe"), str(tmp / "probe.c")], check=True)
-    return tmp / "probe"
-
-
 def rises(ts: pd.DataFrame) -> tuple[float, list[tuple[float, float]]]:
     """The estimate at rest (bw / link) and each rise above RISE x rest: (t_s, bw / link).
 
@@ -144,7 +80,6 @@ def main() -> None:
     name = "bbr-deep-taildrop" if a.offloads == "on" else "bbr-deep-taildrop-nooffload"
     case = {c.name: c for c in load_manifest()}[name]
     tmp = Path(tempfile.mkdtemp(prefix="bbr-stalls-"))
-    probe = build_probe(tmp)
     rows = []
     try:
         for seed in range(a.first_seed, a.first_seed + a.runs):
@@ -156,24 +91,10 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             with open("/tmp/aqmlab-emu.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                end_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int((duration_s + 30) * 1e9)
-                probes = [subprocess.Popen([str(probe), str(c), str(PERIOD_US), str(THRESH_US), str(end_ns)],
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in (0, 1)]
-                try:
-                    r = E.emulate(s, out)
-                finally:
-                    for p in probes:
-                        p.terminate()
-                stalls = []
-                for c, p in enumerate(probes):
-                    o, e = p.communicate()
-                    if "wakeups" not in e:
-                        sys.exit(f"the stall probe on CPU {c} did not run: {e.strip()}")
-                    stalls += [(c, int(x.split()[0]), int(x.split()[1])) for x in o.split("\n") if x.strip()]
-            t0 = T0[-1]
-            st = pd.DataFrame(stalls, columns=["cpu", "t_ns", "late_ns"])
-            st["t_s"] = (st["t_ns"] - t0) / 1e9
-            st = st[(st["t_s"] > 0) & (st["t_s"] < duration_s)]
+                r = E.emulate(s, out)
+            rec = r.summary["emu"]["stalls"]
+            st = pd.DataFrame([(int(k[3:]), t, late) for k, c in rec["cpus"].items() for t, late in c["stalls"]], columns=["cpu", "t_ns", "late_ns"])
+            st["t_s"] = st["t_ns"] / 1e9
             st.to_csv(out / "stalls.csv", index=False)
             ts = pd.read_parquet(out / "timeseries.parquet")
             rest, up = rises(ts)

@@ -70,7 +70,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         "fct": _json_safe(out["fct"]),
         "counters": _json_safe(out["counters"]),
         "emu": {"kernel": os.uname().release, "pinning": raw.get("pinning"), "router_cpu_s": raw.get("router_cpu_s"), "offloads": raw.get("offloads"),
-                "steal_ms": raw.get("steal_ms")},
+                "steal_ms": raw.get("steal_ms"), "t0_monotonic_ns": raw.get("t0_monotonic_ns"), "stalls": raw.get("stalls")},
     }
     res = Result(summary, _frames(out["tables"], out["types"]))
     res.extra = {"tcp_info": _tcpinfo_table(raw, [c["name"] for c in config["classes"]])}  # type: ignore[attr-defined]

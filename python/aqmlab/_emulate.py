@@ -623,6 +623,7 @@ def emulate(
             raise EmulatorError(f"{t} exists and is not empty (use overwrite)")
     config = s.engine_config()
     router = router_binary()
+    stall_probe_binary(router)
     tag = secrets.token_hex(4)
     work = Path(tempfile.gettempdir()) / f"{WORK_PREFIX}{tag}"
     work.mkdir(mode=0o700)
@@ -756,6 +757,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         _wait_ready(p, f"the traffic sender of class {i}", deadline_ready, work / f"send{i}.log")
     if time.clock_gettime_ns(time.CLOCK_MONOTONIC) >= t0:
         raise EmulatorError(f"the testbed took longer than its {STARTUP_MARGIN_S} s startup margin; nothing was measured")
+    probes = {c: _spawn_probe(tb, router, c, t0, duration_ns) for c in cpus}
     steal_before = _steal_ms()
     # Wait for the run: the router exits at duration + its drain.
     router_cpu_s: float | None = None
@@ -789,12 +791,56 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     except (OSError, ValueError) as e:
         raise EmulatorError(f"a testbed program left no usable output: {e}") from None
     raw["router_cpu_s"] = router_cpu_s
+    roles = {router_cpu: "router", traffic_cpu: "traffic"} if router_cpu is not None else {c: "all" for c in cpus}
+    raw["stalls"] = _probe_results(work, probes, t0, duration_ns, roles)
     steal_after = _steal_ms()
     raw["steal_ms"] = {f"cpu{c}": round(steal_after[c] - steal_before[c], 1) for c in sorted(steal_after) if c in steal_before}
     raw["pinning"] = {"router_cpu": router_cpu, "traffic_cpu": traffic_cpu}
     raw["t0_monotonic_ns"] = t0
     raw["offloads"] = s.host.offloads
     return raw
+
+
+def stall_probe_binary(router: Path) -> Path:
+    """The stall probe, built beside the router (crates/router/src/stallprobe.rs)."""
+    p = router.with_name("aqmlab-stallprobe")
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        raise EmulatorError(f"the stall probe {p} is missing: build it with `cargo build --release -p router` (or `make build`)")
+    return p
+
+
+def _spawn_probe(tb: Testbed, router: Path, cpu: int, t0: int, duration_ns: int) -> subprocess.Popen[str]:
+    """Start the stall probe on `cpu` for the run's window [t0, t0 + duration): it records when
+    the CPU ran nothing of ours (docs/emulator.md, "Host stalls"). Root namespace, own session."""
+    log = tb.work / f"stalls-cpu{cpu}.log"
+    args = [str(stall_probe_binary(router)), "--cpu", str(cpu), "--start-ns", str(t0), "--end-ns", str(t0 + duration_ns), "--output", str(tb.work / f"stalls-cpu{cpu}.json")]
+    with open(log, "w") as err:
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
+    tb.procs.append(p)
+    return p
+
+
+def _probe_results(work: Path, probes: dict[int, subprocess.Popen[str]], t0: int, duration_ns: int, roles: dict[int | None, str]) -> dict[str, Any]:
+    """Each CPU's stalls over the run's window: `{"period_ns", "threshold_ns", "window_ns",
+    "cpus": {"cpuN": {"role", "wakeups", "stalls": [[t_ns from t0, late_ns], ...]}}}`."""
+    cpus: dict[str, Any] = {}
+    period = threshold = None
+    for c, p in probes.items():
+        try:
+            p.wait(timeout=ROUTER_EXIT_GRACE_S)  # the window ended before the router's drain
+        except subprocess.TimeoutExpired:
+            raise EmulatorError(f"the stall probe on CPU {c} did not exit after the run; see its log") from None
+        if p.returncode != 0:
+            raise EmulatorError(f"the stall probe on CPU {c} exited with status {p.returncode}: {_tail(work / f'stalls-cpu{c}.log')}")
+        try:
+            d = json.loads((work / f"stalls-cpu{c}.json").read_text())
+        except (OSError, ValueError) as e:
+            raise EmulatorError(f"the stall probe on CPU {c} left no usable output: {e}") from None
+        if d["start_ns"] != t0 or not d["complete"]:
+            raise EmulatorError(f"the stall probe on CPU {c} did not cover the run's window (it started {(d['start_ns'] - t0) / 1e6:g} ms after its start, complete: {d['complete']})")
+        period, threshold = d["period_ns"], d["threshold_ns"]
+        cpus[f"cpu{c}"] = {"role": roles.get(c, "idle"), "wakeups": d["wakeups"], "stalls": [[t - t0, late] for t, late in d["stalls"]]}
+    return {"period_ns": period, "threshold_ns": threshold, "window_ns": duration_ns, "cpus": cpus}
 
 
 def _reap(p: subprocess.Popen[Any]) -> float | None:

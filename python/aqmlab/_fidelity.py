@@ -42,6 +42,7 @@ from pydantic import ValidationError
 from ._errors import ScenarioError, read_utf8
 from ._locate import locate
 from ._scenario import Scenario, error_from_validation, parse_scenario
+from ._units import parse_time
 
 __all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "EMU_RUNS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
 
@@ -57,6 +58,17 @@ SIM_SEEDS = 100
 #: Emulator runs per case by default: the mean over 3, because one run's Jain index over two
 #: loss-based flows varies by up to 0.18 from run to run on this testbed (docs/fidelity.md).
 EMU_RUNS = 3
+
+#: The simulator's hosts stall as the emulator's traffic core did (`--sim-stall measured`, the
+#: default): its stalls of at least this length, ns. The model has one stall length, and BBR's
+#: bandwidth filter keeps the largest rate sample, which the longest stalls make: on this
+#: testbed 15 of 19 large rises of BBRv1's estimate came within 3 RTTs after a stall of 1 ms or
+#: more (bench/emu/bbr_stalls.py; docs/fidelity.md, "The hosts' stalls"). Shorter lateness
+#: (0.3–1 ms, mostly interrupt and softirq work on that core) is left out. 1 ms; ours.
+STALL_MIN_NS = 1_000_000
+
+#: Where the simulator side's host stalls come from: the case's emulator runs, none, or given.
+SimStalls = str | dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -268,23 +280,68 @@ def sim_build() -> str:
     return hashlib.sha256(Path(_native.__file__).read_bytes()).hexdigest()[:16]
 
 
-def case_done(out: Path, case: Case, emu_runs: int, sim_host: dict[str, str] | None = None) -> dict[str, Any] | None:
+def measured_stalls(emus: list[dict[str, Any]]) -> tuple[dict[str, str] | None, str]:
+    """The `[host] stall` and `stall_every` that match the emulator's traffic core over `emus`
+    (their summaries' `emu.stalls`), and a line saying so. A stall's length is its measured
+    lateness plus half the probe's period: the probe sees a stall at the first deadline inside
+    it, and the stall began a uniform fraction of a period before that deadline. The stalls of
+    `STALL_MIN_NS` or more count; their mean length is the model's, and the probed time over
+    their count its mean interval. None when there were none."""
+    lengths: list[int] = []
+    window_ns = 0
+    for e in emus:
+        st = e["emu"]["stalls"]
+        window_ns += st["window_ns"]
+        for cpu in st["cpus"].values():
+            if cpu["role"] in ("traffic", "all"):
+                lengths += [late + st["period_ns"] // 2 for _, late in cpu["stalls"] if late + st["period_ns"] // 2 >= STALL_MIN_NS]
+    runs = f"{len(emus)} emulator run(s), {window_ns / 1e9:g} s"
+    if not lengths:
+        return None, f"none: no stall of {STALL_MIN_NS / 1e6:g} ms or more on the emulator's traffic core over {runs}"
+    host = {"stall": f"{round(statistics.fmean(lengths) / 1e3)}us", "stall_every": f"{round(window_ns / len(lengths) / 1e6)}ms"}
+    return host, f"measured: {len(lengths)} stalls of {STALL_MIN_NS / 1e6:g} ms or more on the emulator's traffic core over {runs}"
+
+
+def _has_stalls(summary: dict[str, Any] | None) -> bool:
+    return summary is not None and bool((summary.get("emu") or {}).get("stalls"))
+
+
+def resolve_sim_host(sim_stalls: SimStalls, emus: list[dict[str, Any]]) -> tuple[dict[str, str] | None, str]:
+    """The simulator side's `[host]` keys for a case whose emulator runs are `emus`."""
+    if isinstance(sim_stalls, dict):
+        return (sim_stalls or None), "given (--sim-stall)"
+    if sim_stalls == "none":
+        return None, "none (--sim-stall none)"
+    return measured_stalls(emus)
+
+
+def _emu_stored(cdir: Path, case: Case, k: int, sim_stalls: SimStalls) -> dict[str, Any] | None:
+    """The emulator's k-th run of `case` if it is stored and complete (with its stall record
+    when the simulator side takes its stalls from it)."""
+    summary = _stored(cdir / f"emu-{k}", case.seeded(k - 1).hash())
+    return summary if sim_stalls != "measured" or _has_stalls(summary) else None
+
+
+def case_done(out: Path, case: Case, emu_runs: int, sim_stalls: SimStalls = "measured") -> dict[str, Any] | None:
     p = out / "cases" / case.name / "case.json"
     if not p.is_file():
         return None
     doc = json.loads(p.read_text(encoding="utf-8"))
     if doc.get("hash") != case.hash or doc.get("emu_runs") != emu_runs or doc.get("sim_seeds") != SIM_SEEDS or doc.get("sim_build") != sim_build():
         return None
-    if doc.get("sim_host") != (sim_host or None):
-        return None
     if doc["status"] != "scored":
         return None  # why it could not run is the machine's state: asked again on every call
     # Scored again from the stored summaries, so the rows always follow the current bands; a
     # run removed or left incomplete since makes the case not done (run_case redoes that run).
     cdir = p.parent
+    emus = [_emu_stored(cdir, case, k, sim_stalls) for k in range(1, emu_runs + 1)]
+    if any(x is None for x in emus):
+        return None
+    sim_host, _ = resolve_sim_host(sim_stalls, emus)  # type: ignore[arg-type]
+    if doc.get("sim_host") != sim_host:
+        return None
     sims = [_stored(cdir / f"sim-{s.seed}", s.hash()) for s in (case.sim_seeded(k, sim_host) for k in range(SIM_SEEDS))]
-    emus = [_stored(cdir / f"emu-{k}", case.seeded(k - 1).hash()) for k in range(1, emu_runs + 1)]
-    if any(x is None for x in [*sims, *emus]):
+    if any(x is None for x in sims):
         return None
     doc["rows"] = score_case(sims, emus)  # type: ignore[arg-type]
     return doc
@@ -325,8 +382,10 @@ def _router_steal_ms(summary: dict[str, Any]) -> float | None:
 
 
 def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
-             sim_host: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one case on both backends (reusing complete runs) and write its case.json."""
+             sim_stalls: SimStalls = "measured") -> dict[str, Any]:
+    """Run one case on both backends (reusing complete runs) and write its case.json: the
+    emulator first, since the simulator's hosts take their stalls from its runs
+    (`sim_stalls`: "measured", the default; "none"; or the `[host]` keys to give)."""
     from ._emulate import emulate
     from ._sweeprun import _execute, local_pool
 
@@ -334,23 +393,11 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     cdir.mkdir(parents=True, exist_ok=True)
     old = cdir / "case.json"
     old_doc: dict[str, Any] = json.loads(old.read_text(encoding="utf-8")) if old.is_file() else {}
-    same_sim = old_doc.get("sim_build") == sim_build()
-    # The seeds not already stored, run in parallel, one worker per core.
-    seeded = [case.sim_seeded(k, sim_host) for k in range(SIM_SEEDS)]
-    sim_dirs = [cdir / f"sim-{s.seed}" for s in seeded]
-    todo = [(s, d) for s, d in zip(seeded, sim_dirs) if not (same_sim and _stored(d, s.hash()))]
-    if todo:
-        log(f"{case.name}: simulator, {len(todo)} seed(s)")
-        with local_pool(min(os.cpu_count() or 1, len(todo))) as pool:
-            for fut in [pool.submit(_execute, s.canonical_json(), s.hash(), str(d)) for s, d in todo]:
-                fut.result()
-    sims = [json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in sim_dirs]
     with _held(lock):  # the emulator's refusal may depend on another run in progress
         reason = not_run_reason(case)
-    doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "sim_build": sim_build(), "emu_runs": emu_runs,
-                           "sim_host": sim_host or None}
+    doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "sim_build": sim_build(), "emu_runs": emu_runs}
     if reason is not None:
-        doc.update(status=f"not run: {reason}", rows=[], load={})
+        doc.update(status=f"not run: {reason}", rows=[], load={}, sim_host=None)
         _atomic_json(cdir / "case.json", doc)
         return doc
     # The machine's 1-minute load average as each emulator run started (kept across resumes).
@@ -360,14 +407,27 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     for k in range(1, emu_runs + 1):
         d = cdir / f"emu-{k}"
         s = case.seeded(k - 1)
-        summary = _stored(d, s.hash())
+        summary = _emu_stored(cdir, case, k, sim_stalls)
         if summary is None:
             log(f"{case.name}: emulator, run {k} (seed {s.seed})")
             with _held(lock):
                 loads[d.name] = round(os.getloadavg()[0], 2)
-                summary = emulate(s, d).summary
+                summary = emulate(s, d, overwrite=True).summary
         emus.append(summary)
-    doc.update(status="scored", rows=score_case(sims, emus), load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
+    sim_host, stalls_from = resolve_sim_host(sim_stalls, emus)
+    # The seeds not already stored, run in parallel, one worker per core.
+    same_sim = old_doc.get("sim_build") == sim_build()
+    seeded = [case.sim_seeded(k, sim_host) for k in range(SIM_SEEDS)]
+    sim_dirs = [cdir / f"sim-{s.seed}" for s in seeded]
+    todo = [(s, d) for s, d in zip(seeded, sim_dirs) if not (same_sim and _stored(d, s.hash()))]
+    if todo:
+        log(f"{case.name}: simulator, {len(todo)} seed(s)")
+        with local_pool(min(os.cpu_count() or 1, len(todo))) as pool:
+            for fut in [pool.submit(_execute, s.canonical_json(), s.hash(), str(d)) for s, d in todo]:
+                fut.result()
+    sims = [json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in sim_dirs]
+    doc.update(status="scored", rows=score_case(sims, emus), sim_host=sim_host, sim_stalls_from=stalls_from,
+               load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
                late_p50_ms=[e["counters"]["late_p50_ns"] / 1e6 if "late_p50_ns" in e["counters"] else None for e in emus],
                late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], late_max_ms=[e["counters"].get("late_max_ns", 0) / 1e6 for e in emus],
                steal_ms=[_router_steal_ms(e) for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
@@ -376,22 +436,22 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
 
 
 def run_suite(out: Path, cases: list[Case], *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
-              on_case: Callable[[Case, dict[str, Any]], None] | None = None, sim_host: dict[str, str] | None = None) -> list[dict[str, Any]]:
+              on_case: Callable[[Case, dict[str, Any]], None] | None = None, sim_stalls: SimStalls = "measured") -> list[dict[str, Any]]:
     """Run every case of `cases` not already complete in `out` and return their documents; then
     write fidelity.parquet and .html for every case of the suite complete in `out` (those run
     now and those run before, in the manifest's order), so that running a few cases again
-    never drops the others from the table. `sim_host` sets keys of the simulator's `[host]`
-    (the emulator's host stalls); a case run without them is run again."""
+    never drops the others from the table. `sim_stalls` says where the simulator's host stalls
+    come from (`run_case`); a case whose simulator runs had other stalls has them made again."""
     out.mkdir(parents=True, exist_ok=True)
     docs = []
     for c in cases:
-        doc = case_done(out, c, emu_runs, sim_host) or run_case(out, c, emu_runs=emu_runs, lock=lock, log=log, sim_host=sim_host)
+        doc = case_done(out, c, emu_runs, sim_stalls) or run_case(out, c, emu_runs=emu_runs, lock=lock, log=log, sim_stalls=sim_stalls)
         docs.append(doc)
         if on_case:
             on_case(c, doc)
     ran = {d["case"]: d for d in docs}
     manifest = load_manifest()
-    every = [ran.pop(c.name, None) or case_done(out, c, emu_runs, sim_host) for c in manifest]
+    every = [ran.pop(c.name, None) or case_done(out, c, emu_runs, sim_stalls) for c in manifest]
     table = [d for d in every if d is not None] + list(ran.values())
     write_table(out, table)
     write_html(out, table)
@@ -484,8 +544,20 @@ def fmt_deviation(row: dict[str, Any]) -> str:
 
 
 def sim_hosts_text(docs: list[dict[str, Any]]) -> str:
-    """How the suite's simulator hosts differ from the default (--sim-stall), for the page."""
-    given = {json.dumps(d.get("sim_host"), sort_keys=True) for d in docs if d.get("sim_host")}
+    """Where the suite's simulator hosts took their stalls from, for the table's title and the
+    page: the emulator's runs of each case (their range), the given ones, or none."""
+    scored = [d for d in docs if d.get("status") == "scored"]
+    measured = [d for d in scored if str(d.get("sim_stalls_from", "")).startswith(("measured", "none:"))]
+    if measured:
+        hosts = [d["sim_host"] for d in measured if d.get("sim_host")]
+        if not hosts:
+            return ", its hosts never stalling (none measured on the emulator's traffic core)"
+        ms = [parse_time(h["stall"]) / 1e6 for h in hosts]
+        every = [parse_time(h["stall_every"]) / 1e9 for h in hosts]
+        quiet = len(measured) - len(hosts)
+        return (f", its hosts stalling as the emulator's traffic core did in each case's runs ({min(ms):.2f}–{max(ms):.2f} ms every {min(every):.2f}–{max(every):.2f} s"
+                + (f"; none in {quiet} case(s)" if quiet else "") + ")")
+    given = {json.dumps(d.get("sim_host"), sort_keys=True) for d in scored if d.get("sim_host")}
     if not given:
         return ""
     return ", its hosts stalling " + " / ".join(f"{h['stall']} every {h['stall_every']}" for h in map(json.loads, sorted(given))) + " (--sim-stall)"
@@ -547,6 +619,9 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
             text += f"; the router's latest write per run: {', '.join(f'{v:.1f}' for v in late)} ms"
         if steal and all(v is not None for v in steal):
             text += f"; steal time on its CPU: {', '.join(f'{v:g}' for v in steal)} ms"
+        if d.get("sim_stalls_from"):
+            h = d.get("sim_host")
+            text += f"; the simulator's host stalls: {h['stall']} every {h['stall_every']} ({d['sim_stalls_from']})" if h else f"; the simulator's host stalls: {d['sim_stalls_from']}"
         return text
 
     page.parts.append("<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}{load(d)}</li>" for d in docs) + "</ul>")

@@ -16,6 +16,8 @@
 //! - [`pipeline`]: the data path, sans-IO (the caller passes `now`), so it runs under a
 //!   virtual clock in tests exactly as under the real clock in the binary.
 //! - [`measure`]: per-flow, per-class and queue measurements and the results JSON.
+//! - [`stall`]: the stall probe's logic (`aqmlab-stallprobe`): how late a real-time thread
+//!   wakes on each CPU of the testbed, i.e. when the CPU ran nothing.
 //! - [`config`]: `router.json`, with the simulator's engine config inside, read as
 //!   [`link::LinkConfig`] (the bottleneck's part).
 //! - [`tun`] (Linux only): the TUN device and the clock; used by the `aqmlab-router` binary.
@@ -27,6 +29,7 @@ pub mod ipv4;
 pub mod measure;
 pub mod packet;
 pub mod pipeline;
+pub mod stall;
 #[cfg(target_os = "linux")]
 pub mod tap;
 #[cfg(target_os = "linux")]

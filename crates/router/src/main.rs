@@ -24,6 +24,7 @@ use std::io::{IoSlice, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use router::gso::{self, Coalescer, VnetHdr};
+use router::measure::write_json_atomically;
 use router::pipeline::Emit;
 use router::tap::Tap;
 use router::tun::{monotonic_ns, realtime_ns, Tun};
@@ -133,18 +134,6 @@ fn load_config() -> (RouterConfig, bool) {
     };
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| usage_error(&format!("--config: cannot read {path}: {e}")));
     (RouterConfig::from_json(&text).unwrap_or_else(|e| usage_error(&e)), realtime)
-}
-
-/// Write `value` to `path` atomically: a temp file beside it, fsync'd, then renamed.
-fn write_atomically(path: &std::path::Path, value: &serde_json::Value) -> std::io::Result<()> {
-    let tmp = path.with_file_name(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("router"), std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        serde_json::to_writer(&mut f, value)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }
 
 /// Writes due packets to the TUN device. With virtio-net headers, a run of consecutive packets
@@ -424,7 +413,7 @@ fn main() {
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
     report["counters"]["cpu_user_ns"] = ns(ru.ru_utime).into();
     report["counters"]["cpu_sys_ns"] = ns(ru.ru_stime).into();
-    if let Err(e) = write_atomically(&cfg.output, &report) {
+    if let Err(e) = write_json_atomically(&cfg.output, &report) {
         eprintln!("aqmlab-router: output: cannot write {}: {e}", cfg.output.display());
         std::process::exit(1);
     }

@@ -8,6 +8,8 @@
 //! time at which it happens (arrival, mark/drop, dequeue, end of transmission). The `queue`
 //! series and the `counters` cover the whole run.
 
+use std::io::Write;
+
 use aqm::{DropReason, MarkReason, Nanos};
 use serde_json::{json, Value};
 use link::measure::{drop_index, mark_index, QueueMeasure, DROP_REASONS, MARK_REASONS};
@@ -225,6 +227,18 @@ impl Report<'_> {
             },
         })
     }
+}
+
+/// Write `value` to `path` atomically: a temp file beside it, fsync'd, then renamed.
+pub fn write_json_atomically(path: &std::path::Path, value: &serde_json::Value) -> std::io::Result<()> {
+    let tmp = path.with_file_name(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("out"), std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        serde_json::to_writer(&mut f, value)?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -29,8 +29,8 @@ def fidelity(
     cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
     emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = EMU_RUNS,
     lock: Annotated[Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")] = None,
-    sim_stall: Annotated[str | None, typer.Option("--sim-stall", help="Give the simulator's hosts CPU stalls this long (with --sim-stall-every), as the emulator's hosts have on a VM; measure them with bench/emu/bbr_stalls.py")] = None,
-    sim_stall_every: Annotated[str | None, typer.Option("--sim-stall-every", help="The mean interval between those stalls")] = None,
+    sim_stall: Annotated[str, typer.Option("--sim-stall", help="The simulator's host stalls: 'measured' (as the emulator's traffic core stalled in the case's runs), 'none', or a length (with --sim-stall-every)")] = "measured",
+    sim_stall_every: Annotated[str | None, typer.Option("--sim-stall-every", help="With a --sim-stall length: the mean interval between those stalls")] = None,
     list_cases: Annotated[bool, typer.Option("--list", help="List the cases and exit")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
@@ -41,9 +41,13 @@ def fidelity(
     try:
         allc = F.load_manifest()
         chosen = F.select(allc, [c.strip() for c in cases.split(",") if c.strip()] if cases else None, quick)
-        sim_host = {k: v for k, v in (("stall", sim_stall), ("stall_every", sim_stall_every)) if v is not None}
-        if sim_host:
-            allc[0].sim_seeded(0, sim_host)  # refused here, with the key, if malformed
+        sim_stalls: F.SimStalls = sim_stall
+        if sim_stall in ("measured", "none"):
+            if sim_stall_every is not None:
+                raise ScenarioError(f"--sim-stall-every goes with a --sim-stall length, not with --sim-stall {sim_stall}")
+        else:
+            sim_stalls = {"stall": sim_stall, **({"stall_every": sim_stall_every} if sim_stall_every is not None else {})}
+            allc[0].sim_seeded(0, sim_stalls)  # refused here, with the key, if malformed
     except ScenarioError as e:
         _fail(e)
         return
@@ -64,9 +68,9 @@ def fidelity(
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
                 task = bar.add_task("fidelity", total=len(chosen))
                 docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=lambda m: bar.update(task, description=m), on_case=lambda c, d: bar.advance(task),
-                                   sim_host=sim_host)
+                                   sim_stalls=sim_stalls)
         else:
-            docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)), sim_host=sim_host)
+            docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)), sim_stalls=sim_stalls)
     except ScenarioError as e:  # EmulatorError included: the cases finished so far are kept
         _fail(e)
         return
