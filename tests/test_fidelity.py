@@ -242,6 +242,9 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
             assert doc["sim_host"] == {"stall": f"{round(sum(long) / len(long) / 1e3)}us", "stall_every": f"{round(window / len(long) / 1e6)}ms"}
         else:
             assert doc["sim_host"] is None and doc["sim_stalls_from"].startswith("none:")
+        # The table's rows carry them too.
+        df = pd.read_parquet(out / "fidelity.parquet")
+        assert set(df.loc[df["case"] == name, "sim_stall"]) == {(doc["sim_host"] or {}).get("stall")}
     # Each emulator run's router lateness is kept beside the scores, its quantiles in order.
     doc = json.loads((out / "cases" / names[1] / "case.json").read_text())
     assert 0 <= doc["late_p50_ms"][0] <= doc["late_p99_ms"][0] <= doc["late_max_ms"][0]

@@ -3,9 +3,10 @@ emulator (real Linux TCP through the same disciplines), each metric scored again
 band (docs/fidelity.md).
 
 A case is a scenario file in `python/aqmlab/fidelity/`, listed in its `manifest.toml`. The
-simulator side is the mean over `SIM_SEEDS` seeds (the scenario's seed and the next ones); the
-emulator side the mean over `emu_runs` runs (`EMU_RUNS` by default), run k at the scenario's seed
-+ k − 1, so that both sides average over the same start-time draws. Every
+emulator side is the mean over `emu_runs` runs (`EMU_RUNS` by default), run k at the scenario's
+seed + k − 1; the simulator side, run after it, the mean over `SIM_SEEDS` seeds (the scenario's
+seed and the next ones), so that both sides average over the same start-time draws, its hosts
+stalling as the emulator's traffic core did over the case's runs (`measured_stalls`). Every
 metric is read from the two backends' summaries (computed by the Rust core), never recomputed
 from the tables.
 
@@ -63,7 +64,7 @@ EMU_RUNS = 3
 #: default): its stalls of at least this length, ns. The model has one stall length, and BBR's
 #: bandwidth filter keeps the largest rate sample, which the longest stalls make: on this
 #: testbed 15 of 19 large rises of BBRv1's estimate came within 3 RTTs after a stall of 1 ms or
-#: more (bench/emu/bbr_stalls.py; docs/fidelity.md, "The hosts' stalls"). Shorter lateness
+#: more (bench/emu/bbr_stalls.py; docs/fidelity.md, "Hosts that stall"). Shorter lateness
 #: (0.3–1 ms, mostly interrupt and softirq work on that core) is left out. 1 ms; ours.
 STALL_MIN_NS = 1_000_000
 
@@ -462,7 +463,9 @@ def rows_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per case × metric; a case not run is one row with its reason."""
     rows = []
     for d in docs:
-        base = {"case": d["case"], "status": d["status"], "sim_seeds": d["sim_seeds"], "emu_runs": d["emu_runs"]}
+        host = d.get("sim_host") or {}
+        base = {"case": d["case"], "status": d["status"], "sim_seeds": d["sim_seeds"], "emu_runs": d["emu_runs"],
+                "sim_stall": host.get("stall"), "sim_stall_every": host.get("stall_every")}
         if not d["rows"]:
             rows.append({**base, "metric": None, "sim": None, "emu": None, "band": None, "tolerance": None, "diff": None, "deviation": None, "pass": None,
                          "se": None, "sim_min": None, "sim_max": None, "emu_min": None, "emu_max": None})

@@ -73,9 +73,9 @@ mod tests {
     #[test]
     fn a_late_wakeup_is_one_stall_and_the_grid_resumes_after_it() {
         let mut p = Probe::new(0, 100 * PERIOD_NS);
-        p.woke(0); // deadline 0, on time
-        // Deadline 500 µs, woken 1.6 ms late: the deadlines at 1.0, 1.5 and 2.0 ms were inside
-        // the stall; the next is 2.5 ms, the first on the grid after 2.1 ms.
+        p.woke(0);
+        // Deadline 0 on time; deadline 500 µs woken 1.6 ms late: the deadlines at 1.0, 1.5 and
+        // 2.0 ms were inside the stall; the next is 2.5 ms, the first on the grid after 2.1 ms.
         p.woke(PERIOD_NS + 1_600_000);
         assert_eq!(p.stalls, vec![(PERIOD_NS, 1_600_000)]);
         assert_eq!(p.deadline(), Some(5 * PERIOD_NS));

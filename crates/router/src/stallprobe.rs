@@ -4,8 +4,8 @@
 //! Pins itself to the CPU, takes SCHED_FIFO at priority 99 (above the router's `chrt -f 20`, so
 //! only interrupts and a hypervisor that does not run the virtual CPU can delay it), locks its
 //! memory, and sleeps to each deadline of a 500 µs grid with `clock_nanosleep(TIMER_ABSTIME)`,
-//! recording every wake-up more than 300 µs late. Its cost: a wake-up of a few µs every
-//! 500 µs on each CPU (bench/README.md §Emulator gives the router's lateness with and without).
+//! recording every wake-up more than 300 µs late. Its cost: a wake-up every 500 µs on each
+//! CPU (bench/README.md §Emulator gives the router's lateness with and without).
 //!
 //! Writes, atomically, at T1 or on SIGTERM/SIGINT or its parent's death (then `"complete": false`):
 //! `{"cpu", "period_ns", "threshold_ns", "start_ns", "end_ns", "wakeups", "complete",
