@@ -480,7 +480,8 @@ def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
 
     cols = {"case": pa.string(), "metric": pa.string(), "sim": pa.float64(), "emu": pa.float64(), "band": pa.string(), "tolerance": pa.float64(),
             "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "se": pa.float64(), "status": pa.string(), "sim_seeds": pa.int64(),
-            "emu_runs": pa.int64(), "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64()}
+            "emu_runs": pa.int64(), "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64(),
+            "sim_stall": pa.string(), "sim_stall_every": pa.string()}
     rows = rows_of(docs)
     # A stored case.json may lack the range and se keys: they are null then.
     table = pa.table({k: pa.array([r.get(k) for r in rows], type=t) for k, t in cols.items()})
