@@ -757,7 +757,8 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         _wait_ready(p, f"the traffic sender of class {i}", deadline_ready, work / f"send{i}.log")
     if time.clock_gettime_ns(time.CLOCK_MONOTONIC) >= t0:
         raise EmulatorError(f"the testbed took longer than its {STARTUP_MARGIN_S} s startup margin; nothing was measured")
-    probes = {c: _spawn_probe(tb, router, c, t0, duration_ns) for c in cpus}
+    # The probes watch the cores the testbed uses: the router's and the traffic's (cpus[0], cpus[1]), or the only one.
+    probes = {c: _spawn_probe(tb, router, c, t0, duration_ns) for c in cpus[:2]}
     steal_before = _steal_ms()
     # Wait for the run: the router exits at duration + its drain.
     router_cpu_s: float | None = None
@@ -791,7 +792,7 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
     except (OSError, ValueError) as e:
         raise EmulatorError(f"a testbed program left no usable output: {e}") from None
     raw["router_cpu_s"] = router_cpu_s
-    roles = {router_cpu: "router", traffic_cpu: "traffic"} if router_cpu is not None else {c: "all" for c in cpus}
+    roles: dict[int | None, str] = {router_cpu: "router", traffic_cpu: "traffic"} if router_cpu is not None else {c: "all" for c in cpus}
     raw["stalls"] = _probe_results(work, probes, t0, duration_ns, roles)
     steal_after = _steal_ms()
     raw["steal_ms"] = {f"cpu{c}": round(steal_after[c] - steal_before[c], 1) for c in sorted(steal_after) if c in steal_before}
@@ -839,7 +840,7 @@ def _probe_results(work: Path, probes: dict[int, subprocess.Popen[str]], t0: int
         if d["start_ns"] != t0 or not d["complete"]:
             raise EmulatorError(f"the stall probe on CPU {c} did not cover the run's window (it started {(d['start_ns'] - t0) / 1e6:g} ms after its start, complete: {d['complete']})")
         period, threshold = d["period_ns"], d["threshold_ns"]
-        cpus[f"cpu{c}"] = {"role": roles.get(c, "idle"), "wakeups": d["wakeups"], "stalls": [[t - t0, late] for t, late in d["stalls"]]}
+        cpus[f"cpu{c}"] = {"role": roles[c], "wakeups": d["wakeups"], "stalls": [[t - t0, late] for t, late in d["stalls"]]}
     return {"period_ns": period, "threshold_ns": threshold, "window_ns": duration_ns, "cpus": cpus}
 
 
