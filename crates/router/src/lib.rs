@@ -21,6 +21,7 @@
 //! - [`config`]: `router.json`, with the simulator's engine config inside, read as
 //!   [`link::LinkConfig`] (the bottleneck's part).
 //! - [`tun`] (Linux only): the TUN device and the clock; used by the `aqmlab-router` binary.
+//! - [`stop`] (Linux only): SIGTERM/SIGINT as a flag for the binaries' loops.
 //! - [`tap`] (Linux only): when each packet reached the TUN, from a packet socket's ring on it.
 
 pub mod config;
@@ -30,6 +31,8 @@ pub mod measure;
 pub mod packet;
 pub mod pipeline;
 pub mod stall;
+#[cfg(target_os = "linux")]
+pub mod stop;
 #[cfg(target_os = "linux")]
 pub mod tap;
 #[cfg(target_os = "linux")]

@@ -21,7 +21,6 @@
 //! is one line on stderr naming the key, exit status 2, nothing written.
 
 use std::io::{IoSlice, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use router::gso::{self, Coalescer, VnetHdr};
 use router::measure::write_json_atomically;
@@ -59,25 +58,6 @@ const SCRATCH_BYTES: usize = gso::VNET_HDR_LEN + 65_536;
 /// the value is ours). The rest is read at once in the next round, `ppoll` returning
 /// immediately.
 const MAX_PKTS_PER_ROUND: u64 = 64;
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn install_signals() {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe); no SA_RESTART, so
-        // ppoll returns EINTR at once.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
 
 fn usage_error(msg: &str) -> ! {
     eprintln!("aqmlab-router: {msg}");
@@ -230,7 +210,7 @@ impl Writer {
 fn main() {
     let (cfg, realtime) = load_config();
     let mut pipe = Pipeline::new(&cfg.engine, cfg.class_sources.clone()).unwrap_or_else(|e| usage_error(&e));
-    install_signals();
+    router::stop::install();
     // SAFETY: prctl with constant arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
     if realtime {
@@ -278,7 +258,7 @@ fn main() {
     let mut read_lag = router::measure::Lateness::default();
     let mut unstamped: u64 = 0;
     'run: loop {
-        if STOP.load(Ordering::Relaxed) {
+        if router::stop::requested() {
             complete = false;
             break;
         }

@@ -13,8 +13,6 @@
 //! refuses to run — its figures would be the testbed's own load — exit status 2, nothing
 //! written.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use router::measure::write_json_atomically;
 use router::stall::{Probe, PERIOD_NS, THRESHOLD_NS};
 use router::tun::monotonic_ns;
@@ -22,12 +20,6 @@ use serde_json::json;
 
 /// SCHED_FIFO priority: the highest, so that nothing the testbed runs delays the probe.
 const PRIORITY: libc::c_int = 99;
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
 
 fn fail(msg: &str) -> ! {
     eprintln!("aqmlab-stallprobe: {msg}");
@@ -67,6 +59,7 @@ fn args() -> Args {
 
 fn main() {
     let a = args();
+    router::stop::install();
     // SAFETY: a zeroed cpu_set_t with one bit set, passed with its size; our own thread (pid 0).
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -80,17 +73,10 @@ fn main() {
         }
         libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE);
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-        for sig in [libc::SIGTERM, libc::SIGINT] {
-            // The handler only stores to an atomic; clock_nanosleep returns EINTR on it.
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
         // A run killed with SIGKILL cannot stop its probes: they stop with it.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
         if libc::getppid() == 1 {
-            STOP.store(true, Ordering::Relaxed);
+            router::stop::request();
         }
     }
     // A start already past would read as one long stall: the grid starts at the next deadline.
@@ -100,13 +86,13 @@ fn main() {
     // Room for a stall every 500 µs would be 8 kB a second; a few hundred are typical.
     probe.stalls.reserve(4096);
     while let Some(deadline) = probe.deadline() {
-        if STOP.load(Ordering::Relaxed) {
+        if router::stop::requested() {
             break;
         }
         let ts = libc::timespec { tv_sec: (deadline / 1_000_000_000) as libc::time_t, tv_nsec: (deadline % 1_000_000_000) as libc::c_long };
         // SAFETY: a valid timespec; no remaining-time output with TIMER_ABSTIME.
         if unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } != 0 {
-            continue; // EINTR: the loop checks STOP
+            continue; // EINTR: the loop checks for a stop
         }
         probe.woke(monotonic_ns());
     }
