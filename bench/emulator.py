@@ -35,7 +35,7 @@ import time
 from typing import Any, Iterator
 
 import aqmlab
-from aqmlab._emulate import emulate
+from aqmlab.emu.emulate import emulate
 
 
 #: Payload per 1500-byte packet of a Linux TCP flow with timestamps (1500 − 20 − 20 − 12).

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aqmlab import _report as R
+from aqmlab.report import study as R
 
 d = Path(sys.argv[1])
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4

@@ -11,7 +11,7 @@ import pytest
 
 import aqmlab
 from aqmlab import _native
-from aqmlab._scenario import _AQM_MODELS, parse_scenario
+from aqmlab.scenario.model import _AQM_MODELS, parse_scenario
 from aqmlab.cli.listing import option_table
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab._atlas import Cell, _to_split, load_spec, parse_spec, run_atlas
+from aqmlab.search.atlas import Cell, _to_split, load_spec, parse_spec, run_atlas
 from aqmlab.cli.main import app
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -150,7 +150,7 @@ def test_the_default_spec_covers_every_cc_and_discipline_but_the_validation_drop
     from aqmlab import _native
 
     spec = load_spec()
-    ccs = {c for c in aqmlab._scenario._available("cc")} - {"cbr"}
+    ccs = {c for c in aqmlab.scenario.model._available("cc")} - {"cbr"}
     assert set(spec.ccs) == ccs
     assert set(spec.aqm_labels()) == {a["kind"] for a in _native.describe_aqms()} - {"bernoulli"}
     quick = load_spec(quick=True)
@@ -189,7 +189,7 @@ def test_a_cell_without_a_valid_scenario_is_marked_not_run(tmp_path):
     assert len(small) == len(large) == 2
     assert small["error"].str.contains("bottleneck.aqm").all() and small["jain"].isna().all() and small["run"].isna().all()
     assert large["error"].isna().all() and large["jain"].between(0.5, 1.0).all()
-    from aqmlab._atlas_report import write_atlas_report
+    from aqmlab.report.atlas import write_atlas_report
 
     html = write_atlas_report(tmp_path / "out").read_text()
     assert "grey cells have no valid scenario" in html

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import aqmlab
-from aqmlab._convergence import convergence, windowed_jain
-from aqmlab._scenario import parse_scenario
+from aqmlab.analysis.convergence import convergence, windowed_jain
+from aqmlab.scenario.model import parse_scenario
 
 
 def test_the_windowed_index_and_the_convergence_time_by_hand():

@@ -10,13 +10,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import aqmlab
-from aqmlab._sweep import parse_sweep
+from aqmlab.sweep.spec import parse_sweep
 
 SWEEP = """\
 name = "dask-test"

@@ -24,8 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab import _emulate as E
-from aqmlab import _traffic as T
+from aqmlab.emu import emulate as E
+from aqmlab.emu import traffic as T
 from aqmlab.cli.main import app
 from _testbed import testbed_missing
 from test_report import CHROMIUM, open_in_browser
@@ -209,7 +209,7 @@ def test_assembled_results_have_the_simulators_schema_and_definitions() -> None:
     )
     res = E.assemble(s, s.engine_config(), _fake_raw(20_000_000), wall_time_s=1.0)
     sim = aqmlab.run(s)
-    for name in aqmlab._results.TABLES:
+    for name in aqmlab.store.result.TABLES:
         assert res.arrow[name].schema.names == sim.arrow[name].schema.names, name
         for f_emu, f_sim in zip(res.arrow[name].schema, sim.arrow[name].schema):
             # An all-null simulator column (no finite flow, ...) infers pyarrow's null type.
@@ -708,7 +708,7 @@ def test_a_workload_runs_the_simulators_flows(tmp_path: Path) -> None:
         assert res.flows["start_s"].tolist() == [p["start_ns"] / 1e9 for p in plan]
         assert res.fct["flow"].tolist() == [p["flow"] for p in finite] and res.fct["size_bytes"].tolist() == [p["size_bytes"] for p in finite]
         assert res.fct["start_s"].tolist() == [p["start_ns"] / 1e9 for p in finite]
-        for name in aqmlab._results.TABLES:
+        for name in aqmlab.store.result.TABLES:
             assert res.arrow[name].schema.names == sim.arrow[name].schema.names, name
     c = emu.summary["counters"]
     assert c["flows_without_connection"] == 0 and not c["flow_errors"] and c["router_unmatched_flows"] == 0 and c["unclassified"] == 0
@@ -786,7 +786,7 @@ def test_cbr_flows_keep_their_rate_when_uncongested(tmp_path: Path, aqm: str) ->
 
 
 def _priorities(env: dict[str, str]) -> dict[str, list[str]]:
-    code = "import json; from aqmlab import _emulate as E; print(json.dumps({'rt': E.PRIORITY_RT, 'traffic': E.PRIORITY_TRAFFIC, 'receiver': E.PRIORITY_RECEIVER}))"
+    code = "import json; from aqmlab.emu import emulate as E; print(json.dumps({'rt': E.PRIORITY_RT, 'traffic': E.PRIORITY_TRAFFIC, 'receiver': E.PRIORITY_RECEIVER}))"
     base = {k: v for k, v in os.environ.items() if not k.startswith("AQMLAB_EMU_")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env}, check=True)
     return json.loads(r.stdout)

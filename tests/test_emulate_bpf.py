@@ -1,4 +1,4 @@
-"""The emulator's eBPF congestion controls (bpf/, python/aqmlab/_bpfcc.py; docs/emulator.md,
+"""The emulator's eBPF congestion controls (bpf/, python/aqmlab/emu/bpfcc.py; docs/emulator.md,
 "eBPF congestion controls").
 
 Without root: the refusal of a run whose CC reports skipped ops, and the receiver's per-source
@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 import aqmlab
-from aqmlab import _bpfcc as B
-from aqmlab import _emulate as E
-from aqmlab import _traffic as T
+from aqmlab.emu import bpfcc as B
+from aqmlab.emu import emulate as E
+from aqmlab.emu import traffic as T
 from _testbed import testbed_missing
 
 DCTCP = B.BPF_CCS["dctcp"]

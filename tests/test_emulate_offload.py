@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import aqmlab
-from aqmlab import _emulate as E
+from aqmlab.emu import emulate as E
 from _testbed import testbed_missing
 
 

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from aqmlab._scenario import parse_scenario
-from aqmlab import _emulate as E
-from aqmlab import _fidelity as F
+from aqmlab.scenario.model import parse_scenario
+from aqmlab.emu import emulate as E
+from aqmlab.fidelity import suite as F
 from aqmlab.cli.main import app
 from test_emulate import needs_testbed
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import aqmlab
-from aqmlab._findings import FindingsError, evaluate, load_findings, parse_findings
-from aqmlab._sweep import parse_sweep
+from aqmlab.studies.findings import FindingsError, evaluate, load_findings, parse_findings
+from aqmlab.sweep.spec import parse_sweep
 from aqmlab.studies import STUDIES
 
 AXES = {"aqm": ["step", "pi2", "csaqm"], "N": [2, 10], "K": [0.17, 0.5]}
@@ -150,7 +150,7 @@ rtt = "20ms"
 def test_the_report_opens_with_the_findings_table(tmp_path: Path) -> None:
     d = tmp_path / "ckcd"
     aqmlab.run_sweep(parse_sweep(MINI_CKCD), d, jobs=2)
-    from aqmlab._report import write_report
+    from aqmlab.report.study import write_report
 
     html = write_report(d, d / "report.html").read_text(encoding="utf-8")
     # The table comes before every figure, one row per finding of the shipped file.

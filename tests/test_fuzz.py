@@ -399,7 +399,7 @@ def test_native_run_refuses_a_bad_config_with_value_error() -> None:
 
 
 def _router() -> Path | None:
-    from aqmlab._emulate import EmulatorError, router_binary
+    from aqmlab.emu.emulate import EmulatorError, router_binary
 
     try:
         return router_binary()

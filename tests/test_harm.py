@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from aqmlab._harm import harm, load_harm, solo_baseline
-from aqmlab._scenario import parse_scenario
+from aqmlab.analysis.harm import harm, load_harm, solo_baseline
+from aqmlab.scenario.model import parse_scenario
 
 MIX = """\
 name = "mix"

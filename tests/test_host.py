@@ -7,7 +7,7 @@ import pytest
 
 import aqmlab
 from aqmlab import ScenarioError
-from aqmlab._scenario import parse_scenario
+from aqmlab.scenario.model import parse_scenario
 
 BASE = """\
 duration = "1s"
@@ -103,7 +103,7 @@ def test_bad_host_keys_are_refused_with_their_line(extra: str, line: int, key: s
 
 
 def test_the_emulator_refuses_a_timing_noise_for_its_real_hosts() -> None:
-    from aqmlab._emulate import _check_host
+    from aqmlab.emu.emulate import _check_host
 
     _check_host(parse_scenario(BASE).host)
     with pytest.raises(ScenarioError, match="^host.jitter: the emulator's hosts have their own timing noise"):
@@ -111,7 +111,7 @@ def test_the_emulator_refuses_a_timing_noise_for_its_real_hosts() -> None:
 
 
 def test_stalls_lower_to_the_engine_and_hash_apart_and_the_emulator_refuses_them() -> None:
-    from aqmlab._emulate import _check_host
+    from aqmlab.emu.emulate import _check_host
 
     s = parse_scenario(BASE + '[host]\nstall = "1.5ms"\nstall_every = "2s"\n')
     h = s.engine_config()["host"]
@@ -141,7 +141,7 @@ def test_bbr_builds_a_queue_in_a_deep_buffer_when_its_hosts_stall() -> None:
 
 
 def test_the_emulator_refuses_ideal_hosts_and_knobs_it_cannot_apply_without_offloads() -> None:
-    from aqmlab._emulate import _check_host
+    from aqmlab.emu.emulate import _check_host
 
     with pytest.raises(ScenarioError, match="^host.ideal: the emulator's hosts are real Linux hosts"):
         _check_host(parse_scenario(BASE + "[host]\nideal = true\n").host)

@@ -15,8 +15,8 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab._harm import load_harm
-from aqmlab._sweep import parse_sweep
+from aqmlab.analysis.harm import load_harm
+from aqmlab.sweep.spec import parse_sweep
 from aqmlab.cli.main import app
 
 SWEEP = """\

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import aqmlab
-from aqmlab import _results
+from aqmlab.store import result as _results
 
 SMALL = aqmlab.Scenario(
     name="small", duration="1s", bottleneck={"rate": "10Mbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "20ms", "count": 2}]

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab._search import load_search, parse_search, run_search, shrink
+from aqmlab.search.runner import load_search, parse_search, run_search, shrink
 from aqmlab.cli.main import app
 from _testbed import testbed_missing
 
@@ -148,7 +148,7 @@ def test_a_search_killed_with_sigkill_resumes_without_rerunning_a_point(tmp_path
 
 
 def test_the_report_shows_the_objective_the_space_and_the_worst_points(reno):
-    from aqmlab._search_report import write_search_report
+    from aqmlab.report.search import write_search_report
 
     d, s, res = reno
     page = write_search_report(s, d / "out")
@@ -225,7 +225,7 @@ def test_a_directory_of_another_search_is_refused(reno, tmp_path):
 
 def _testbed() -> str | None:
     """Why the emulator cannot run here, or None."""
-    from aqmlab._emulate import EmulatorError, router_binary
+    from aqmlab.emu.emulate import EmulatorError, router_binary
 
     try:
         router_binary()

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab._sweep import parse_sweep
-from aqmlab._sweeprun import build_index
+from aqmlab.sweep.spec import parse_sweep
+from aqmlab.sweep.runner import build_index
 from aqmlab.cli.main import app
 from aqmlab.studies import study_path
 

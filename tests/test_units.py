@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aqmlab import _units as u
+from aqmlab.scenario import units as u
 
 
 def test_times() -> None:
@@ -34,7 +34,7 @@ def test_sizes() -> None:
 
 
 def test_relative_units_against_hand_computation() -> None:
-    from aqmlab._lower import _bytes, _target_ns
+    from aqmlab.scenario.lower import _bytes, _target_ns
 
     # 0.5 BDP at 1 Gbps × 10 ms = 0.5 × 1e9/8 × 0.01 = 625 000 B.
     assert _bytes(u.parse_size("0.5bdp"), 10**9, 10_000_000) == 625_000

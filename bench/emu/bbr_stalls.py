@@ -39,9 +39,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from aqmlab import _emulate as E  # noqa: E402
-from aqmlab import _units as u  # noqa: E402
-from aqmlab._fidelity import case_metrics, load_manifest  # noqa: E402
+from aqmlab.emu import emulate as E  # noqa: E402
+from aqmlab.scenario import units as u  # noqa: E402
+from aqmlab.fidelity.suite import case_metrics, load_manifest  # noqa: E402
 
 LINK_GOODPUT_BPS = 100e6 * 1448 / 1500  # BBR's bw counts payload: 1448 of each 1500-byte packet
 #: A rise is counted from 1 % above the estimate at rest (1.002-1.003 x the link in these runs).

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 import aqmlab  # noqa: E402
-from aqmlab import _emulate as E  # noqa: E402
+from aqmlab.emu import emulate as E  # noqa: E402
 
 
 def bernoulli(p: float, duration: str) -> aqmlab.Scenario:

@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 import aqmlab  # noqa: E402
-from aqmlab import _emulate as E  # noqa: E402
-from aqmlab import _units as u  # noqa: E402
+from aqmlab.emu import emulate as E  # noqa: E402
+from aqmlab.scenario import units as u  # noqa: E402
 
 MSS = 1448
 

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from aqmlab import _emulate as E  # noqa: E402
-from aqmlab._fidelity import load_manifest  # noqa: E402
+from aqmlab.emu import emulate as E  # noqa: E402
+from aqmlab.fidelity.suite import load_manifest  # noqa: E402
 
 _spawn_probe, _probe_results = E._spawn_probe, E._probe_results
 

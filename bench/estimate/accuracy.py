@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from aqmlab import _native
-from aqmlab._estimate import estimate
-from aqmlab._scenario import load_scenario
+from aqmlab.simulate.estimate import estimate
+from aqmlab.scenario.model import load_scenario
 
 print("| scenario | packets est. / carried | flows | time-series rows (est.) | wall est. | CPU measured | wall measured | peak memory est. | peak RSS measured |")
 print("|---|---|---|---|---|---|---|---|---|")

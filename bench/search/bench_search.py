@@ -6,7 +6,7 @@ to come within 0.02 of it, over several repetitions (optimizer seeds).
 Points are evaluated in this process with `aqmlab.run` (the objective is the search's
 `Objective.value` on the run's summary, averaged over the file's seeds), memoized by scenario
 hash in OUT/cache-<space>.json, so the large grid and every repeated point are simulated once.
-The optimizers' points come from `aqmlab._search.ask`, the function `aqmlab search` uses.
+The optimizers' points come from `aqmlab.search.runner.ask`, the function `aqmlab search` uses.
 
     nice -n 10 python3 bench/search/bench_search.py -o out/bench-search [--reps 10] [--grid 10] [--budgets 30,60]
 """
@@ -23,7 +23,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import aqmlab
-from aqmlab._search import Search, ask, load_search
+from aqmlab.search.runner import Search, ask, load_search
 
 HERE = Path(__file__).resolve().parent
 SPACES = ["bbr-cubic-taildrop", "dctcp-cubic-l4s", "bbr2-cubic-pie"]

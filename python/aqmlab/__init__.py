@@ -13,14 +13,14 @@ simulator, Parquet results.
     emu = aqmlab.emulate("examples/emu-cubic-30m.toml")   # real Linux TCP (root; docs/emulator.md)
 """
 
-from ._results import Result, load_result
-from ._run import VERSION as __version__
-from ._run import run
-from ._scenario import Scenario, ScenarioError, load_scenario
-from ._sweep import Sweep, SweepError, load_sweep
-from ._sweeprun import load, run_sweep
-from ._convergence import convergence, windowed_jain
-from ._harm import harm
-from ._emulate import emulate
+from aqmlab.store.result import Result, load_result
+from aqmlab.simulate.run import VERSION as __version__
+from aqmlab.simulate.run import run
+from aqmlab.scenario.model import Scenario, ScenarioError, load_scenario
+from aqmlab.sweep.spec import Sweep, SweepError, load_sweep
+from aqmlab.sweep.runner import load, run_sweep
+from aqmlab.analysis.convergence import convergence, windowed_jain
+from aqmlab.analysis.harm import harm
+from aqmlab.emu.emulate import emulate
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "emulate", "__version__"]

@@ -121,7 +121,7 @@ def noise(files: list[str], seeds: int, share: str, offset_us: int, jitter_us: i
 def emu(files: list[str], rounds: int) -> None:
     import pandas as pd
 
-    from aqmlab._emulate import emulate
+    from aqmlab.emu.emulate import emulate
 
     base = os.environ.get("MIXED_RTT_OUT", "/tmp/mixed_rtt")
     for rnd in range(rounds):
@@ -174,7 +174,7 @@ def ping() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
         f.write(IDLE)
         f.flush()
-        emu = subprocess.Popen([sys.executable, "-c", f"from aqmlab._emulate import emulate; emulate({f.name!r})"])
+        emu = subprocess.Popen([sys.executable, "-c", f"from aqmlab.emu.emulate import emulate; emulate({f.name!r})"])
         try:
             tag = None
             for _ in range(100):

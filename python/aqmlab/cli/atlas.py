@@ -7,18 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from .._scenario import ScenarioError
-
-err = Console(stderr=True)
-out = Console()
+from aqmlab.scenario.model import ScenarioError
+from aqmlab.cli.common import err, fail, out
 
 
-def _fail(e: Exception, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def atlas(
@@ -31,15 +24,15 @@ def atlas(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Map Jain's index and harm of every CC pair × AQM over buffer (BDP) × RTT ratio, refined adaptively; writes DIR/atlas.html."""
-    from .._atlas import load_spec, run_atlas
-    from .._atlas_report import write_atlas_report
+    from aqmlab.search.atlas import load_spec, run_atlas
+    from aqmlab.report.atlas import write_atlas_report
 
     try:
         s = load_spec(None if spec == "default" else spec, quick=quick)
         if rounds is not None:
             s.rounds = rounds
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     t0 = time.perf_counter()
 
@@ -50,10 +43,10 @@ def atlas(
     try:
         df = run_atlas(s, output, jobs=jobs, cluster=cluster, on_round=on_round)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     except RuntimeError as e:
-        _fail(e, 1)
+        fail(e, 1)
         raise
     except KeyboardInterrupt:
         err.print("interrupted: finished runs are kept; run the same command again to resume")

@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .._scenario import Scenario, ScenarioError, load_scenario
-from .run import print_summary
+from aqmlab.scenario.model import Scenario, ScenarioError, load_scenario
+from aqmlab.cli.run import print_summary
+from aqmlab.store.atomic import write_text
+from aqmlab.cli.common import err, fail, out
 
-err = Console(stderr=True)
-out = Console()
 
 #: Router lateness (`counters.late_p50_ns`) above which a run is flagged: on the 2-core VM the
 #: median is 9–19 µs under load and 42 µs with one 2 Mbit/s flow, where idle vCPUs wake late
@@ -27,22 +26,17 @@ out = Console()
 LATE_P50_WARN_NS = 100_000
 
 
-def _fail(e: Exception) -> None:
-    # The message is text, not markup ("[[workload]]" must print as written).
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
 
 def _load(path: Path) -> Scenario:
     try:
         return load_scenario(path)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
 
 
 def _emulate(s: Scenario, target: Path | None, overwrite: bool, show: bool, keep_work: bool = False) -> Any:
-    from .._emulate import emulate
+    from aqmlab.emu.emulate import emulate
 
     try:
         if show:
@@ -51,7 +45,7 @@ def _emulate(s: Scenario, target: Path | None, overwrite: bool, show: bool, keep
                 return emulate(s, target, progress=lambda f: bar.update(task, completed=f), overwrite=overwrite, keep_work=keep_work)
         return emulate(s, target, overwrite=overwrite, keep_work=keep_work)
     except ScenarioError as e:  # EmulatorError included
-        _fail(e)
+        fail(e)
     except KeyboardInterrupt:
         err.print("interrupted: testbed removed, nothing written")
         raise typer.Exit(130) from None
@@ -68,23 +62,23 @@ def emulate_cmd(
     keep_work: Annotated[bool, typer.Option("--keep-work", help="Keep the work directory (router.json, logs, raw outputs) in /tmp")] = False,
 ) -> None:
     """Run a scenario with real Linux TCP through the userspace AQM router (root; see docs/emulator.md)."""
-    from .._emulate import EmulatorError, cleanup as do_cleanup, is_root
+    from aqmlab.emu.emulate import EmulatorError, cleanup as do_cleanup, is_root
 
     if cleanup:
         if file is not None:
-            _fail(ScenarioError("--cleanup takes no scenario"))
+            fail(ScenarioError("--cleanup takes no scenario"))
         if not is_root():
-            _fail(EmulatorError("--cleanup needs root (it removes network namespaces)"))
+            fail(EmulatorError("--cleanup needs root (it removes network namespaces)"))
         removed = do_cleanup(force=force, log=lambda m: err.print(m, highlight=False))
         out.print(f"removed {len(removed)} stale testbed(s)", highlight=False)
         return
     if file is None:
-        _fail(ScenarioError("give a scenario file (or --cleanup)"))
+        fail(ScenarioError("give a scenario file (or --cleanup)"))
         return
     s = _load(file)
     target = output or Path("runs") / f"{s.name}-{s.hash()}-emu"
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
-        _fail(ScenarioError(f"{target} exists and is not empty (pass --overwrite to replace it)"))
+        fail(ScenarioError(f"{target} exists and is not empty (pass --overwrite to replace it)"))
     show = not quiet and not as_json and err.is_terminal
     res = _emulate(s, target, overwrite, show, keep_work)
     if as_json:
@@ -157,19 +151,19 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON")] = False,
 ) -> None:
     """Run a scenario on the simulator and on the emulator; print the metrics side by side."""
-    from .._emulate import preflight
-    from .._run import run as run_sim
+    from aqmlab.emu.emulate import preflight
+    from aqmlab.simulate.run import run as run_sim
 
     s = _load(file)
     try:
         preflight(s)  # refuse before spending the simulation
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
     if output is not None:
         for sub in ("sim", "emu"):
             t = output / sub
             if t.exists() and any(t.iterdir()) and not overwrite:
-                _fail(ScenarioError(f"{t} exists and is not empty (pass --overwrite to replace it)"))
+                fail(ScenarioError(f"{t} exists and is not empty (pass --overwrite to replace it)"))
     show = not quiet and not as_json and err.is_terminal
     if show:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(), console=err, transient=True) as bar:
@@ -183,11 +177,9 @@ def compare(
     rows = compare_rows(sim.summary, emu.summary)
     report = None
     if output is not None:
-        from .._compare_report import write_compare_report
+        from aqmlab.report.compare import write_compare_report
 
-        tmp = output / ".compare.json.tmp"
-        tmp.write_text(json.dumps(rows, indent=1) + "\n")
-        tmp.replace(output / "compare.json")
+        write_text(output / "compare.json", json.dumps(rows, indent=1) + "\n")
         report = write_compare_report(output, output / "report.html")
     if as_json:
         print(json.dumps(rows, indent=2))
@@ -216,12 +208,12 @@ def router(
     config: Annotated[Path, typer.Option("--config", help="router.json (docs/emulator.md §Router)")],
 ) -> None:
     """Run the bottleneck router alone (aqmlab-router) inside your own namespace / TUN setup."""
-    from .._emulate import EmulatorError, router_binary
+    from aqmlab.emu.emulate import EmulatorError, router_binary
 
     try:
         binary = router_binary()
     except EmulatorError as e:
-        _fail(e)
+        fail(e)
         return
     sys.stdout.flush()
     sys.stderr.flush()

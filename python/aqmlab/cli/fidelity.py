@@ -6,21 +6,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .._scenario import ScenarioError
-from .._fidelity import EMU_RUNS
-
-err = Console(stderr=True)
-out = Console()
+from aqmlab.scenario.model import ScenarioError
+from aqmlab.fidelity.suite import EMU_RUNS
+from aqmlab.cli.common import err, fail, out
 
 
-def _fail(e: Exception) -> None:
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def fidelity(
@@ -35,8 +29,8 @@ def fidelity(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run the fidelity suite: each case on the simulator and the emulator (root), every metric scored against its band."""
-    from .. import _fidelity as F
-    from .._emulate import is_root
+    from aqmlab.fidelity import suite as F
+    from aqmlab.emu.emulate import is_root
 
     try:
         allc = F.load_manifest()
@@ -49,7 +43,7 @@ def fidelity(
             sim_stalls = {"stall": sim_stall, **({"stall_every": sim_stall_every} if sim_stall_every is not None else {})}
             allc[0].sim_seeded(0, sim_stalls)  # refused here, with the key, if malformed
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         return
     if list_cases:
         t = Table(title="fidelity cases", title_justify="left")
@@ -60,7 +54,7 @@ def fidelity(
         out.print(t)
         return
     if not is_root():
-        _fail(ScenarioError("the fidelity suite runs every case on the emulator, which needs root (network namespaces, veth and TUN devices); run it as root"))
+        fail(ScenarioError("the fidelity suite runs every case on the emulator, which needs root (network namespaces, veth and TUN devices); run it as root"))
     target = output or Path("out") / ("fidelity-quick" if quick else "fidelity")
     show = not quiet and err.is_terminal
     try:
@@ -72,7 +66,7 @@ def fidelity(
         else:
             docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)), sim_stalls=sim_stalls)
     except ScenarioError as e:  # EmulatorError included: the cases finished so far are kept
-        _fail(e)
+        fail(e)
         return
     except KeyboardInterrupt:
         err.print("interrupted: finished cases are kept; run the same command again to resume")

@@ -6,19 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from .._scenario import Marker
+from aqmlab.scenario.model import Marker
+from aqmlab.cli.common import out
 
 app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
-out = Console()
 
 
 @app.command("ccs")
 def ccs() -> None:
     """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources."""
-    from .. import _native
+    from aqmlab import _native
 
     t = Table(title="congestion controls (set tunables per flow class with cc_params = { ... })", title_justify="left")
     for col in ("cc", "parameters (defaults)", "source"):
@@ -58,7 +57,7 @@ def option_table(about: dict[str, Any]) -> str:
 @app.command("aqms")
 def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them).")) -> None:
     """Queue disciplines and their options (unit, default, range, source), from the engine."""
-    from .._lower import describe_aqms
+    from aqmlab.scenario.lower import describe_aqms
 
     if markdown:
         for kind, about in describe_aqms().items():
@@ -87,8 +86,8 @@ def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each dis
 @app.command("studies")
 def studies() -> None:
     """The seed studies `aqmlab reproduce` runs, with their run counts (full and --quick)."""
-    from .._sweep import load_sweep
-    from ..studies import STUDIES, study_path
+    from aqmlab.sweep.spec import load_sweep
+    from aqmlab.studies import STUDIES, study_path
 
     t = Table(title="seed studies (aqmlab reproduce NAME [--quick])", title_justify="left")
     for col in ("study", "paper", "runs", "quick runs", "what"):

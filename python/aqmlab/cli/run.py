@@ -8,30 +8,22 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .._estimate import LONG_RUN_S, check_fits, estimate
-from .._run import run as run_scenario
-from .._scenario import Scenario, ScenarioError, load_scenario
-
-err = Console(stderr=True)
-out = Console()
+from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
+from aqmlab.simulate.run import run as run_scenario
+from aqmlab.scenario.model import Scenario, ScenarioError, load_scenario
+from aqmlab.cli.common import err, fail, out
 
 
-def _fail(e: ScenarioError | Exception) -> None:
-    # The message is text, not markup ("[[flows]]" must print as written).
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, markup=True, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _load(path: Path) -> Scenario:
     try:
         return load_scenario(path)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise  # unreachable
 
 
@@ -88,12 +80,12 @@ def run(
     s = _load(file)
     target = output or Path("runs") / f"{s.name}-{s.hash()}"
     if target.exists() and any(target.iterdir()) and not overwrite:
-        _fail(ScenarioError(f"{target} exists and is not empty (pass --overwrite to replace it)"))
+        fail(ScenarioError(f"{target} exists and is not empty (pass --overwrite to replace it)"))
     est = estimate(s)
     try:
         check_fits(est, file=str(file))
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
     if est.wall_s > LONG_RUN_S:
         err.print(f"warning: {file}: this run is expected to take a long time ({est.line()})", highlight=False, soft_wrap=True, markup=False)
     show = not quiet and not as_json and sys.stderr.isatty()
@@ -108,7 +100,7 @@ def run(
         err.print("interrupted: nothing written")
         raise typer.Exit(130) from None
     except MemoryError as e:
-        _fail(ScenarioError(f"out of memory during the run ({e}); nothing written ({est.line()})", file=str(file)))
+        fail(ScenarioError(f"out of memory during the run ({e}); nothing written ({est.line()})", file=str(file)))
     res.save(target, overwrite=overwrite)
     if as_json:
         print(json.dumps(res.summary, indent=2))

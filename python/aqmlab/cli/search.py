@@ -9,19 +9,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._scenario import ScenarioError
+from aqmlab.scenario.model import ScenarioError
+from aqmlab.store.atomic import write_text
+from aqmlab.cli.common import err, fail, out
 
-err = Console(stderr=True)
-out = Console()
 
-
-def _fail(e: Exception, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def search(
@@ -35,8 +29,7 @@ def search(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Search a scenario space for its worst case; writes DIR/trials.parquet, best.toml, shrunk.toml, report.html."""
-    from .._search import Evaluator, SearchError, load_search, run_search, shrink
-    from .._search_report import write_search_report
+    from aqmlab.search.runner import Evaluator, SearchError, load_search
 
     try:
         s = load_search(file)
@@ -47,7 +40,7 @@ def search(
         if replay_emu:
             _emu_preflight(s)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     show = not quiet and err.is_terminal
     t0 = time.perf_counter()
@@ -57,8 +50,8 @@ def search(
 
 
 def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
-    from .._search import run_search, shrink
-    from .._search_report import write_search_report
+    from aqmlab.search.runner import run_search, shrink
+    from aqmlab.report.search import write_search_report
 
     try:
         if show:
@@ -76,10 +69,10 @@ def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, 
 
             res = run_search(s, output, evaluator=ev, on_points=on_points)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     except RuntimeError as e:
-        _fail(e, 1)
+        fail(e, 1)
         raise
     except KeyboardInterrupt:
         err.print("interrupted: evaluated points are kept; run the same command again to resume")
@@ -94,7 +87,7 @@ def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, 
         try:
             shrunk = shrink(s, output, b, evaluator=ev, on_step=None if quiet else (lambda m: err.print(f"shrink: {m}", highlight=False)))
         except RuntimeError as e:
-            _fail(e, 1)
+            fail(e, 1)
         assert shrunk is not None
         c = shrunk["check"]
         if not quiet:
@@ -111,7 +104,7 @@ def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, 
 
 def _emu_preflight(s) -> None:
     """Refuse --replay-emu before anything runs when the emulator cannot run the scenario."""
-    from .._emulate import preflight
+    from aqmlab.emu.emulate import preflight
 
     sc = s.scenario({v.name: v.mid() for v in s.space}, s.seeds[0])
     if s.objective.metric == "harm":
@@ -124,8 +117,7 @@ def _emu_preflight(s) -> None:
 
 def _replay(s, output: Path, shrunk: dict | None) -> dict:
     """Run the shrunk case (else the worst point) on the emulator with the search's first seed."""
-    from .._emulate import emulate
-    from .._search import _write_atomic
+    from aqmlab.emu.emulate import emulate
 
     params = shrunk["shrunk"]["params"] if shrunk else None
     patch = shrunk["shrunk"]["patch"] if shrunk else {}
@@ -140,8 +132,8 @@ def _replay(s, output: Path, shrunk: dict | None) -> dict:
     try:
         res = emulate(sc, output / "emu", overwrite=True)
     except ScenarioError as e:
-        _fail(ScenarioError(f"cannot replay on the emulator: {e.detail}", key="--replay-emu"))
+        fail(ScenarioError(f"cannot replay on the emulator: {e.detail}", key="--replay-emu"))
         raise
     doc = {"scenario": sc.hash(), "objective": str(s.objective), "sim_value": s.objective.value(sim, None), "emu_value": s.objective.value(res.summary, None)}
-    _write_atomic(output / "emu.json", json.dumps(doc, indent=1) + "\n")
+    write_text(output / "emu.json", json.dumps(doc, indent=1) + "\n")
     return doc

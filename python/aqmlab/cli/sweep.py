@@ -7,31 +7,23 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .._estimate import LONG_RUN_S, check_fits, estimate
-from .._scenario import ScenarioError
-from .._sweep import Run, Sweep, SweepError, load_sweep
-from .._sweeprun import SweepResult, plan, run_sweep
-
-err = Console(stderr=True)
-out = Console()
+from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
+from aqmlab.scenario.model import ScenarioError
+from aqmlab.sweep.spec import Run, Sweep, load_sweep
+from aqmlab.sweep.runner import SweepResult, plan, run_sweep
+from aqmlab.cli.common import err, fail, out
 
 
-def _fail(e: Exception) -> None:
-    # The message is text, not markup ("[[flows]]" must print as written).
-    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry_run: bool, quiet: bool) -> SweepResult | None:
     try:
         runs = plan(sw)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     if dry_run:
         t = Table(title=f"{sw.name}: {len(runs)} runs", title_justify="left")
@@ -73,7 +65,7 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
 
             res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     except KeyboardInterrupt:
         err.print("interrupted: finished runs are kept; run the same command again to resume")
@@ -96,7 +88,7 @@ def _check_estimates(sw: Sweep, runs: list[Run]) -> None:
             params = ", ".join(f"{k}={v}" for k, v in r.params.items())
             check_fits(e, file=str(sw.file) if sw.file else None, what=f"run {r.hash} ({params})")
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
     long = [e for _, e in ests.values() if e.wall_s > LONG_RUN_S]
     if long:
         worst = max(long, key=lambda e: e.wall_s)
@@ -121,7 +113,7 @@ def sweep(
     try:
         sw = load_sweep(file, quick=quick)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     _execute(sw, output, jobs, cluster, dry_run, quiet)
 
@@ -136,20 +128,20 @@ def reproduce(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run a seed study's sweep and write its report (DIR/report.html)."""
-    from ..studies import study_path
+    from aqmlab.studies import study_path
 
     try:
         path = study_path(study)
         sw = load_sweep(path, quick=quick)
     except (ScenarioError, KeyError) as e:
-        _fail(e if isinstance(e, ScenarioError) else ValueError(e.args[0]))
+        fail(e if isinstance(e, ScenarioError) else ValueError(e.args[0]))
         raise
     target = output or Path("out") / (study + ("-quick" if quick else ""))
     res = _execute(sw, target, jobs, cluster, dry_run, quiet)
     if res is None:
         return
-    from .._findings import evaluate_all
-    from .._report import write_report
+    from aqmlab.studies.findings import evaluate_all
+    from aqmlab.report.study import write_report
 
     html = write_report(target, target / "report.html", study=study)
     if not quiet:
@@ -167,8 +159,8 @@ def report(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file (default DIR/report.html)")] = None,
 ) -> None:
     """Write a static HTML report (figures as PNG and SVG beside it) for a sweep directory or harm directories."""
-    from .._compare_report import is_compare_dir, write_compare_report
-    from .._report import is_harm_dir, write_harm_report, write_report
+    from aqmlab.report.compare import is_compare_dir, write_compare_report
+    from aqmlab.report.study import is_harm_dir, write_harm_report, write_report
 
     directory = directories[0]
     if len(directories) == 1 and is_compare_dir(directory):
@@ -180,9 +172,9 @@ def report(
         out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
         return
     if len(directories) > 1:
-        _fail(ValueError(f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"))
+        fail(ValueError(f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"))
     if not (directory / "index.parquet").is_file():
-        _fail(ValueError(f"{directory}: not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"))
+        fail(ValueError(f"{directory}: not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"))
     html = write_report(directory, output or directory / "report.html")
     out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
 
@@ -197,17 +189,17 @@ def plot(
     hue: Annotated[str, typer.Option("--hue", help="One line per value of this column")] = "class",
 ) -> None:
     """One facet-grid figure from a sweep's index."""
-    from .._report import facet_figure
-    from .._sweeprun import load
+    from aqmlab.report.study import facet_figure
+    from aqmlab.sweep.runner import load
 
     try:
         df = load(directory)
     except FileNotFoundError as e:
-        _fail(e)
+        fail(e)
         raise
     for name, v in (("--metric", metric), ("--x", x), ("--col", col), ("--row", row), ("--hue", hue)):
         if v is not None and v not in df.columns:
-            _fail(ValueError(f"{name} {v!r}: not a column of the index (columns: {', '.join(df.columns)})"))
+            fail(ValueError(f"{name} {v!r}: not a column of the index (columns: {', '.join(df.columns)})"))
     fig = facet_figure(df, metric=metric, x=x, col=col, row=row, hue=hue)
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=150, bbox_inches="tight")
@@ -219,16 +211,16 @@ def harm_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory for the runs and harm.json (reused on a second call)")],
 ) -> None:
     """Harm (Ware et al., HotNets 2019) each class suffers, against its solo baseline."""
-    from .._harm import harm
-    from .._scenario import load_scenario
+    from aqmlab.analysis.harm import harm
+    from aqmlab.scenario.model import load_scenario
 
     try:
         s = load_scenario(file)
     except ScenarioError as e:
-        _fail(e)
+        fail(e)
         raise
     if len([f for f in s.flows if f.cc != "cbr"]) < 2:
-        _fail(ScenarioError("harm needs at least two TCP flow classes", file=str(file), key="flows"))
+        fail(ScenarioError("harm needs at least two TCP flow classes", file=str(file), key="flows"))
     df, ran = harm(s, output)
     t = Table(title=f"harm in {s.name} (vs each class's solo baseline; {ran} run(s) simulated, the rest reused)", title_justify="left")
     for col in ("class", "goodput", "baseline", "throughput harm", "delay", "baseline delay", "delay harm"):

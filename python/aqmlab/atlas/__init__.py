@@ -1,1 +1,0 @@
-"""The atlas specs shipped with aqmlab (default.toml: `aqmlab atlas` with no SPEC)."""

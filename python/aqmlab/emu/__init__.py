@@ -1,0 +1,1 @@
+"""The emulator: real Linux TCP through the bottleneck router, in network namespaces."""

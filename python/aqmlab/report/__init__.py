@@ -1,0 +1,1 @@
+"""HTML reports: studies, harm, compare, search and atlas pages."""

@@ -1,0 +1,580 @@
+"""Static HTML reports of a sweep: the figure types the seed papers publish, each with the
+numbers under it, as one page that opens from disk (figures embedded), plus PNG and SVG copies
+for papers.
+
+Figures (each only where the sweep has the data):
+- facet grids of Jain's index, utilization, relative throughput per class and ECN-mark ratio
+  per class over the report's x parameter, faceted by its `col` and `row` parameters (the
+  figures of Fejes et al. 2019 and 2020; ECN marks as Fejes et al. 2020 Fig. 10);
+- mean and max queueing delay relative to the AQM's target (Fejes et al. 2020);
+- per-flow throughput over time for one run per facet cell (Liu et al. (CKCD), De Schepper et
+  al. (DualQ));
+- queue-delay CDFs per run (De Schepper et al. (DualQ));
+- completion time over flow size and slowdown CDFs (the dynamic runs of De Schepper et al.
+  (DualQ));
+- convergence where runs have joins or leaves (Liu et al. (CKCD) Fig. 8): the windowed Jain index over
+  time with the join and leave times marked, and the convergence time of each event.
+
+`aqmlab harm` directories get a page of their own (`write_harm_report`): the harm table and a
+heatmap of classes × metric (throughput and delay harm), one or several directories side by
+side, plus the convergence figures of their mixed runs where those have joins or leaves.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from aqmlab.store.atomic import write_text
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+__all__ = ["write_report", "write_harm_report", "facet_figure", "is_harm_dir"]
+
+_LABELS = {
+    "jain": "Jain's index (classes' flows)",
+    "run_jain": "Jain's index (all flows)",
+    "run_utilization": "utilization",
+    "utilization": "utilization",
+    "rel_throughput": "relative throughput",
+    "mark_ratio": "ECN-mark ratio",
+    "drop_ratio": "drop ratio",
+    "sojourn_mean_rel_target": "mean delay / target",
+    "sojourn_max_rel_target": "max delay / target",
+    "sojourn_mean_ms": "mean queueing delay (ms)",
+    "sojourn_p99_ms": "p99 queueing delay (ms)",
+}
+
+
+def _sorted_values(s: pd.Series) -> list[Any]:
+    vals = list(pd.unique(s.dropna()))
+    try:
+        return sorted(vals)
+    except TypeError:
+        return vals
+
+
+def facet_figure(df: pd.DataFrame, *, metric: str, x: str, col: str | None = None, row: str | None = None, hue: str | None = "class", title: str | None = None) -> plt.Figure:
+    """A grid of small line plots: metric over x, one panel per (row, col), one line per hue."""
+    rows = _sorted_values(df[row]) if row else [None]
+    cols = _sorted_values(df[col]) if col else [None]
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.6 * len(cols) + 1.2, 2.1 * len(rows) + 0.9), squeeze=False, sharex=True, sharey=True)
+    xs_numeric = pd.api.types.is_numeric_dtype(df[x])
+    hues = _sorted_values(df[hue]) if hue else [None]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"] if len(hues) <= 10 else [plt.get_cmap("tab20")(i % 20) for i in range(20)]
+    for i, rv in enumerate(rows):
+        for j, cv in enumerate(cols):
+            ax = axes[i][j]
+            sub = df
+            if row:
+                sub = sub[sub[row] == rv]
+            if col:
+                sub = sub[sub[col] == cv]
+            xcats = [str(v) for v in _sorted_values(df[x])]
+            present = [hv for hv in hues if hue is None or (sub[hue] == hv).any()]
+            width = 0.8 / max(1, len(present))
+            for k, hv in enumerate(hues):
+                h = sub if hue is None else sub[sub[hue] == hv]
+                if h.empty or h[metric].isna().all():
+                    continue
+                slot = present.index(hv)
+                g = h.groupby(x, sort=True)[metric].mean()
+                label = str(hv) if hv is not None else None
+                if xs_numeric:
+                    ax.plot(list(g.index), g.values, marker="o", ms=3, lw=1.2, color=colors[k % len(colors)], label=label)
+                else:
+                    # Categories (AQMs, mixes): grouped bars, no lines between unrelated points.
+                    pos = [xcats.index(str(v)) - 0.4 + (slot + 0.5) * width for v in g.index]
+                    ax.bar(pos, g.values, width=width, color=colors[k % len(colors)], label=label)
+            if not xs_numeric:
+                ax.set_xticks(range(len(xcats)), xcats, rotation=30, ha="right")
+            if xs_numeric and len(df[x].unique()) > 2 and df[x].min() > 0 and df[x].max() / df[x].min() >= 20:
+                ax.set_xscale("log")
+            heading = " · ".join(f"{n}={v}" for n, v in ((row, rv), (col, cv)) if n)
+            if heading:
+                ax.set_title(heading, fontsize=8)
+            ax.grid(True, lw=0.3, alpha=0.6)
+            ax.tick_params(labelsize=7)
+            if i == len(rows) - 1:
+                ax.set_xlabel(x, fontsize=8)
+            if j == 0:
+                ax.set_ylabel(_LABELS.get(metric, metric), fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    for a in axes.flat:
+        for hnd, lab in zip(*a.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(hnd)
+                labels.append(lab)
+    if labels:
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    if title:
+        fig.suptitle(title, y=1.04, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.95 if labels else 1))
+    return fig
+
+
+class _Page:
+    def __init__(self, title: str, fig_dir: Path):
+        self.title = title
+        self.fig_dir = fig_dir
+        self.parts: list[str] = []
+        self.n = 0
+
+    def heading(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def para(self, text: str) -> None:
+        self.parts.append(f"<p>{html.escape(text)}</p>")
+
+    def figure(self, fig: plt.Figure, name: str, caption: str, table: pd.DataFrame | None = None) -> None:
+        self.n += 1
+        stem = f"{self.n:02d}-{name}"
+        self.fig_dir.mkdir(parents=True, exist_ok=True)
+        fig.savefig(self.fig_dir / f"{stem}.png", dpi=150, bbox_inches="tight")
+        fig.savefig(self.fig_dir / f"{stem}.svg", bbox_inches="tight")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        data = base64.b64encode(buf.getvalue()).decode()
+        links = f'<a href="{self.fig_dir.name}/{stem}.png">PNG</a> · <a href="{self.fig_dir.name}/{stem}.svg">SVG</a>'
+        self.parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({links})</figcaption></figure>')
+        if table is not None and not table.empty:
+            self.parts.append('<details><summary>numbers</summary>' + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>")
+
+    def write(self, out: Path) -> None:
+        """Write the page to `out` atomically (temp file + rename), creating its folder."""
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text(out, self.render())
+
+    def render(self) -> str:
+        style = (
+            "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+            "figure{margin:1.2em 0}img{max-width:100%}figcaption{font-size:.9em;color:#555}"
+            "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
+            "details{margin-bottom:1.5em}code{background:#f4f4f4;padding:0 3px}"
+            "table.findings{border-collapse:collapse;font-size:.85em;margin-bottom:1.5em}table.findings td,table.findings th{padding:4px 6px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
+        )
+        body = "\n".join(self.parts)
+        return f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(self.title)}</title><style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>\n{body}\n</body></html>\n'
+
+
+def _layout(doc: dict[str, Any], df: pd.DataFrame) -> tuple[str, str | None, str | None]:
+    rep = doc.get("report", {})
+    axes = [a for a in doc["axes"] if a in df.columns]
+    varying = [a for a in axes if df[a].nunique() > 1]
+    x = rep.get("x") if rep.get("x") in varying else (varying[0] if varying else (axes[0] if axes else "run"))
+    rest = [a for a in varying if a != x]
+    col = rep.get("col") if rep.get("col") in rest else (rest[0] if rest else None)
+    rest = [a for a in rest if a != col]
+    row = rep.get("row") if rep.get("row") in rest else (rest[0] if rest else None)
+    return x, col, row
+
+
+def _pivot(df: pd.DataFrame, metric: str, x: str, col: str | None, row: str | None, hue: str | None) -> pd.DataFrame:
+    keys = [k for k in (row, col, hue) if k]
+    t = df.groupby(keys + [x], dropna=False)[metric].mean().unstack(x) if keys else df.groupby(x)[metric].mean().to_frame().T
+    return t
+
+
+def write_report(directory: str | Path, output: str | Path, *, study: str | None = None) -> Path:
+    """Write the HTML report of a sweep directory; figures also go to <output stem>-figures/.
+    A seed study's sweep (`study`, or a sweep with a study's name and axes) opens with its
+    paper's findings beside what the runs measure."""
+    d = Path(directory)
+    out = Path(output)
+    doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
+    df = pq.read_table(d / "index.parquet").to_pandas()
+    page = _Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures")
+    study = study or _study_of(doc)
+    if study is not None:
+        from aqmlab.studies.findings import evaluate_all
+
+        _findings_table(page, study, evaluate_all(d, study))
+    n_runs = df["run"].nunique() if not df.empty else 0
+    page.para(f"{n_runs} runs of sweep {doc['name']!r}; axes: {', '.join(doc['axes'])}. Each point is one run (deterministic; seed in the scenario).")
+    if df.empty:
+        page.para("No completed runs.")
+        page.write(out)
+        return out
+    all_runs = df.drop_duplicates("run")
+    # `[report] where = { axis = value }` restricts the facet grids (e.g. to the steady runs).
+    for k, v in doc.get("report", {}).get("where", {}).items():
+        if k in df.columns:
+            df = df[df[k] == v]
+    x, col, row = _layout(doc, df)
+    per_run = df.drop_duplicates("run")
+    page.heading("Fairness and utilization")
+    for metric, data, hue in (("run_jain", per_run, None), ("utilization", per_run, None), ("rel_throughput", df, "class"), ("jain", df, "class")):
+        if data[metric].notna().any():
+            fig = facet_figure(data, metric=metric, x=x, col=col, row=row, hue=hue, title=_LABELS.get(metric, metric))
+            page.figure(fig, metric, f"{_LABELS.get(metric, metric)} over {x}" + (f", by {col}" if col else "") + (f" and {row}" if row else ""), _pivot(data, metric, x, col, row, hue))
+    if df["mark_ratio"].fillna(0).gt(0).any():
+        page.heading("Congestion signals")
+        fig = facet_figure(df, metric="mark_ratio", x=x, col=col, row=row, hue="class", title="ECN-mark ratio per class")
+        page.figure(fig, "mark_ratio", "ECN-mark ratio per class (CE-marked ÷ arriving bytes)", _pivot(df, "mark_ratio", x, col, row, "class"))
+    if df["drop_ratio"].fillna(0).gt(0).any():
+        fig = facet_figure(df, metric="drop_ratio", x=x, col=col, row=row, hue="class", title="drop ratio per class")
+        page.figure(fig, "drop_ratio", "drop ratio per class (dropped ÷ arriving bytes)", _pivot(df, "drop_ratio", x, col, row, "class"))
+    page.heading("Queueing delay")
+    for metric in ("sojourn_mean_rel_target", "sojourn_max_rel_target", "sojourn_mean_ms", "sojourn_p99_ms"):
+        if per_run[metric].notna().any():
+            fig = facet_figure(per_run, metric=metric, x=x, col=col, row=row, hue=None, title=_LABELS[metric])
+            page.figure(fig, metric, _LABELS[metric], _pivot(per_run, metric, x, col, row, None))
+    _delay_cdfs(page, d, per_run, x, col, row)
+    _throughput_over_time(page, d, per_run, x, col, row)
+    _completion_times(page, d, all_runs, doc["axes"])
+    _convergence_figures(page, [(_run_label(r, all_runs, doc["axes"]), d / "runs" / r["run"]) for _, r in all_runs.iterrows()])
+    page.write(out)
+    return out
+
+
+def _study_of(doc: dict[str, Any]) -> str | None:
+    """The seed study a sweep directory runs: its name and axes are the study's."""
+    from aqmlab.studies.findings import findings_path, study_axes
+    from aqmlab.studies import STUDIES
+
+    name = doc.get("name")
+    if name not in STUDIES or not findings_path(name).is_file():
+        return None
+    return name if set(doc["axes"]) == set(study_axes(name)) else None
+
+
+_VERDICT_COLOURS = {"reproduced": "#1a7f37", "differs": "#b42318", "not comparable": "#6b7280"}
+
+
+def _findings_table(page: _Page, study: str, verdicts: list[Any]) -> None:
+    """The paper's findings, what the runs measure in the same setting, and the verdict
+    computed from them (python/aqmlab/studies/findings.py)."""
+    from aqmlab.studies import STUDIES
+
+    counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in _VERDICT_COLOURS}
+    page.heading(f"Findings of {STUDIES[study][0]} beside aqmlab")
+    page.para(
+        f"{len(verdicts)} findings: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+        + ". Each claim is checked on this sweep's runs (the simulator); the setting is the paper's, from the study file."
+    )
+    rows = []
+    for v in verdicts:
+        f = v.finding
+        setting = ", ".join(f"{k} = {x}" for k, x in f.where.items())
+        if f.ratio_to:
+            setting += " ÷ " + ", ".join(f"{k} = {x}" for k, x in f.ratio_to.items())
+        verdict = v.verdict + (f": {v.reason}" if v.reason else "")
+        notes = f.why if v.verdict != "reproduced" else ""
+        rows.append(
+            "<tr>"
+            f"<td>{html.escape(f.statement)}<br><small>{html.escape(f.source)}</small></td>"
+            f"<td><code>{html.escape(f.metric)}</code> {html.escape(f.claim.text())}{' (mean)' if f.agg == 'mean' else ''}<br><small>{html.escape(setting)}</small></td>"
+            f"<td>{html.escape(v.measured)}</td>"
+            f'<td style="color:{_VERDICT_COLOURS[v.verdict]};font-weight:600">{html.escape(verdict)}</td>'
+            f"<td>{html.escape(notes)}</td>"
+            f"<td>{html.escape(f.emulator) or '–'}</td>"
+            "</tr>"
+        )
+    page.parts.append(
+        '<table class="findings"><thead><tr><th>the paper states</th><th>claim checked (setting)</th><th>aqmlab measures</th>'
+        "<th>verdict</th><th>where it differs, why</th><th>real stack (emulator)</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
+
+
+def _cells(per_run: pd.DataFrame, col: str | None, row: str | None) -> list[tuple[str, pd.DataFrame]]:
+    keys = [k for k in (row, col) if k]
+    if not keys:
+        return [("all runs", per_run)]
+    return [(" · ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,))), g) for key, g in per_run.groupby(keys, sort=True)]
+
+
+def _delay_cdfs(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
+    cells = _cells(per_run, col, row)[:12]
+    ncol = min(4, len(cells))
+    nrow = math.ceil(len(cells) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.1 * ncol, 2.3 * nrow), squeeze=False)
+    drawn = False
+    for ax, (name, g) in zip(axes.flat, cells):
+        for _, r in g.sort_values(x).iterrows():
+            h = pq.read_table(d / "runs" / r["run"] / "sojourn_hist.parquet").to_pandas()
+            if h.empty or h["count"].sum() == 0:
+                continue
+            cdf = h["count"].cumsum() / h["count"].sum()
+            ax.plot(h["bin_hi_ms"], cdf, lw=1, label=f"{x}={r[x]}")
+            drawn = True
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel("queueing delay (ms)", fontsize=8)
+        ax.set_ylabel("CDF", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, lw=0.3, alpha=0.6)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.axis("off")
+    fig.tight_layout()
+    if drawn:
+        page.figure(fig, "delay_cdf", f"queue-delay CDFs (1 ms bins), one line per {x}")
+    else:
+        plt.close(fig)
+
+
+def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
+    picks = [(name, g.sort_values(x).iloc[len(g) // 2]) for name, g in _cells(per_run, col, row)][:8]
+    ncol = min(4, len(picks))
+    nrow = math.ceil(len(picks) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.4 * nrow), squeeze=False)
+    for ax, (name, r) in zip(axes.flat, picks):
+        ts = pq.read_table(d / "runs" / r["run"] / "timeseries.parquet", columns=["t_s", "flow", "class", "throughput_bps"]).to_pandas()
+        for (cls, flow), g in ts.groupby(["class", "flow"], sort=True):
+            ax.plot(g["t_s"], g["throughput_bps"] / 1e6, lw=0.7, label=f"{cls} #{flow}")
+        ax.set_title(f"{name} · {x}={r[x]}", fontsize=8)
+        ax.set_xlabel("time (s)", fontsize=8)
+        ax.set_ylabel("throughput (Mbps)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, lw=0.3, alpha=0.6)
+        if len(ts["flow"].unique()) <= 6:
+            ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(picks):]:
+        ax.axis("off")
+    fig.tight_layout()
+    page.figure(fig, "throughput_time", "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)")
+
+
+def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str]) -> None:
+    """FCT over flow size (log–log, as De Schepper et al. (DualQ)) and slowdown CDFs, for runs with finite flows."""
+    tables = []
+    for _, r in runs.iterrows():
+        f = pq.read_table(d / "runs" / r["run"] / "fct.parquet").to_pandas()
+        if f.empty:
+            continue
+        label = " · ".join(str(r[a]) for a in axes if a in r and runs[a].nunique() > 1)
+        f["label"] = label or r["run"]
+        tables.append(f)
+    if not tables:
+        return
+    fct = pd.concat(tables, ignore_index=True)
+    done = fct[fct["completed"]]
+    page.heading("Completion times")
+    unfinished = fct.groupby("label")["completed"].apply(lambda c: int((~c).sum()))
+    page.para("Unfinished flows at the end of each run (counted, not averaged away): " + ", ".join(f"{k}: {v}" for k, v in unfinished.items()))
+    labels = sorted(done["label"].unique())
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(labels))]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for c, lab in zip(colors, labels):
+        g = done[done["label"] == lab]
+        ax.scatter(g["size_bytes"], g["fct_s"], s=4, alpha=0.5, color=c, label=lab)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("flow size (bytes)")
+    ax.set_ylabel("completion time (s)")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, markerscale=3)
+    fig.tight_layout()
+    bins = [0, 1e5, 1e6, float("inf")]
+    done = done.assign(size_bin=pd.cut(done["size_bytes"], bins, labels=["<100KB", "100KB–1MB", "≥1MB"], right=False))
+    table = done.groupby(["label", "size_bin"], observed=True)["fct_s"].agg(["count", "mean", "median", lambda v: v.quantile(0.99)]).rename(columns={"<lambda_0>": "p99"})
+    page.figure(fig, "fct_size", "flow completion time over flow size (log–log), one colour per run", table)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for c, lab in zip(colors, labels):
+        v = done[done["label"] == lab]["slowdown"].sort_values().to_numpy()
+        if len(v):
+            ax.plot(v, [(i + 1) / len(v) for i in range(len(v))], lw=1.2, color=c, label=lab)
+    ax.set_xscale("log")
+    ax.set_xlabel("slowdown (FCT ÷ (size/C + base RTT))")
+    ax.set_ylabel("CDF")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    page.figure(fig, "slowdown_cdf", "slowdown CDFs per run", done.groupby("label")["slowdown"].describe(percentiles=[0.5, 0.99]))
+
+
+def _run_label(r: pd.Series, runs: pd.DataFrame, axes: list[str]) -> str:
+    label = " · ".join(f"{a}={r[a]}" for a in axes if a in r and runs[a].nunique() > 1)
+    return label or str(r["run"])
+
+
+# ------------------------------------------------------------------------------------------
+# Convergence (joins and leaves)
+# ------------------------------------------------------------------------------------------
+
+#: The convergence definition the report draws (aqmlab.convergence's defaults; docs/scenario.md).
+CONVERGENCE = {"threshold": 0.9, "window_s": 1.0, "hold_s": 2.0}
+
+
+def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] | None:
+    """(convergence table, events, windowed Jain) of a run with joins or leaves, else None.
+
+    Starts within the first window of the first start (e.g. uniform(0s, 1s)) are the run's
+    start-up, not joins: no window of shares exists before them to compare with."""
+    from aqmlab.analysis.convergence import convergence, events, windowed_jain
+
+    flows = pq.read_table(run_dir / "flows.parquet").to_pandas()
+    if flows.empty or "start_s" not in flows.columns:
+        return None
+    if pq.read_table(run_dir / "fct.parquet").num_rows:
+        return None  # arrivals: thousands of short flows come and go; their yardstick is the FCT
+    ts = pq.read_table(run_dir / "timeseries.parquet", columns=["t_s", "flow", "throughput_bps"]).to_pandas()
+    if ts.empty:
+        return None
+    w = CONVERGENCE["window_s"]
+    settled = float(flows["start_s"].min()) + w
+    ev = events(flows, float(ts["t_s"].max()))
+    ev = ev[ev["event_s"] >= settled - 1e-9]
+    if ev.empty:
+        return None
+    conv = convergence(ts, flows, **CONVERGENCE)
+    conv = conv[conv["event_s"] >= settled - 1e-9]
+    return conv, ev, windowed_jain(ts, w, flows)
+
+
+def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
+    """Windowed Jain over time with joins/leaves marked, and the convergence time per event,
+    for the runs that have joins or leaves (at most 12 panels)."""
+    found = []
+    for label, run_dir in runs:
+        r = _run_events(run_dir)
+        if r is not None:
+            found.append((label, *r))
+    if not found:
+        return
+    c = CONVERGENCE
+    page.heading("Convergence")
+    page.para(
+        f"Windowed Jain index: Jain's index over the flows active at each sample (from their start to their stop) of their mean "
+        f"throughput over the trailing {c['window_s']:g} s. After a join or a leave the shares have converged at the first sample, "
+        f"at least one window after the event, from which the index stays ≥ {c['threshold']:g} for {c['hold_s']:g} s before the "
+        f"next event; events after which fewer than two flows share the link have nothing to settle. "
+        f"{len(found)} run(s) with joins or leaves."
+    )
+    shown = found[:12]
+    ncol = min(3, len(shown))
+    nrow = math.ceil(len(shown) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 2.5 * nrow), squeeze=False, sharey=True)
+    for ax, (label, conv, ev, j) in zip(axes.flat, shown):
+        ax.plot(j.index, j.values, lw=0.8, color="#1f77b4")
+        ax.axhline(c["threshold"], color="#888", lw=0.6, ls=":")
+        for _, e in ev.iterrows():
+            ax.axvline(e["event_s"], color="#2ca02c" if e["event"] == "join" else "#d62728", lw=0.8, ls="--")
+        done = conv[conv["converged_s"].notna()]
+        if not done.empty:
+            ax.plot(done["converged_s"], [c["threshold"]] * len(done), "kx", ms=5)
+        ax.set_title(label, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("time (s)", fontsize=8)
+        ax.set_ylabel("windowed Jain", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, lw=0.3, alpha=0.6)
+    for ax in list(axes.flat)[len(shown):]:
+        ax.axis("off")
+    from matplotlib.lines import Line2D
+
+    kinds = {k for _, _, ev, _ in shown for k in ev["event"]}
+    handles = [Line2D([], [], color=col, ls="--", label=k) for k, col in (("join", "#2ca02c"), ("leave", "#d62728")) if k in kinds]
+    handles += [
+        Line2D([], [], color="k", marker="x", ls="", label="converged"),
+        Line2D([], [], color="#888", ls=":", label=f"threshold {c['threshold']:g}"),
+    ]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    table = pd.concat([conv.assign(run=label) for label, conv, _, _ in found], ignore_index=True)
+    table = table[["run", "event", "flow", "event_s", "active_after", "converged_s", "convergence_time_s"]]
+    page.figure(fig, "convergence_jain", "windowed Jain index over time; dashed lines: joins (green) and leaves (red); ×: converged", table)
+    # The convergence time of each event, one bar per run; an event whose shares never
+    # settled before the next one is marked, not dropped.
+    evlabels: list[str] = []
+    for _, conv, _, _ in found:
+        for _, e in conv.iterrows():
+            name = f"{e['event']} {e['event_s']:g} s"
+            if name not in evlabels:
+                evlabels.append(name)
+    if not evlabels:
+        return
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(evlabels) + 2.0), 3.6))
+    width = 0.8 / len(found)
+    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(found))]
+    ymax = max([float(v) for _, conv, _, _ in found for v in conv["convergence_time_s"].dropna()] or [1.0])
+    for k, (label, conv, _, _) in enumerate(found):
+        for _, e in conv.iterrows():
+            x = evlabels.index(f"{e['event']} {e['event_s']:g} s") - 0.4 + (k + 0.5) * width
+            v = e["convergence_time_s"]
+            if v is None or pd.isna(v):
+                ax.plot([x], [0.03 * ymax], marker="x", color=colors[k], ms=6)
+            else:
+                ax.bar([x], [float(v)], width=width, color=colors[k], label=label)
+    ax.set_xticks(range(len(evlabels)), evlabels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("convergence time (s)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(True, axis="y", lw=0.3, alpha=0.6)
+    hs, ls = ax.get_legend_handles_labels()
+    uniq = dict(zip(ls, hs))
+    if uniq:
+        # Beside the axes, so that no bar hides behind it.
+        ax.legend(uniq.values(), uniq.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False)
+    page.figure(fig, "convergence_time", "convergence time after each join and leave, one bar per run (×: did not settle before the next event)", wide)
+
+
+# ------------------------------------------------------------------------------------------
+# Harm
+# ------------------------------------------------------------------------------------------
+
+
+def is_harm_dir(d: str | Path) -> bool:
+    """An `aqmlab harm` output directory (harm.json and the runs it was computed from)."""
+    return (Path(d) / "harm.json").is_file()
+
+
+def write_harm_report(directories: list[str | Path], output: str | Path) -> Path:
+    """The harm page of one or several `aqmlab harm` directories: the harm table, a heatmap of
+    classes × metric, and the mixed runs' convergence figures where they have joins/leaves."""
+    frames = []
+    mixed: list[tuple[str, Path]] = []
+    for d in map(Path, directories):
+        doc = json.loads((d / "harm.json").read_text(encoding="utf-8"))
+        run_dir = d / "runs" / doc["scenario"]
+        name = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["scenario"]["name"] if (run_dir / "summary.json").is_file() else d.name
+        if any(n == name for n, _ in mixed):
+            name = f"{name} ({d.name})"
+        mixed.append((name, run_dir))
+        frames.append(pd.DataFrame(doc["harm"]).assign(scenario=name))
+    df = pd.concat(frames, ignore_index=True)
+    out = Path(output)
+    title = "aqmlab harm — " + ", ".join(n for n, _ in mixed)
+    page = _Page(title, out.parent / f"{out.stem}-figures")
+    page.para(
+        "Harm (Ware et al., HotNets 2019) each flow class suffers in the mixed scenario against its solo baseline: the same "
+        "scenario with every class running that class's CC. Throughput harm = (baseline − mixed) ÷ baseline; delay harm = "
+        "(mixed − baseline) ÷ mixed of the mean queueing delay. 0: no harm; 1: all of it; negative: better off than among its own kind."
+    )
+    several = len(mixed) > 1
+    df["row"] = [f"{s} · {c}" if several else str(c) for s, c in zip(df["scenario"], df["class"])]
+    metrics = [("throughput_harm", "throughput harm"), ("delay_harm", "delay harm")]
+    m = df.set_index("row")[[k for k, _ in metrics]].astype(float)
+    fig, ax = plt.subplots(figsize=(2.2 * len(metrics) + 2.8, 0.42 * len(m) + 1.4))
+    # Diverging around 0 (no harm); colours saturate at ±1, the numbers in the cells do not.
+    im = ax.imshow(m.to_numpy(), cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(metrics)), [lab for _, lab in metrics], fontsize=8)
+    ax.set_yticks(range(len(m)), list(m.index), fontsize=8)
+    for i in range(len(m)):
+        for k in range(len(metrics)):
+            v = m.iat[i, k]
+            ax.text(k, i, "–" if pd.isna(v) else f"{v:+.2f}", ha="center", va="center", fontsize=8, color="white" if not pd.isna(v) and abs(v) > 0.6 else "black")
+    fig.colorbar(im, ax=ax, fraction=0.05, pad=0.04).ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    table = df[["scenario", "class", "cc", "goodput_bps", "baseline_goodput_bps", "throughput_harm", "sojourn_mean_ms", "baseline_sojourn_mean_ms", "delay_harm"]]
+    page.heading("Harm")
+    shown = table.rename(columns={"goodput_bps": "goodput (Mbit/s)", "baseline_goodput_bps": "baseline goodput (Mbit/s)", "sojourn_mean_ms": "mean delay (ms)", "baseline_sojourn_mean_ms": "baseline mean delay (ms)", "throughput_harm": "throughput harm", "delay_harm": "delay harm"})
+    for col in ("goodput (Mbit/s)", "baseline goodput (Mbit/s)"):
+        shown[col] = shown[col] / 1e6
+    page.parts.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums"))
+    page.figure(fig, "harm_heatmap", "harm per class (rows) and metric (columns); red: harmed, blue: better off than against its own kind", table.set_index(["scenario", "class"]))
+    _convergence_figures(page, mixed)
+    page.write(out)
+    return out

@@ -1,0 +1,1 @@
+"""Searches for worst cases and the coexistence atlas."""

@@ -1,0 +1,461 @@
+"""The coexistence atlas: for every pair of congestion controls and every AQM of a spec, Jain's
+index and each side's harm over buffer size (BDPs) × RTT ratio, refined where the landscape
+changes fast, as one static page of heatmaps whose cells link to their scenario.
+
+A spec (TOML; the default is ``search/atlas_default.toml`` in the package)::
+
+    name = "default"
+    rate = "20Mbps"
+    rtt = "20ms"                    # the first CC's RTT; the second's is ratio × this
+    duration = "20s"
+    warmup = "5s"
+    seeds = [1]                     # each cell's values are the mean over these
+    count = 1                       # flows per CC
+    ccs = ["reno", "cubic", "bbr"]  # every unordered pair (first, second) in this order
+    ecn = ["dctcp", "prague"]       # CCs whose flows negotiate ECN
+    aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]
+    [buffer]                        # physical buffer, in BDPs of the first CC's RTT (log axis)
+    low = 0.25
+    high = 8
+    levels = 4                      # initial cells along the axis
+    [ratio]                         # second CC's RTT / first CC's RTT (log axis)
+    low = 0.25
+    high = 4
+    levels = 4
+    [refine]
+    threshold = 0.1                 # split cells whose value differs from a neighbour's by more
+    rounds = 2                      # at most this many splits of an initial cell
+    [quick]                         # --quick: overrides of the keys above
+    ccs = ["cubic", "bbr"]
+
+A cell is a rectangle of the (log buffer, log ratio) plane, evaluated at its centre (values
+rounded to 3 significant digits). Refinement splits a cell into four when Jain's index or
+either harm differs from an edge neighbour's by more than the threshold, round by round, so
+the cells crowd where the outcome changes (where an AQM starts to break). Every run goes
+through the sweep runner into DIR/runs (parallel, Dask, resumable); harm is the engine's
+(`_native.harm`) against the solo baselines of `_harm.solo_baseline`, shared between pairs.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import pyarrow as pa
+
+from aqmlab.inputs.errors import ScenarioError, read_utf8
+from aqmlab.inputs.locate import locate
+from aqmlab.store.atomic import write_parquet, write_text
+from aqmlab.store.lock import hold
+from aqmlab.scenario.model import Scenario
+from aqmlab.sweep.spec import Run
+
+__all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_path", "run_atlas"]
+
+
+class AtlasError(ScenarioError):
+    """Bad atlas spec: one message naming where and what."""
+
+
+_KEYS = {"name", "rate", "rtt", "duration", "warmup", "seeds", "count", "ccs", "ecn", "aqms", "buffer", "ratio", "refine", "quick"}
+_AXIS_KEYS = {"low", "high", "levels"}
+_REFINE_KEYS = {"threshold", "rounds"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    low: float
+    high: float
+    levels: int
+
+    def edges(self) -> list[float]:
+        """Initial cell edges in log10."""
+        lo, hi = math.log10(self.low), math.log10(self.high)
+        return [lo + (hi - lo) * i / self.levels for i in range(self.levels + 1)]
+
+
+@dataclass
+class AtlasSpec:
+    name: str
+    rate: str
+    rtt: str
+    duration: str
+    warmup: str
+    seeds: list[int]
+    count: int
+    ccs: list[str]
+    ecn: list[str]
+    aqms: list[dict[str, Any]]
+    buffer: Axis
+    ratio: Axis
+    threshold: float
+    rounds: int
+    file: str | None = None
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return list(itertools.combinations(self.ccs, 2))
+
+    def aqm_labels(self) -> list[str]:
+        return [aqm_label(a) for a in self.aqms]
+
+    def scenario(self, a: str, b: str, aqm: dict[str, Any], buf: float, ratio: float, seed: int) -> Scenario:
+        rtt_ms = _ms(self.rtt)
+        label = aqm_label(aqm)
+        data = {
+            "name": f"atlas-{self.name}-{label}-b{buf:g}-r{ratio:g}",
+            "duration": self.duration,
+            "warmup": self.warmup,
+            "seed": seed,
+            "bottleneck": {"rate": self.rate, "buffer": f"{buf:g}bdp", "rtt_ref": self.rtt, "aqm": copy.deepcopy(aqm)},
+            "flows": [
+                {"cc": a, "count": self.count, "rtt": self.rtt, "ecn": a in self.ecn, "start": "uniform(0s, 1s)"},
+                {"cc": b, "count": self.count, "rtt": f"{_sig(rtt_ms * ratio, 4):g}ms", "ecn": b in self.ecn, "start": "uniform(0s, 1s)"},
+            ],
+        }
+        return Scenario.model_validate(data)
+
+
+def aqm_label(aqm: dict[str, Any]) -> str:
+    return str(aqm.get("label") or aqm["kind"])
+
+
+def _ms(t: str) -> float:
+    from aqmlab.scenario.units import parse_time
+
+    return parse_time(t) / 1e6
+
+
+def _sig(v: float, digits: int = 3) -> float:
+    if v == 0:
+        return 0.0
+    return float(f"{v:.{digits}g}")
+
+
+def default_spec_path() -> Path:
+    return Path(__file__).with_name("atlas_default.toml")
+
+
+def _err(msg: str, key: str | None, file: str | None, text: str | None) -> AtlasError:
+    return AtlasError(msg, file=file, line=locate(text, key) if text and key else None, key=key)
+
+
+def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> AtlasSpec:
+    try:
+        d = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
+        raise AtlasError(f"TOML syntax: {msg}", file=file, line=int(m.group(1)) if m else None) from None
+    for k in d:
+        if k not in _KEYS:
+            raise _err(f"unknown key (allowed: {', '.join(sorted(_KEYS))})", k, file, text)
+    q = d.pop("quick", None)
+    if quick:
+        if q is None:
+            raise AtlasError("this spec has no [quick] form", file=file)
+        for k, v in q.items():
+            if k not in _KEYS - {"quick"}:
+                raise _err(f"unknown key (allowed: {', '.join(sorted(_KEYS - {'quick'}))})", f"quick.{k}", file, text)
+            if isinstance(v, dict) and isinstance(d.get(k), dict):
+                d[k] = {**d[k], **v}
+            else:
+                d[k] = v
+    from aqmlab.scenario.model import _available
+
+    ccs = d.get("ccs")
+    if not isinstance(ccs, list) or len(ccs) < 2 or not all(isinstance(c, str) for c in ccs):
+        raise _err("needs at least two congestion controls, e.g. [\"cubic\", \"bbr\"]", "ccs", file, text)
+    known = _available("cc")
+    for c in ccs:
+        if c not in known or c == "cbr":
+            raise _err(f"{c!r} is not a congestion control (ccs: {', '.join(k for k in known if k != 'cbr')})", "ccs", file, text)
+    if len(set(ccs)) != len(ccs):
+        raise _err("a congestion control is listed twice", "ccs", file, text)
+    aqms = d.get("aqms")
+    if not isinstance(aqms, list) or not aqms or not all(isinstance(a, dict) and "kind" in a for a in aqms):
+        raise _err("needs at least one AQM table, e.g. [{ kind = \"taildrop\" }]", "aqms", file, text)
+    labels = [aqm_label(a) for a in aqms]
+    if len(set(labels)) != len(labels):
+        raise _err("two AQMs share a label: give one a `label`", "aqms", file, text)
+
+    def axis(key: str, default: dict[str, Any]) -> Axis:
+        t = {**default, **d.get(key, {})}
+        for k in t:
+            if k not in _AXIS_KEYS:
+                raise _err(f"unknown key (allowed: {', '.join(sorted(_AXIS_KEYS))})", f"{key}.{k}", file, text)
+        lo, hi, n = t["low"], t["high"], t["levels"]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)) or lo <= 0:
+            raise _err("low and high are numbers above 0 (a log axis)", key, file, text)
+        if lo >= hi:
+            raise _err(f"empty range: low = {lo} is not below high = {hi}", key, file, text)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise _err("levels is a number of initial cells, at least 1", f"{key}.levels", file, text)
+        return Axis(float(lo), float(hi), n)
+
+    refine = d.get("refine", {})
+    for k in refine:
+        if k not in _REFINE_KEYS:
+            raise _err(f"unknown key (allowed: {', '.join(sorted(_REFINE_KEYS))})", f"refine.{k}", file, text)
+    thr, rounds = refine.get("threshold", 0.1), refine.get("rounds", 2)
+    if not isinstance(thr, (int, float)) or isinstance(thr, bool) or thr <= 0:
+        raise _err("threshold is a positive difference of Jain's index or harm", "refine.threshold", file, text)
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
+        raise _err("rounds is a non-negative integer", "refine.rounds", file, text)
+    seeds = d.get("seeds", [1])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise _err("a non-empty list of distinct non-negative integers", "seeds", file, text)
+    count = d.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise _err("flows per congestion control, at least 1", "count", file, text)
+    ecn = d.get("ecn", [])
+    if not isinstance(ecn, list) or not all(c in known for c in ecn):
+        raise _err(f"a list of congestion controls (ccs: {', '.join(k for k in known if k != 'cbr')})", "ecn", file, text)
+    spec = AtlasSpec(
+        name=str(d.get("name", "atlas")),
+        rate=d.get("rate", "20Mbps"),
+        rtt=d.get("rtt", "20ms"),
+        duration=d.get("duration", "20s"),
+        warmup=d.get("warmup", "5s"),
+        seeds=list(seeds),
+        count=count,
+        ccs=list(ccs),
+        ecn=list(ecn),
+        aqms=[{k: v for k, v in a.items() if k != "label"} | ({"label": a["label"]} if "label" in a else {}) for a in aqms],
+        buffer=axis("buffer", {"low": 0.25, "high": 8.0, "levels": 4}),
+        ratio=axis("ratio", {"low": 0.25, "high": 4.0, "levels": 4}),
+        threshold=float(thr),
+        rounds=rounds,
+        file=file,
+    )
+    # Every pair under every AQM makes a valid scenario (at the plane's centre).
+    from aqmlab.scenario.lower import check_with_engine
+    from pydantic import ValidationError
+
+    from aqmlab.scenario.model import error_from_validation
+
+    # An AQM may have no parameters in part of the plane (RED below a minimum buffer: those
+    # cells are marked), but it must have them at the centre or at the largest buffer.
+    mid_r = _sig(math.sqrt(spec.ratio.low * spec.ratio.high))
+    for aqm in spec.aqms:
+        for a, b in spec.pairs()[:1] + [(c, c) for c in spec.ccs]:
+            first: str | None = None
+            for buf in (_sig(math.sqrt(spec.buffer.low * spec.buffer.high)), _sig(spec.buffer.high)):
+                try:
+                    check_with_engine(spec.scenario(a, b, _no_label(aqm), buf, mid_r, spec.seeds[0]), file=None)
+                    first = None
+                    break
+                except ValidationError as e:
+                    err = error_from_validation(e, None, None)
+                    first = first or f"{err.key}: {err.detail}"
+                except ScenarioError as e:
+                    first = first or f"{e.key + ': ' if e.key else ''}{e.detail}"
+            if first is not None:
+                raise _err(first, "aqms", file, text)
+    return spec
+
+
+def _no_label(aqm: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in aqm.items() if k != "label"}
+
+
+def load_spec(path: str | Path | None = None, *, quick: bool = False) -> AtlasSpec:
+    p = Path(path) if path is not None else default_spec_path()
+    return parse_spec(read_utf8(p, AtlasError), file=str(path) if path is not None else str(p), quick=quick)
+
+
+# ------------------------------------------------------------------------------------------
+# Cells and refinement
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    pair: tuple[str, str]
+    aqm: str
+    x0: float  # log10 buffer (BDP)
+    x1: float
+    y0: float  # log10 ratio
+    y1: float
+    depth: int
+    values: dict[str, float] = field(default_factory=dict)
+    run: str | None = None
+    #: Why the cell has no values (its scenario is not valid), else None.
+    error: str | None = None
+
+    @property
+    def buffer(self) -> float:
+        return _sig(10 ** ((self.x0 + self.x1) / 2))
+
+    @property
+    def ratio(self) -> float:
+        return _sig(10 ** ((self.y0 + self.y1) / 2))
+
+    def split(self) -> list["Cell"]:
+        xm, ym = (self.x0 + self.x1) / 2, (self.y0 + self.y1) / 2
+        return [Cell(self.pair, self.aqm, a, b, c, e, self.depth + 1) for a, b in ((self.x0, xm), (xm, self.x1)) for c, e in ((self.y0, ym), (ym, self.y1))]
+
+    def touches(self, o: "Cell") -> bool:
+        """Do the two rectangles share a stretch of edge?"""
+        eps = 1e-9
+        share_x = min(self.x1, o.x1) - max(self.x0, o.x0) > eps
+        share_y = min(self.y1, o.y1) - max(self.y0, o.y0) > eps
+        return (share_x and (abs(self.y1 - o.y0) < eps or abs(o.y1 - self.y0) < eps)) or (share_y and (abs(self.x1 - o.x0) < eps or abs(o.x1 - self.x0) < eps))
+
+
+METRICS = ("jain", "harm_first", "harm_second")
+
+
+def _to_split(cells: list[Cell], threshold: float, rounds: int) -> set[int]:
+    out: set[int] = set()
+    for i, j in itertools.combinations(range(len(cells)), 2):
+        a, b = cells[i], cells[j]
+        if not a.touches(b):
+            continue
+        if any(abs(a.values[m] - b.values[m]) > threshold for m in METRICS):
+            if a.depth < rounds:
+                out.add(i)
+            if b.depth < rounds:
+                out.add(j)
+    return out
+
+
+def _cell_runs(spec: AtlasSpec, c: Cell, aqm: dict[str, Any]) -> list[tuple[Scenario, Scenario, Scenario]]:
+    from aqmlab.analysis.harm import solo_baseline
+
+    from aqmlab.scenario.lower import check_with_engine
+
+    out = []
+    for seed in spec.seeds:
+        s = spec.scenario(c.pair[0], c.pair[1], _no_label(aqm), c.buffer, c.ratio, seed)
+        triple = (s, solo_baseline(s, 0), solo_baseline(s, 1))
+        for x in triple:
+            check_with_engine(x, file=None)
+        out.append(triple)
+    return out
+
+
+def _values(runs_dir: Path, triples: list[tuple[Scenario, Scenario, Scenario]]) -> dict[str, float]:
+    from aqmlab import _native
+
+    acc: dict[str, list[float]] = {m: [] for m in METRICS}
+    for s, b0, b1 in triples:
+        mixed, base0, base1 = (json.loads((runs_dir / x.hash() / "summary.json").read_text(encoding="utf-8")) for x in (s, b0, b1))
+        acc["jain"].append(mixed["metrics"]["jain"])
+        q = mixed["metrics"]["sojourn_ms"]["mean"]
+        for i, (m, base) in enumerate((("harm_first", base0), ("harm_second", base1))):
+            t, _ = _native.harm(mixed["classes"][i]["goodput_bps"], base["classes"][i]["goodput_bps"], q, base["metrics"]["sojourn_ms"]["mean"])
+            acc[m].append(t)
+    return {m: sum(v) / len(v) for m, v in acc.items()}
+
+
+def run_atlas(
+    spec: AtlasSpec,
+    directory: str | Path,
+    *,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    on_round: Callable[[int, int, int], None] | None = None,
+    on_runs: Callable[[int, int, int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Evaluate the initial cells of every (pair, AQM) map, then refine round by round; write
+    DIR/atlas.parquet (one row per final cell), DIR/cells/<hash>.toml and return the cells.
+    `on_round(round, cells_this_round, runs_simulated)` after each round."""
+    with hold(directory):
+        return _run_atlas_holding(spec, directory, jobs=jobs, cluster=cluster, on_round=on_round, on_runs=on_runs)
+
+
+def _run_atlas_holding(
+    spec: AtlasSpec,
+    directory: str | Path,
+    *,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    on_round: Callable[[int, int, int], None] | None = None,
+    on_runs: Callable[[int, int, int, int], None] | None = None,
+) -> pd.DataFrame:
+    from aqmlab.search.runner import RunList, scenario_toml
+    from aqmlab.sweep.runner import local_pool, run_sweep
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "cells").mkdir(exist_ok=True)
+    aqm_by_label = dict(zip(spec.aqm_labels(), spec.aqms))
+    xe, ye = spec.buffer.edges(), spec.ratio.edges()
+    maps: dict[tuple[tuple[str, str], str], list[Cell]] = {}
+    for pair in spec.pairs():
+        for label in spec.aqm_labels():
+            maps[(pair, label)] = [Cell(pair, label, xe[i], xe[i + 1], ye[j], ye[j + 1], 0) for i in range(len(xe) - 1) for j in range(len(ye) - 1)]
+    all_runs: dict[str, Run] = {}
+    pool = local_pool(jobs or __import__("os").cpu_count() or 1) if cluster is None else None
+    simulated = 0
+    try:
+        todo = [c for cells in maps.values() for c in cells]
+        for rnd in range(spec.rounds + 1):
+            triples = {}
+            for c in todo:
+                try:
+                    triples[id(c)] = _cell_runs(spec, c, aqm_by_label[c.aqm])
+                except ScenarioError as e:
+                    # A discipline whose parameters do not exist at this cell (RED's tc
+                    # derivation below a minimum buffer): the cell is marked, not run.
+                    c.values, c.error = {m: math.nan for m in METRICS}, f"{e.key + ': ' if e.key else ''}{e.detail}"
+            for c in todo:
+                for s, b0, b1 in triples.get(id(c), []):
+                    params = {"pair": f"{c.pair[0]}-{c.pair[1]}", "aqm": c.aqm, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "seed": s.seed}
+                    all_runs.setdefault(s.hash(), Run({**params, "role": "mixed"}, s))
+                    all_runs.setdefault(b0.hash(), Run({**params, "role": f"solo-{c.pair[0]}"}, b0))
+                    all_runs.setdefault(b1.hash(), Run({**params, "role": f"solo-{c.pair[1]}"}, b1))
+            res = run_sweep(RunList(f"atlas-{spec.name}", list(all_runs.values()), spec.file), d, jobs=jobs, cluster=cluster, on_progress=on_runs, pool=pool)
+            simulated += res.ran
+            if res.failed:
+                h, msg = res.failed[0]
+                raise RuntimeError(f"run {h} failed: {msg} ({len(res.failed)} failed; finished runs are kept, run again to retry)")
+            for c in todo:
+                if id(c) not in triples:
+                    continue
+                c.values = _values(d / "runs", triples[id(c)])
+                c.run = triples[id(c)][0][0].hash()
+                target = d / "cells" / f"{c.run}.toml"
+                if not target.is_file():
+                    write_text(target, scenario_toml(triples[id(c)][0][0], header=f"atlas {spec.name}: {c.pair[0]} vs {c.pair[1]} under {c.aqm}, buffer {c.buffer:g} BDP, RTT ratio {c.ratio:g}"))
+            _write_cells(d, spec, maps, len(all_runs), simulated, rnd)
+            if on_round:
+                on_round(rnd, len(todo), simulated)
+            if rnd == spec.rounds:
+                break
+            todo = []
+            for key, cells in maps.items():
+                split = _to_split(cells, spec.threshold, spec.rounds)
+                kept = [c for i, c in enumerate(cells) if i not in split]
+                new = [n for i in sorted(split) for n in cells[i].split()]
+                maps[key] = kept + new
+                todo += new
+            if not todo:
+                break
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return pd.read_parquet(d / "atlas.parquet")
+
+
+def _write_cells(d: Path, spec: AtlasSpec, maps: dict[tuple[tuple[str, str], str], list[Cell]], runs: int, simulated: int, rnd: int) -> None:
+    """DIR/atlas.parquet (one row per evaluated cell) and DIR/atlas.json, after every round, so
+    an atlas stopped during a refinement round still has a complete map of the round before."""
+
+
+    rows = []
+    for (pair, label), cells in maps.items():
+        for c in cells:
+            rows.append({"first": pair[0], "second": pair[1], "aqm": label, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "depth": c.depth, "x0": c.x0, "x1": c.x1, "y0": c.y0, "y1": c.y1, **c.values, "run": c.run, "error": c.error})
+    df = pd.DataFrame(rows)
+    write_parquet(d / "atlas.parquet", pa.Table.from_pandas(df, preserve_index=False))
+    doc = {"name": spec.name, "rate": spec.rate, "rtt": spec.rtt, "duration": spec.duration, "seeds": spec.seeds, "count": spec.count, "ccs": spec.ccs, "aqms": spec.aqm_labels(), "threshold": spec.threshold, "rounds": rnd, "rounds_asked": spec.rounds, "cells": len(df), "runs": runs, "simulated": simulated}
+    write_text(d / "atlas.json", json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,71 @@
+"""Running a scenario on the simulator backend."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from aqmlab.simulate.estimate import check_fits, estimate
+from aqmlab.store.result import Result, frames_from_native
+from aqmlab.scenario.model import Scenario, load_scenario
+
+__all__ = ["run", "VERSION"]
+
+
+def _version() -> str:
+    """aqmlab's version, written once, in pyproject.toml: the installed distribution's
+    metadata carries it; a source tree run without installing reads the pyproject.toml beside
+    the package."""
+    try:
+        return metadata.version("aqmlab")
+    except metadata.PackageNotFoundError:
+        with open(Path(__file__).resolve().parents[3] / "pyproject.toml", "rb") as f:
+            return str(tomllib.load(f)["project"]["version"])
+
+
+VERSION = _version()
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def run(scenario: Scenario | str | Path, progress: Callable[[float], None] | None = None) -> Result:
+    """Run a scenario (a `Scenario` or the path of a TOML file) and return its `Result`.
+
+    `progress`, if given, is called now and then with the fraction of simulated time done.
+    """
+    from aqmlab import _native
+
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    # A run that cannot fit is refused before anything is allocated for it.
+    check_fits(estimate(scenario), file=None, what=f"scenario {scenario.name!r}")
+    config = scenario.engine_config()
+    t0 = time.perf_counter()
+    out = _native.run(json.dumps(config), progress)
+    wall = time.perf_counter() - t0
+    summary = {
+        "aqmlab_version": VERSION,
+        "backend": "sim",
+        "seed": scenario.seed,
+        "wall_time_s": wall,
+        "scenario": scenario.canonical(),
+        "scenario_hash": scenario.hash(),
+        "metrics": _json_safe(out["metrics"]),
+        "classes": _json_safe(out["classes"]),
+        "fct": _json_safe(out["fct"]),
+        "counters": out["counters"],
+    }
+    return Result(summary, frames_from_native(out["tables"]))

@@ -1,0 +1,1 @@
+"""Results on disk: a run's tables, atomic writes, the results store."""

@@ -1,0 +1,113 @@
+"""Run results: a summary (docs/design.md §Results store) and tables as pandas DataFrames, saved
+atomically as ``summary.json`` plus one Parquet file per table."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from aqmlab.store.atomic import fsync_path, write_json
+
+__all__ = ["Result", "load_result", "TABLES"]
+
+#: The tables every run writes, in order.
+TABLES = ("flows", "classes", "timeseries", "queue", "sojourn_hist", "fct")
+
+
+class _Frames(dict):
+    """The tables as DataFrames, converted from Arrow on first access (a sweep that only
+    stores its runs never pays for pandas)."""
+
+    def __init__(self, arrow: dict[str, pa.Table]):
+        super().__init__()
+        self.arrow = arrow
+
+    def __missing__(self, name: str) -> pd.DataFrame:
+        if name not in self.arrow:
+            raise KeyError(name)
+        df = self.arrow[name].to_pandas()
+        self[name] = df
+        return df
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.arrow
+
+    def __iter__(self):
+        return iter(self.arrow)
+
+    def keys(self):  # type: ignore[override]
+        return self.arrow.keys()
+
+
+class Result:
+    """One run: `.summary` (dict) and the tables as DataFrames (`.flows`, `.classes`,
+    `.timeseries`, `.queue`, `.sojourn_hist`, `.fct`; `.tables[name]`), held as Arrow tables
+    (`.arrow[name]`)."""
+
+    def __init__(self, summary: dict[str, Any], tables: dict[str, pa.Table] | dict[str, pd.DataFrame]):
+        self.summary = summary
+        arrow = {k: v if isinstance(v, pa.Table) else pa.Table.from_pandas(v, preserve_index=False) for k, v in tables.items()}
+        self.arrow = arrow
+        self.tables = _Frames(arrow)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        tables = self.__dict__.get("tables")
+        if tables is not None and name in tables:
+            return tables[name]
+        raise AttributeError(name)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.summary["metrics"]
+
+    def save(self, directory: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the results store atomically: everything goes to a temporary directory beside
+        the target, is fsynced, then renamed into place — a killed run leaves no partial
+        directory under the target name."""
+        target = Path(directory)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
+            raise FileExistsError(f"{target} exists and is not empty (use overwrite)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            write_json(tmp / "summary.json", self.summary)
+            for name in TABLES:
+                pq.write_table(self.arrow[name], tmp / f"{name}.parquet")
+                fsync_path(tmp / f"{name}.parquet")
+            fsync_path(tmp)
+            if target.exists():
+                trash = target.parent / f".{target.name}.old-{os.getpid()}"
+                os.rename(target, trash)
+                os.rename(tmp, target)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.rename(tmp, target)
+            fsync_path(target.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return target
+
+
+
+def load_result(directory: str | Path) -> Result:
+    """Read a results directory written by `Result.save`."""
+    d = Path(directory)
+    summary_path = d / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{d} is not a results directory (no summary.json)")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    tables = {name: pq.read_table(d / f"{name}.parquet") for name in TABLES}
+    return Result(summary, tables)
+
+
+def frames_from_native(tables: dict[str, dict[str, list[Any]]]) -> dict[str, pa.Table]:
+    return {name: pa.table(tables[name]) for name in TABLES}

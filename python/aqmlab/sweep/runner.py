@@ -1,0 +1,260 @@
+"""Running a sweep: every run once, in parallel, resumable, into one directory.
+
+Layout of a sweep directory::
+
+    DIR/sweep.json          what was swept: axes, report layout, and every run (params → hash)
+    DIR/runs/<hash>/        one results store per run (see _results), named by scenario hash
+    DIR/index.parquet       one row per run and flow class: swept params next to every metric
+
+A run directory appears only complete (written to a temporary name, fsynced, renamed), so a
+sweep killed at any moment — SIGKILL included — resumes by skipping the runs whose directory
+exists and checks out; a directory that does not (hash mismatch, unreadable summary, missing
+table) is removed and redone. Results do not depend on the parallelism: each run is a
+deterministic function of its scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from aqmlab.store.atomic import write_json, write_parquet
+from aqmlab.store.result import TABLES
+from aqmlab.store.lock import hold
+from aqmlab.sweep.spec import Run, Sweep, SweepError
+
+__all__ = ["SweepResult", "plan", "run_sweep", "load", "is_complete", "build_index"]
+
+
+def is_complete(directory: Path, expected_hash: str) -> bool:
+    """A run directory counts only if its summary names the expected scenario and every table
+    is there."""
+    try:
+        summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if summary.get("scenario_hash") != expected_hash:
+        return False
+    return all((directory / f"{t}.parquet").is_file() and (directory / f"{t}.parquet").stat().st_size > 0 for t in TABLES)
+
+
+def execute(canonical_json: str, expected_hash: str, target: str) -> dict[str, Any]:
+    """Run one scenario and store it (in a worker process, local or on a Dask worker)."""
+    from aqmlab.simulate.run import run
+    from aqmlab.scenario.model import Scenario
+
+    scenario = Scenario.model_validate(json.loads(canonical_json))
+    if scenario.hash() != expected_hash:
+        raise RuntimeError(f"scenario hash changed in the worker ({scenario.hash()} != {expected_hash})")
+    res = run(scenario)
+    res.save(target, overwrite=True)
+    return {"hash": expected_hash, "wall_time_s": res.summary["wall_time_s"]}
+
+
+@dataclass
+class SweepResult:
+    directory: Path
+    total: int
+    skipped: int
+    ran: int
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def plan(sweep: Sweep) -> list[Run]:
+    """Validate and expand every run before anything is written."""
+    return [sweep._build(point) for point in sweep.points()]
+
+
+def _write_sweep_json(directory: Path, sweep: Sweep, runs: list[Run]) -> None:
+    doc = {
+        "name": sweep.name,
+        "axes": sweep.axis_names,
+        "report": sweep.report,
+        "runs": [{"hash": r.hash, "params": {k: _jsonable(v) for k, v in r.params.items()}} for r in runs],
+    }
+    write_json(directory / "sweep.json", doc)
+
+
+def _jsonable(v: Any) -> Any:
+    return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+
+
+def run_sweep(
+    sweep: Sweep,
+    directory: str | Path,
+    *,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    on_progress: Callable[[int, int, int, int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
+) -> SweepResult:
+    """Run every run of `sweep` not already complete in `directory`, then write the index.
+
+    `on_progress(done, failed, todo, total)` is called as runs finish. `pool`: local worker
+    processes to use instead of starting `jobs` new ones (a caller running many small sweeps,
+    such as `aqmlab search`, keeps one pool).
+    """
+    with hold(directory):
+        return _run_sweep_holding(sweep, directory, jobs=jobs, cluster=cluster, on_progress=on_progress, pool=pool)
+
+
+def _run_sweep_holding(
+    sweep: Sweep,
+    directory: str | Path,
+    *,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    on_progress: Callable[[int, int, int, int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
+) -> SweepResult:
+    runs = plan(sweep)
+    client = None
+    if cluster is not None:
+        client = _connect(cluster)
+    d = Path(directory)
+    runs_dir = d / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    _write_sweep_json(d, sweep, runs)
+    # Leftovers of runs killed mid-write.
+    for tmp in runs_dir.glob(".*.tmp-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+    unique: dict[str, Run] = {}
+    for r in runs:
+        unique.setdefault(r.hash, r)
+    todo: list[Run] = []
+    for h, r in unique.items():
+        target = runs_dir / h
+        if target.exists() and not is_complete(target, h):
+            shutil.rmtree(target)
+        if not target.exists():
+            todo.append(r)
+    result = SweepResult(d, total=len(unique), skipped=len(unique) - len(todo), ran=0)
+    t0 = time.perf_counter()
+    if on_progress:
+        on_progress(0, 0, len(todo), len(unique))
+    if todo:
+        if client is not None:
+            _run_dask(client, todo, runs_dir, result, on_progress)
+        else:
+            _run_local(todo, runs_dir, jobs or os.cpu_count() or 1, result, on_progress, pool)
+    result.wall_s = time.perf_counter() - t0
+    # A worker killed mid-write leaves its temporary directory (its run was redone elsewhere).
+    for tmp in runs_dir.glob(".*.tmp-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+    build_index(d)
+    return result
+
+
+def _connect(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        # Dask is an extra: the base install runs sweeps on this machine's cores.
+        raise SweepError("--cluster needs Dask, which is not installed: pip install 'aqmlab[cluster]'", key="--cluster") from None
+    try:
+        return Client(address, timeout="5s")
+    except (OSError, TimeoutError) as e:
+        raise SweepError(f"the Dask scheduler at {address} does not answer ({type(e).__name__}: {e})", key="--cluster") from None
+
+
+def local_pool(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes for local runs. spawn: workers start clean (no copy of the parent's
+    threads or progress display)."""
+    import multiprocessing as mp
+
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+
+
+def _run_local(todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None, given: ProcessPoolExecutor | None = None) -> None:
+    from contextlib import nullcontext
+
+    jobs = max(1, min(jobs, len(todo)))
+    with nullcontext(given) if given is not None else local_pool(jobs) as pool:
+        pending = {pool.submit(execute, r.scenario.canonical_json(), r.hash, str(runs_dir / r.hash)): r for r in todo}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                r = pending.pop(fut)
+                try:
+                    fut.result()
+                    result.ran += 1
+                except Exception as e:  # noqa: BLE001 - reported per run, the sweep goes on
+                    result.failed.append((r.hash, f"{type(e).__name__}: {e}"))
+                if on_progress:
+                    on_progress(result.ran, len(result.failed), len(todo), result.total)
+
+
+def _run_dask(client: Any, todo: list[Run], runs_dir: Path, result: SweepResult, on_progress: Callable[..., None] | None) -> None:
+    from distributed import as_completed
+
+    # pure=False: never deduplicate against another client's identical submission; a worker
+    # that dies mid-run has its task rescheduled by the scheduler, and the atomic rename of
+    # the run directory makes a redone run replace, never duplicate, a half-written one.
+    futures = {client.submit(execute, r.scenario.canonical_json(), r.hash, str(runs_dir.resolve() / r.hash), pure=False, retries=2): r for r in todo}
+    for fut in as_completed(list(futures)):
+        r = futures[fut]
+        try:
+            fut.result()
+            result.ran += 1
+        except Exception as e:  # noqa: BLE001
+            result.failed.append((r.hash, f"{type(e).__name__}: {e}"))
+        if on_progress:
+            on_progress(result.ran, len(result.failed), len(todo), result.total)
+
+
+# ------------------------------------------------------------------------------------------
+# The index
+# ------------------------------------------------------------------------------------------
+
+_RUN_METRICS = ("utilization", "jain", "goodput_bps", "mark_ratio", "drop_ratio", "sojourn_mean_rel_target", "sojourn_max_rel_target")
+_CLASS_METRICS = ("goodput_bps", "rel_throughput", "jain", "mark_ratio", "drop_ratio", "sojourn_mean_ms")
+
+
+def build_index(directory: str | Path) -> pd.DataFrame:
+    """Write DIR/index.parquet from the sweep's completed runs and return it."""
+    d = Path(directory)
+    doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
+    rows: list[dict[str, Any]] = []
+    for order, entry in enumerate(doc["runs"]):
+        run_dir = d / "runs" / entry["hash"]
+        if not is_complete(run_dir, entry["hash"]):
+            continue
+        s = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        m = s["metrics"]
+        base = {"run": entry["hash"], "run_order": order, **entry["params"]}
+        for k in _RUN_METRICS:
+            base[f"run_{k}" if k in _CLASS_METRICS else k] = m.get(k)
+        for q in ("mean", "p50", "p99", "max"):
+            base[f"sojourn_{q}_ms"] = m["sojourn_ms"].get(q)
+        base["wall_time_s"] = s.get("wall_time_s")
+        for c in s["classes"]:
+            row = dict(base)
+            row.update({"class": c["name"], "cc": c["cc"], "rtt_ms": c["rtt_ms"], "count": c["count"]})
+            for k in _CLASS_METRICS:
+                # The class's own mean sojourn (its queue, under DualPI2/FQ) beside the run's.
+                row["class_sojourn_mean_ms" if k == "sojourn_mean_ms" else k] = c.get(k)
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    write_parquet(d / "index.parquet", pa.Table.from_pandas(df, preserve_index=False))
+    return df
+
+
+def load(directory: str | Path) -> pd.DataFrame:
+    """The index of a sweep directory as a DataFrame: one row per run and flow class, swept
+    parameters as columns next to every metric (`run_*` columns are whole-run metrics)."""
+    d = Path(directory)
+    path = d / "index.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{d} is not a sweep directory (no index.parquet)")
+    return pq.read_table(path).to_pandas()
