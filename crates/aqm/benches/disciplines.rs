@@ -72,16 +72,99 @@ fn configs() -> Vec<(&'static str, QdiscConfig)> {
     const LIMIT: u64 = 2000;
     const TARGET_NS: Nanos = 10_000_000;
     vec![
-        ("taildrop", QdiscConfig::Taildrop(taildrop::Params { limit_packets: Some(LIMIT), limit_bytes: None })),
-        ("red", QdiscConfig::Red(red::TcOptions { limit: Some(3_000_000), min: Some(900_000), max: Some(2_400_000), avpkt: Some(1500), bandwidth: Some(1_000_000_000), ecn: true, ..Default::default() })),
-        ("step", QdiscConfig::Step(step::Params { threshold_bytes: Some(1_250_000), threshold_packets: None })),
-        ("pie", QdiscConfig::Pie(pie::Params { target_ns: TARGET_NS, limit: LIMIT, ecn: true, ..Default::default() })),
-        ("fq_pie", QdiscConfig::FqPie(fq_pie::Params { limit: LIMIT, pie: pie::Params { target_ns: TARGET_NS, ecn: true, ..Default::default() }, ..Default::default() })),
-        ("pi2", QdiscConfig::Pi2(pi2::Params { target_ns: TARGET_NS, limit: LIMIT, ecn_mask: pi2::EcnMask::AnyEct, ..Default::default() })),
-        ("dualpi2", QdiscConfig::Dualpi2(dualpi2::Params { target_ns: TARGET_NS, limit: LIMIT, ..Default::default() })),
-        ("codel", QdiscConfig::Codel(codel::Params { target_ns: TARGET_NS, limit: LIMIT, ecn: true, ..Default::default() })),
-        ("fq_codel", QdiscConfig::FqCodel(fq_codel::Params { limit: LIMIT, memory_limit: 3_000_000, target_ns: TARGET_NS, ..Default::default() })),
-        ("choke", QdiscConfig::Choke(choke::TcOptions { limit: Some(LIMIT), min: Some(600), max: Some(1800), bandwidth: Some(1_000_000_000), ecn: true, ..Default::default() })),
+        (
+            "taildrop",
+            QdiscConfig::Taildrop(taildrop::Params {
+                limit_packets: Some(LIMIT),
+                limit_bytes: None,
+            }),
+        ),
+        (
+            "red",
+            QdiscConfig::Red(red::TcOptions {
+                limit: Some(3_000_000),
+                min: Some(900_000),
+                max: Some(2_400_000),
+                avpkt: Some(1500),
+                bandwidth: Some(1_000_000_000),
+                ecn: true,
+                ..Default::default()
+            }),
+        ),
+        (
+            "step",
+            QdiscConfig::Step(step::Params {
+                threshold_bytes: Some(1_250_000),
+                threshold_packets: None,
+            }),
+        ),
+        (
+            "pie",
+            QdiscConfig::Pie(pie::Params {
+                target_ns: TARGET_NS,
+                limit: LIMIT,
+                ecn: true,
+                ..Default::default()
+            }),
+        ),
+        (
+            "fq_pie",
+            QdiscConfig::FqPie(fq_pie::Params {
+                limit: LIMIT,
+                pie: pie::Params {
+                    target_ns: TARGET_NS,
+                    ecn: true,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+        ),
+        (
+            "pi2",
+            QdiscConfig::Pi2(pi2::Params {
+                target_ns: TARGET_NS,
+                limit: LIMIT,
+                ecn_mask: pi2::EcnMask::AnyEct,
+                ..Default::default()
+            }),
+        ),
+        (
+            "dualpi2",
+            QdiscConfig::Dualpi2(dualpi2::Params {
+                target_ns: TARGET_NS,
+                limit: LIMIT,
+                ..Default::default()
+            }),
+        ),
+        (
+            "codel",
+            QdiscConfig::Codel(codel::Params {
+                target_ns: TARGET_NS,
+                limit: LIMIT,
+                ecn: true,
+                ..Default::default()
+            }),
+        ),
+        (
+            "fq_codel",
+            QdiscConfig::FqCodel(fq_codel::Params {
+                limit: LIMIT,
+                memory_limit: 3_000_000,
+                target_ns: TARGET_NS,
+                ..Default::default()
+            }),
+        ),
+        (
+            "choke",
+            QdiscConfig::Choke(choke::TcOptions {
+                limit: Some(LIMIT),
+                min: Some(600),
+                max: Some(1800),
+                bandwidth: Some(1_000_000_000),
+                ecn: true,
+                ..Default::default()
+            }),
+        ),
         (
             "ckcd",
             QdiscConfig::Ckcd(ckcd::Params {
@@ -99,10 +182,34 @@ fn configs() -> Vec<(&'static str, QdiscConfig)> {
                 flow_expiry_ns: 1_000_000_000,
             }),
         ),
-        ("gsp", QdiscConfig::Gsp(gsp::Params { threshold_bytes: 1_250_000, interval_ns: 200_000_000, tau_ns: 10_000_000, alpha: 1.0, max_time_ns: None, adaptive: true, limit_packets: Some(LIMIT), limit_bytes: None })),
+        (
+            "gsp",
+            QdiscConfig::Gsp(gsp::Params {
+                threshold_bytes: 1_250_000,
+                interval_ns: 200_000_000,
+                tau_ns: 10_000_000,
+                alpha: 1.0,
+                max_time_ns: None,
+                adaptive: true,
+                limit_packets: Some(LIMIT),
+                limit_bytes: None,
+            }),
+        ),
         // PPV's buffer *is* the standing queue: full at 1000 packets, every arrival evicts.
-        ("ppv", QdiscConfig::Ppv(ppv::Params { limit_packets: Some(1000), limit_bytes: None })),
-        ("csaqm", QdiscConfig::Csaqm(csaqm::Params { target_bytes: 1_250_000, interval_ns: 5_000_000 })),
+        (
+            "ppv",
+            QdiscConfig::Ppv(ppv::Params {
+                limit_packets: Some(1000),
+                limit_bytes: None,
+            }),
+        ),
+        (
+            "csaqm",
+            QdiscConfig::Csaqm(csaqm::Params {
+                target_bytes: 1_250_000,
+                interval_ns: 5_000_000,
+            }),
+        ),
     ]
 }
 
@@ -135,7 +242,17 @@ fn bench(c: &mut Criterion) {
         let mut seq: u64 = 0;
         let arrive = |q: &mut aqm::AnyQdisc<Pkt>, seq: &mut u64, now: Nanos, out: &mut Count| {
             let flow = (*seq * 7) % FLOWS;
-            q.enqueue(Pkt { flow, len: 1500, value: value_of(*seq), ecn: ecn_of(flow), enq: 0 }, now, out);
+            q.enqueue(
+                Pkt {
+                    flow,
+                    len: 1500,
+                    value: value_of(*seq),
+                    ecn: ecn_of(flow),
+                    enq: 0,
+                },
+                now,
+                out,
+            );
             *seq += 1;
         };
         // Fill to the standing queue (the disciplines that drop early get more arrivals).
@@ -161,7 +278,12 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
-        eprintln!("{name}: queue {} packets at the end, {} drops, {} marks", q.len(), out.drops, out.marks);
+        eprintln!(
+            "{name}: queue {} packets at the end, {} drops, {} marks",
+            q.len(),
+            out.drops,
+            out.marks
+        );
     }
     g.finish();
 }

@@ -58,16 +58,19 @@ pub mod support {
     pub mod ziggurat;
 }
 
-pub use qdisc::{bernoulli, choke, ckcd, codel, csaqm, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, ppv, red, step, taildrop};
+pub use qdisc::{
+    bernoulli, choke, ckcd, codel, csaqm, dualpi2, fq_codel, fq_pie, gsp, pi2, pie, ppv, red, step,
+    taildrop,
+};
 pub use support::{codel_law, drr, fifo, limit, math, pool, rate, ring, ziggurat};
 #[cfg(test)]
-pub mod testing;
-#[cfg(test)]
 mod proptests;
+#[cfg(test)]
+pub mod testing;
 
 pub use any::{AnyQdisc, QdiscConfig, QdiscOptions};
-pub use options::{Link, Lowered, OptionError, ScenarioOptions};
 pub use limit::PhysicalLimit;
+pub use options::{Link, Lowered, OptionError, ScenarioOptions};
 
 /// Time in nanoseconds since the start of the run. Never wraps (u64 ns = 584 years).
 pub type Nanos = u64;

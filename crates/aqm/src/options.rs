@@ -65,22 +65,52 @@ pub struct Range {
 }
 
 impl Range {
-    pub const ANY: Range = Range { min: None, min_open: false, max: None, max_open: false };
+    pub const ANY: Range = Range {
+        min: None,
+        min_open: false,
+        max: None,
+        max_open: false,
+    };
     /// > 0.
-    pub const POSITIVE: Range = Range { min: Some(0.0), min_open: true, max: None, max_open: false };
+    pub const POSITIVE: Range = Range {
+        min: Some(0.0),
+        min_open: true,
+        max: None,
+        max_open: false,
+    };
     /// ≥ 0.
-    pub const NON_NEGATIVE: Range = Range { min: Some(0.0), min_open: false, max: None, max_open: false };
+    pub const NON_NEGATIVE: Range = Range {
+        min: Some(0.0),
+        min_open: false,
+        max: None,
+        max_open: false,
+    };
     /// [0, 1].
     pub const PROBABILITY: Range = Range::closed(0.0, 1.0);
     /// (0, 1].
-    pub const POSITIVE_PROBABILITY: Range = Range { min: Some(0.0), min_open: true, max: Some(1.0), max_open: false };
+    pub const POSITIVE_PROBABILITY: Range = Range {
+        min: Some(0.0),
+        min_open: true,
+        max: Some(1.0),
+        max_open: false,
+    };
 
     pub const fn closed(min: f64, max: f64) -> Range {
-        Range { min: Some(min), min_open: false, max: Some(max), max_open: false }
+        Range {
+            min: Some(min),
+            min_open: false,
+            max: Some(max),
+            max_open: false,
+        }
     }
 
     pub const fn at_least(min: f64) -> Range {
-        Range { min: Some(min), min_open: false, max: None, max_open: false }
+        Range {
+            min: Some(min),
+            min_open: false,
+            max: None,
+            max_open: false,
+        }
     }
 
     /// The range as a reader writes it: `> 0`, `≥ 1`, `0 … 32`, `(0, 1]`, or `–`.
@@ -90,7 +120,13 @@ impl Range {
             (None, None) => "–".into(),
             (Some(a), None) => format!("{} {}", if self.min_open { ">" } else { "≥" }, n(a)),
             (None, Some(b)) => format!("{} {}", if self.max_open { "<" } else { "≤" }, n(b)),
-            (Some(a), Some(b)) => format!("{}{}, {}{}", if self.min_open { "(" } else { "[" }, n(a), n(b), if self.max_open { ")" } else { "]" }),
+            (Some(a), Some(b)) => format!(
+                "{}{}, {}{}",
+                if self.min_open { "(" } else { "[" },
+                n(a),
+                n(b),
+                if self.max_open { ")" } else { "]" }
+            ),
         }
     }
 }
@@ -111,8 +147,21 @@ pub struct Opt {
 }
 
 impl Opt {
-    pub const fn new(name: &'static str, unit: Unit, range: Range, doc: &'static str, source: &'static str) -> Opt {
-        Opt { name, unit, range, required: false, doc, source }
+    pub const fn new(
+        name: &'static str,
+        unit: Unit,
+        range: Range,
+        doc: &'static str,
+        source: &'static str,
+    ) -> Opt {
+        Opt {
+            name,
+            unit,
+            range,
+            required: false,
+            doc,
+            source,
+        }
     }
 
     pub const fn required(mut self) -> Opt {
@@ -139,7 +188,11 @@ pub struct About {
 
 /// The bottleneck beneath the discipline, for the derivations that depend on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Link {
     /// Link rate C, bit/s.
     pub rate_bps: u64,
@@ -168,7 +221,11 @@ impl Link {
 
 /// A size with its unit resolved: packets where the scenario gave `pkt`, bytes otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Size {
     Packets(u64),
     Bytes(u64),
@@ -202,7 +259,10 @@ pub struct OptionError {
 
 impl OptionError {
     pub fn new(key: &str, message: impl Into<String>) -> OptionError {
-        OptionError { key: key.to_string(), message: message.into() }
+        OptionError {
+            key: key.to_string(),
+            message: message.into(),
+        }
     }
 }
 
@@ -282,7 +342,12 @@ pub fn ratio_to_f64(n: u128, d: u128) -> f64 {
 pub fn describe(about: &About, defaults: serde_json::Value) -> serde_json::Value {
     use serde_json::{json, Value};
     let obj = defaults.as_object().expect("Options serialize as a table");
-    assert_eq!(obj.len(), about.options.len(), "{}: the description and Options have different fields", about.kind);
+    assert_eq!(
+        obj.len(),
+        about.options.len(),
+        "{}: the description and Options have different fields",
+        about.kind
+    );
     let options: Vec<Value> = about
         .options
         .iter()
@@ -345,18 +410,34 @@ mod tests {
         assert_eq!(ratio_to_f64((1u128 << 53) + 3, 1), 9007199254740996.0);
         // Division by the correctly rounded quotient agrees with f64 division where both
         // operands are exact: n/d for n, d < 2^53.
-        for (n, d) in [(100_000_000u128 * 20_000_000, 12_000_000_000_000u128), (62_500, 1500), (1, 7), (123_456_789, 1000)] {
+        for (n, d) in [
+            (100_000_000u128 * 20_000_000, 12_000_000_000_000u128),
+            (62_500, 1500),
+            (1, 7),
+            (123_456_789, 1000),
+        ] {
             assert_eq!(ratio_to_f64(n, d), n as f64 / d as f64, "{n}/{d}");
         }
     }
 
     #[test]
     fn bytes_at_line_rate_are_floored_exactly() {
-        let link = Link { rate_bps: 1_000_000_000, buffer_packets: None, buffer_bytes: None, rtt_ref_ns: 5_000_000 };
+        let link = Link {
+            rate_bps: 1_000_000_000,
+            buffer_packets: None,
+            buffer_bytes: None,
+            rtt_ref_ns: 5_000_000,
+        };
         assert_eq!(link.bytes_in(850_000), 106_250);
-        let link = Link { rate_bps: 3, ..link };
+        let link = Link {
+            rate_bps: 3,
+            ..link
+        };
         assert_eq!(link.bytes_in(1_000_000_000), 0); // 3/8 of a byte
-        assert_eq!(link.bytes_in(u64::MAX), (u64::MAX as u128 * 3 / 8_000_000_000) as u64);
+        assert_eq!(
+            link.bytes_in(u64::MAX),
+            (u64::MAX as u128 * 3 / 8_000_000_000) as u64
+        );
     }
 
     #[test]

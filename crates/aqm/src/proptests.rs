@@ -11,7 +11,12 @@ use crate::{Ecn, Qdisc, QdiscConfig};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue { flow: u64, len: u32, ecn: u8, value: u32 },
+    Enqueue {
+        flow: u64,
+        len: u32,
+        ecn: u8,
+        value: u32,
+    },
     Dequeue,
     Advance(u64),
 }
@@ -41,27 +46,98 @@ fn configs() -> Vec<QdiscConfig> {
         })
     };
     vec![
-        QdiscConfig::Taildrop(crate::taildrop::Params { limit_packets: Some(20), limit_bytes: None }),
-        QdiscConfig::Taildrop(crate::taildrop::Params { limit_packets: None, limit_bytes: Some(20_000) }),
+        QdiscConfig::Taildrop(crate::taildrop::Params {
+            limit_packets: Some(20),
+            limit_bytes: None,
+        }),
+        QdiscConfig::Taildrop(crate::taildrop::Params {
+            limit_packets: None,
+            limit_bytes: Some(20_000),
+        }),
         red(false, false, false),
         red(true, true, false),
         red(true, false, true),
-        QdiscConfig::Step(crate::step::Params { threshold_bytes: Some(5_000), threshold_packets: None }),
-        QdiscConfig::Bernoulli(crate::bernoulli::Params { drop: 0.1, mark: 0.3 }),
-        QdiscConfig::Gsp(crate::gsp::Params { threshold_bytes: 5_000, interval_ns: 2_000_000, tau_ns: 10_000_000, alpha: 1.0, max_time_ns: None, adaptive: true, limit_packets: Some(20), limit_bytes: None }),
-        QdiscConfig::Codel(crate::codel::Params { target_ns: 1_000_000, interval_ns: 5_000_000, ecn: true, ce_threshold_ns: Some(3_000_000), limit: 30, ..Default::default() }),
-        QdiscConfig::Codel(crate::codel::Params { target_ns: 1_000_000, interval_ns: 5_000_000, limit: 30, ..Default::default() }),
-        QdiscConfig::Pie(crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, ecn: true, ..Default::default() }),
-        QdiscConfig::Pie(crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, dq_rate_estimator: true, bytemode: true, ..Default::default() }),
-        QdiscConfig::Pi2(crate::pi2::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, limit: 30, ecn_mask: crate::pi2::EcnMask::AnyEct, ..Default::default() }),
+        QdiscConfig::Step(crate::step::Params {
+            threshold_bytes: Some(5_000),
+            threshold_packets: None,
+        }),
+        QdiscConfig::Bernoulli(crate::bernoulli::Params {
+            drop: 0.1,
+            mark: 0.3,
+        }),
+        QdiscConfig::Gsp(crate::gsp::Params {
+            threshold_bytes: 5_000,
+            interval_ns: 2_000_000,
+            tau_ns: 10_000_000,
+            alpha: 1.0,
+            max_time_ns: None,
+            adaptive: true,
+            limit_packets: Some(20),
+            limit_bytes: None,
+        }),
+        QdiscConfig::Codel(crate::codel::Params {
+            target_ns: 1_000_000,
+            interval_ns: 5_000_000,
+            ecn: true,
+            ce_threshold_ns: Some(3_000_000),
+            limit: 30,
+            ..Default::default()
+        }),
+        QdiscConfig::Codel(crate::codel::Params {
+            target_ns: 1_000_000,
+            interval_ns: 5_000_000,
+            limit: 30,
+            ..Default::default()
+        }),
+        QdiscConfig::Pie(crate::pie::Params {
+            target_ns: 1_000_000,
+            tupdate_ns: 1_000_000,
+            limit: 30,
+            ecn: true,
+            ..Default::default()
+        }),
+        QdiscConfig::Pie(crate::pie::Params {
+            target_ns: 1_000_000,
+            tupdate_ns: 1_000_000,
+            limit: 30,
+            dq_rate_estimator: true,
+            bytemode: true,
+            ..Default::default()
+        }),
+        QdiscConfig::Pi2(crate::pi2::Params {
+            target_ns: 1_000_000,
+            tupdate_ns: 1_000_000,
+            limit: 30,
+            ecn_mask: crate::pi2::EcnMask::AnyEct,
+            ..Default::default()
+        }),
         QdiscConfig::FqPie(crate::fq_pie::Params {
             flows: 4,
             limit: 25,
-            pie: crate::pie::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, ecn: true, ..Default::default() },
+            pie: crate::pie::Params {
+                target_ns: 1_000_000,
+                tupdate_ns: 1_000_000,
+                ecn: true,
+                ..Default::default()
+            },
             ..Default::default()
         }),
-        QdiscConfig::Dualpi2(crate::dualpi2::Params { target_ns: 1_000_000, tupdate_ns: 1_000_000, step_ns: 500_000, limit: 30, ..Default::default() }),
-        QdiscConfig::FqCodel(crate::fq_codel::Params { flows: 4, limit: 25, memory_limit: 30_000, drop_batch: 3, target_ns: 1_000_000, interval_ns: 5_000_000, ..Default::default() }),
+        QdiscConfig::Dualpi2(crate::dualpi2::Params {
+            target_ns: 1_000_000,
+            tupdate_ns: 1_000_000,
+            step_ns: 500_000,
+            limit: 30,
+            ..Default::default()
+        }),
+        QdiscConfig::FqCodel(crate::fq_codel::Params {
+            flows: 4,
+            limit: 25,
+            memory_limit: 30_000,
+            drop_batch: 3,
+            target_ns: 1_000_000,
+            interval_ns: 5_000_000,
+            ..Default::default()
+        }),
         QdiscConfig::Ckcd(crate::ckcd::Params {
             rate_bps: 10_000_000,
             packet_bytes: 1500,
@@ -76,10 +152,26 @@ fn configs() -> Vec<QdiscConfig> {
             t_mu_ns: 10_000_000,
             flow_expiry_ns: 100_000_000,
         }),
-        QdiscConfig::Choke(crate::choke::TcOptions { limit: Some(30), min: Some(2), max: Some(8), bandwidth: Some(10_000_000), ecn: true, ..Default::default() }),
-        QdiscConfig::Ppv(crate::ppv::Params { limit_packets: Some(12), limit_bytes: None }),
-        QdiscConfig::Ppv(crate::ppv::Params { limit_packets: Some(20), limit_bytes: Some(9_000) }),
-        QdiscConfig::Csaqm(crate::csaqm::Params { target_bytes: 4_000, interval_ns: 1_000_000 }),
+        QdiscConfig::Choke(crate::choke::TcOptions {
+            limit: Some(30),
+            min: Some(2),
+            max: Some(8),
+            bandwidth: Some(10_000_000),
+            ecn: true,
+            ..Default::default()
+        }),
+        QdiscConfig::Ppv(crate::ppv::Params {
+            limit_packets: Some(12),
+            limit_bytes: None,
+        }),
+        QdiscConfig::Ppv(crate::ppv::Params {
+            limit_packets: Some(20),
+            limit_bytes: Some(9_000),
+        }),
+        QdiscConfig::Csaqm(crate::csaqm::Params {
+            target_bytes: 4_000,
+            interval_ns: 1_000_000,
+        }),
     ]
 }
 

@@ -12,7 +12,13 @@ pub struct TestPkt {
 }
 
 pub fn pkt(flow: u64, len: u32, ecn: Ecn) -> TestPkt {
-    TestPkt { flow, len, ecn, enqueued: 0, value: 0 }
+    TestPkt {
+        flow,
+        len,
+        ecn,
+        enqueued: 0,
+        value: 0,
+    }
 }
 
 impl Packet for TestPkt {
@@ -23,7 +29,10 @@ impl Packet for TestPkt {
         self.ecn
     }
     fn set_ce(&mut self) {
-        assert!(self.ecn.is_ect_or_ce(), "a discipline marked a Not-ECT packet");
+        assert!(
+            self.ecn.is_ect_or_ce(),
+            "a discipline marked a Not-ECT packet"
+        );
         self.ecn = Ecn::Ce;
     }
     fn flow_key(&self) -> u64 {

@@ -11,8 +11,8 @@
 //! the name and base RTT, the rest being the traffic's business. Every error names the key it
 //! is about.
 
-use serde_json::Value;
 use link::LinkConfig;
+use serde_json::Value;
 
 /// An IPv4 prefix `a.b.c.d/len`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,9 +23,15 @@ pub struct Prefix {
 
 impl Prefix {
     pub fn parse(s: &str) -> Result<Prefix, String> {
-        let (a, l) = s.split_once('/').ok_or_else(|| format!("{s:?} is not a.b.c.d/len"))?;
-        let addr: std::net::Ipv4Addr = a.parse().map_err(|_| format!("{a:?} is not an IPv4 address"))?;
-        let len: u8 = l.parse().map_err(|_| format!("{l:?} is not a prefix length"))?;
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not a.b.c.d/len"))?;
+        let addr: std::net::Ipv4Addr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+        let len: u8 = l
+            .parse()
+            .map_err(|_| format!("{l:?} is not a prefix length"))?;
         if len > 32 {
             return Err(format!("prefix length {len} is above 32"));
         }
@@ -64,7 +70,13 @@ pub struct RouterConfig {
     pub output: std::path::PathBuf,
 }
 
-const KEYS: [&str; 5] = ["tun", "engine", "class_sources", "t0_monotonic_ns", "output"];
+const KEYS: [&str; 5] = [
+    "tun",
+    "engine",
+    "class_sources",
+    "t0_monotonic_ns",
+    "output",
+];
 
 impl RouterConfig {
     /// The hosts' offloads, if the engine config has hosts with them: the router then takes
@@ -76,29 +88,49 @@ impl RouterConfig {
 
     /// Parse and check `router.json`. Errors are one line starting with the key.
     pub fn from_json(text: &str) -> Result<RouterConfig, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("router config: not JSON: {e}"))?;
-        let obj = v.as_object().ok_or("router config: must be a JSON object")?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| format!("router config: not JSON: {e}"))?;
+        let obj = v
+            .as_object()
+            .ok_or("router config: must be a JSON object")?;
         if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(format!("{k}: unknown key (expected one of {})", KEYS.join(", ")));
+            return Err(format!(
+                "{k}: unknown key (expected one of {})",
+                KEYS.join(", ")
+            ));
         }
         let tun = match obj.get("tun") {
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= 15 && !s.contains(['/', ' ', '\0']) => s.clone(),
+            Some(Value::String(s))
+                if !s.is_empty() && s.len() <= 15 && !s.contains(['/', ' ', '\0']) =>
+            {
+                s.clone()
+            }
             Some(_) => return Err("tun: must be an interface name of 1 to 15 characters".into()),
             None => return Err("tun: missing".into()),
         };
         let engine = match obj.get("engine") {
-            Some(e @ Value::Object(_)) => LinkConfig::from_json(&e.to_string()).map_err(|m| format!("engine: {m}"))?,
-            Some(_) => return Err("engine: must be an object (the simulator's engine config)".into()),
+            Some(e @ Value::Object(_)) => {
+                LinkConfig::from_json(&e.to_string()).map_err(|m| format!("engine: {m}"))?
+            }
+            Some(_) => {
+                return Err("engine: must be an object (the simulator's engine config)".into())
+            }
             None => return Err("engine: missing".into()),
         };
         // The discipline must build (its options are checked there, as the simulator does).
-        engine.bottleneck.aqm.build::<crate::packet::RouterPkt>(0).map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
+        engine
+            .bottleneck
+            .aqm
+            .build::<crate::packet::RouterPkt>(0)
+            .map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
         let class_sources = match obj.get("class_sources") {
             Some(Value::Array(a)) => a
                 .iter()
                 .enumerate()
                 .map(|(i, s)| match s {
-                    Value::String(s) => Prefix::parse(s).map_err(|e| format!("class_sources[{i}]: {e}")),
+                    Value::String(s) => {
+                        Prefix::parse(s).map_err(|e| format!("class_sources[{i}]: {e}"))
+                    }
                     _ => Err(format!("class_sources[{i}]: must be a string a.b.c.d/len")),
                 })
                 .collect::<Result<Vec<_>, _>>()?,
@@ -106,11 +138,18 @@ impl RouterConfig {
             None => return Err("class_sources: missing".into()),
         };
         if class_sources.len() != engine.classes.len() {
-            return Err(format!("class_sources: {} prefixes for {} classes in engine.classes", class_sources.len(), engine.classes.len()));
+            return Err(format!(
+                "class_sources: {} prefixes for {} classes in engine.classes",
+                class_sources.len(),
+                engine.classes.len()
+            ));
         }
         let t0_monotonic_ns = match obj.get("t0_monotonic_ns") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_u64().ok_or("t0_monotonic_ns: must be a non-negative integer (ns)")?),
+            Some(v) => Some(
+                v.as_u64()
+                    .ok_or("t0_monotonic_ns: must be a non-negative integer (ns)")?,
+            ),
         };
         let output = match obj.get("output") {
             Some(Value::String(s)) if s.starts_with('/') => std::path::PathBuf::from(s),
@@ -120,7 +159,13 @@ impl RouterConfig {
         if output.file_name().is_none() {
             return Err("output: must name a file".into());
         }
-        Ok(RouterConfig { tun, engine, class_sources, t0_monotonic_ns, output })
+        Ok(RouterConfig {
+            tun,
+            engine,
+            class_sources,
+            t0_monotonic_ns,
+            output,
+        })
     }
 }
 
@@ -134,8 +179,12 @@ mod tests {
         assert!(p.contains(u32::from_be_bytes([10, 77, 1, 2])));
         assert!(!p.contains(u32::from_be_bytes([10, 77, 2, 2])));
         assert!(Prefix::parse("0.0.0.0/0").unwrap().contains(0xdead_beef));
-        assert!(Prefix::parse("10.77.1.2/32").unwrap().contains(u32::from_be_bytes([10, 77, 1, 2])));
-        assert!(Prefix::parse("10.77.1.1/24").unwrap_err().contains("host bits"));
+        assert!(Prefix::parse("10.77.1.2/32")
+            .unwrap()
+            .contains(u32::from_be_bytes([10, 77, 1, 2])));
+        assert!(Prefix::parse("10.77.1.1/24")
+            .unwrap_err()
+            .contains("host bits"));
         assert!(Prefix::parse("10.77.1.0/33").is_err());
         assert!(Prefix::parse("10.77.1.0").is_err());
     }
@@ -160,7 +209,9 @@ mod tests {
     }
 
     fn cfg(engine: &str, extra: &str) -> String {
-        format!(r#"{{"tun": "aqtun", "engine": {engine}, "class_sources": ["10.77.1.0/24"], "output": "/tmp/r.json"{extra}}}"#)
+        format!(
+            r#"{{"tun": "aqtun", "engine": {engine}, "class_sources": ["10.77.1.0/24"], "output": "/tmp/r.json"{extra}}}"#
+        )
     }
 
     #[test]
@@ -174,13 +225,22 @@ mod tests {
         assert!(err(&cfg(&e, r#", "tunn": 1"#)).starts_with("tunn:"));
         assert!(err(&cfg(&e, r#", "t0_monotonic_ns": -1"#)).starts_with("t0_monotonic_ns:"));
         assert!(err(&cfg(&e, "").replace("/tmp/r.json", "rel.json")).starts_with("output:"));
-        assert!(err(&cfg(&e, "").replace("10.77.1.0/24", "10.77.1.0/99")).starts_with("class_sources[0]:"));
-        assert!(err(&cfg(&e, "").replace(r#"["10.77.1.0/24"]"#, "[]")).starts_with("class_sources:"));
-        assert!(err(&cfg(&e, "").replace("aqtun", "a-very-long-interface-name")).starts_with("tun:"));
+        assert!(err(&cfg(&e, "").replace("10.77.1.0/24", "10.77.1.0/99"))
+            .starts_with("class_sources[0]:"));
+        assert!(
+            err(&cfg(&e, "").replace(r#"["10.77.1.0/24"]"#, "[]")).starts_with("class_sources:")
+        );
+        assert!(
+            err(&cfg(&e, "").replace("aqtun", "a-very-long-interface-name")).starts_with("tun:")
+        );
         let bad_engine = e.replace("\"rate_bps\": 12000000", "\"rate_bps\": 0");
         assert!(err(&cfg(&bad_engine, "")).starts_with("engine:"));
         let bad_aqm = engine_json(r#"{"kind": "step"}"#, &[10_000_000]);
-        assert!(err(&cfg(&bad_aqm, "")).starts_with("engine.bottleneck.aqm.threshold"), "{}", err(&cfg(&bad_aqm, "")));
+        assert!(
+            err(&cfg(&bad_aqm, "")).starts_with("engine.bottleneck.aqm.threshold"),
+            "{}",
+            err(&cfg(&bad_aqm, ""))
+        );
         assert!(err("[1]").contains("object"));
     }
 }

@@ -59,7 +59,14 @@ impl VnetHdr {
     pub fn parse(b: &[u8]) -> Option<VnetHdr> {
         let b: &[u8; VNET_HDR_LEN] = b.get(..VNET_HDR_LEN)?.try_into().ok()?;
         let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
-        Some(VnetHdr { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) })
+        Some(VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
     }
 
     pub fn bytes(&self) -> [u8; VNET_HDR_LEN] {
@@ -144,7 +151,11 @@ fn ip_checksum_fill(p: &mut [u8], ihl: usize) {
 /// CSUM_MANGLED_0, which UDP needs: RFC 768 reserves 0 for "no checksum"). The packet ends at
 /// its IP total length. False, nothing changed, if the offsets lie outside it.
 pub fn complete_checksum(p: &mut [u8], start: usize, offset: usize) -> bool {
-    let end = if p.len() >= 4 && p[0] >> 4 == 4 { (u16::from_be_bytes([p[2], p[3]]) as usize).min(p.len()) } else { p.len() };
+    let end = if p.len() >= 4 && p[0] >> 4 == 4 {
+        (u16::from_be_bytes([p[2], p[3]]) as usize).min(p.len())
+    } else {
+        p.len()
+    };
     if start >= end || start + offset + 2 > end {
         return false;
     }
@@ -161,7 +172,12 @@ pub fn complete_checksum(p: &mut [u8], start: usize, offset: usize) -> bool {
 /// kernel's GSO would before a wire: each segment is written into a buffer from `take` and
 /// handed to `emit`, in sequence order. Returns the number of segments. A packet that already
 /// fits is one segment (its checksums completed).
-pub fn segment(p: &[u8], mss: u16, mut take: impl FnMut() -> Vec<u8>, mut emit: impl FnMut(Vec<u8>)) -> Result<usize, Refused> {
+pub fn segment(
+    p: &[u8],
+    mss: u16,
+    mut take: impl FnMut() -> Vec<u8>,
+    mut emit: impl FnMut(Vec<u8>),
+) -> Result<usize, Refused> {
     if mss == 0 {
         return Err(Refused::ZeroGsoSize);
     }
@@ -176,7 +192,9 @@ pub fn segment(p: &[u8], mss: u16, mut take: impl FnMut() -> Vec<u8>, mut emit: 
     let flags = p[h.ihl + 13];
     let n = payload.len().div_ceil(mss as usize).max(1);
     for k in 0..n {
-        let chunk = payload.get(k * mss as usize..((k + 1) * mss as usize).min(payload.len())).unwrap_or(&[]);
+        let chunk = payload
+            .get(k * mss as usize..((k + 1) * mss as usize).min(payload.len()))
+            .unwrap_or(&[]);
         let total = hl + chunk.len();
         let mut s = take();
         s.clear();
@@ -186,7 +204,8 @@ pub fn segment(p: &[u8], mss: u16, mut take: impl FnMut() -> Vec<u8>, mut emit: 
         s[4..6].copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
         ip_checksum_fill(&mut s, h.ihl);
         let t = h.ihl;
-        s[t + 4..t + 8].copy_from_slice(&seq0.wrapping_add((k * mss as usize) as u32).to_be_bytes());
+        s[t + 4..t + 8]
+            .copy_from_slice(&seq0.wrapping_add((k * mss as usize) as u32).to_be_bytes());
         let mut f = flags;
         if k + 1 < n {
             f &= !(TCP_FIN | TCP_PSH);
@@ -233,16 +252,26 @@ fn u32_at(p: &[u8], i: usize) -> u32 {
 impl Coalescer {
     /// Groups stay below `gro_max_bytes` of IP packet (and within 65 535, IPv4's limit).
     pub fn new(gro_max_bytes: usize) -> Coalescer {
-        Coalescer { total: 0, mss: 0, count: 0, limit: gro_max_bytes.min(MAX_IP_LEN + 1) }
+        Coalescer {
+            total: 0,
+            mss: 0,
+            count: 0,
+            limit: gro_max_bytes.min(MAX_IP_LEN + 1),
+        }
     }
 
     /// Start a group with `first`; false if it can head no group (not TCP/IPv4 with a 20-byte
     /// IP header, or no payload), in which case it is written alone.
     pub fn start(&mut self, first: &[u8]) -> bool {
         self.count = 0;
-        let Some(h) = tcp_ipv4(first) else { return false };
+        let Some(h) = tcp_ipv4(first) else {
+            return false;
+        };
         let len = h.total - h.ihl - h.thl;
-        if h.ihl != MIN_HEADER_BYTES || len == 0 || first[h.ihl + 13] & (TCP_SYN | TCP_RST | TCP_URG) != 0 {
+        if h.ihl != MIN_HEADER_BYTES
+            || len == 0
+            || first[h.ihl + 13] & (TCP_SYN | TCP_RST | TCP_URG) != 0
+        {
             return false;
         }
         self.total = h.total;
@@ -257,7 +286,9 @@ impl Coalescer {
         if self.count == 0 {
             return false;
         }
-        let Some(h) = tcp_ipv4(next) else { return false };
+        let Some(h) = tcp_ipv4(next) else {
+            return false;
+        };
         let hl = h.ihl + h.thl;
         let len = h.total - hl;
         let ok = h.ihl == MIN_HEADER_BYTES
@@ -363,7 +394,28 @@ mod tests {
     /// (mod 251) of length `len`, both checksums filled by the test's own routine.
     fn tcp_packet(tos: u8, id: u16, seq: u32, flags: u8, len: usize) -> Vec<u8> {
         let total = 20 + 32 + len;
-        let mut p = vec![0x45, tos, (total >> 8) as u8, total as u8, (id >> 8) as u8, id as u8, 0x40, 0, 63, 6, 0, 0, 10, 77, 1, 2, 10, 77, 200, 2];
+        let mut p = vec![
+            0x45,
+            tos,
+            (total >> 8) as u8,
+            total as u8,
+            (id >> 8) as u8,
+            id as u8,
+            0x40,
+            0,
+            63,
+            6,
+            0,
+            0,
+            10,
+            77,
+            1,
+            2,
+            10,
+            77,
+            200,
+            2,
+        ];
         p.extend_from_slice(&40000u16.to_be_bytes());
         p.extend_from_slice(&5201u16.to_be_bytes());
         p.extend_from_slice(&seq.to_be_bytes());
@@ -400,10 +452,16 @@ mod tests {
         assert_eq!(segs.len(), 3);
         let seqs: Vec<u32> = segs.iter().map(|s| u32_at(s, 24)).collect();
         assert_eq!(seqs, [1000, 2448, 3896]);
-        let lens: Vec<usize> = segs.iter().map(|s| u16::from_be_bytes([s[2], s[3]]) as usize).collect();
+        let lens: Vec<usize> = segs
+            .iter()
+            .map(|s| u16::from_be_bytes([s[2], s[3]]) as usize)
+            .collect();
         assert_eq!(lens, [1500, 1500, 156]);
         assert_eq!(segs.iter().map(Vec::len).collect::<Vec<_>>(), lens);
-        let ids: Vec<u16> = segs.iter().map(|s| u16::from_be_bytes([s[4], s[5]])).collect();
+        let ids: Vec<u16> = segs
+            .iter()
+            .map(|s| u16::from_be_bytes([s[4], s[5]]))
+            .collect();
         assert_eq!(ids, [0xfffe, 0xffff, 0]);
         assert_eq!(segs[0][33], TCP_CWR | 0x10);
         assert_eq!(segs[1][33], 0x10);
@@ -416,7 +474,9 @@ mod tests {
             assert_eq!(&s[28..33], &sup[28..33], "ack and header length");
             assert_eq!(&s[40..52], &sup[40..52], "options copied");
             // The payload is the super-packet's, cut at k·1448.
-            let want: Vec<u8> = (k * 1448..(k * 1448 + s.len() - 52)).map(|i| (i % 251) as u8).collect();
+            let want: Vec<u8> = (k * 1448..(k * 1448 + s.len() - 52))
+                .map(|i| (i % 251) as u8)
+                .collect();
             assert_eq!(&s[52..], &want[..]);
         }
     }
@@ -451,19 +511,38 @@ mod tests {
     #[test]
     fn refusals() {
         let sup = tcp_packet(0, 1, 1, 0x10, 3000);
-        assert_eq!(segment(&sup, 0, Vec::new, |_| {}), Err(Refused::ZeroGsoSize));
+        assert_eq!(
+            segment(&sup, 0, Vec::new, |_| {}),
+            Err(Refused::ZeroGsoSize)
+        );
         let mut udp = sup.clone();
         udp[9] = 17;
-        assert_eq!(segment(&udp, 1448, Vec::new, |_| {}), Err(Refused::NotTcpIpv4));
+        assert_eq!(
+            segment(&udp, 1448, Vec::new, |_| {}),
+            Err(Refused::NotTcpIpv4)
+        );
         let mut bad = sup.clone();
         bad[8] = 1; // TTL changed without the header checksum
-        assert_eq!(segment(&bad, 1448, Vec::new, |_| {}), Err(Refused::NotTcpIpv4));
-        assert_eq!(segment(&sup[..30], 1448, Vec::new, |_| {}), Err(Refused::NotTcpIpv4));
+        assert_eq!(
+            segment(&bad, 1448, Vec::new, |_| {}),
+            Err(Refused::NotTcpIpv4)
+        );
+        assert_eq!(
+            segment(&sup[..30], 1448, Vec::new, |_| {}),
+            Err(Refused::NotTcpIpv4)
+        );
     }
 
     #[test]
     fn the_virtio_header_round_trips_in_native_order() {
-        let h = VnetHdr { flags: F_NEEDS_CSUM, gso_type: GSO_TCPV4 | GSO_ECN, hdr_len: 52, gso_size: 1448, csum_start: 20, csum_offset: 16 };
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4 | GSO_ECN,
+            hdr_len: 52,
+            gso_size: 1448,
+            csum_start: 20,
+            csum_offset: 16,
+        };
         let b = h.bytes();
         assert_eq!(b[0], 1);
         assert_eq!(b[1], 0x81);
@@ -487,7 +566,17 @@ mod tests {
         assert_eq!(c.count(), 3);
         let mut hdr = Vec::new();
         let v = c.super_header(&segs[0], &segs[2], &mut hdr);
-        assert_eq!(v, VnetHdr { flags: F_NEEDS_CSUM, gso_type: GSO_TCPV4 | GSO_ECN, hdr_len: 52, gso_size: 1448, csum_start: 20, csum_offset: 16 });
+        assert_eq!(
+            v,
+            VnetHdr {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_TCPV4 | GSO_ECN,
+                hdr_len: 52,
+                gso_size: 1448,
+                csum_start: 20,
+                csum_offset: 16
+            }
+        );
         let mut rebuilt = hdr.clone();
         for s in &segs {
             rebuilt.extend_from_slice(&s[52..]);
@@ -510,10 +599,22 @@ mod tests {
         };
         assert!(can(&ok));
         assert!(!can(&tcp_packet(0x03, 11, 1448, 0x10, 1448)), "CE differs");
-        assert!(!can(&tcp_packet(0x02, 12, 1448, 0x10, 1448)), "IP ID not +1");
-        assert!(!can(&tcp_packet(0x02, 11, 1449, 0x10, 1448)), "sequence gap");
-        assert!(!can(&tcp_packet(0x02, 11, 1448, 0x10 | TCP_CWR, 1448)), "CWR after the first");
-        assert!(!can(&tcp_packet(0x02, 11, 1448, 0x10, 1449)), "longer than the first");
+        assert!(
+            !can(&tcp_packet(0x02, 12, 1448, 0x10, 1448)),
+            "IP ID not +1"
+        );
+        assert!(
+            !can(&tcp_packet(0x02, 11, 1449, 0x10, 1448)),
+            "sequence gap"
+        );
+        assert!(
+            !can(&tcp_packet(0x02, 11, 1448, 0x10 | TCP_CWR, 1448)),
+            "CWR after the first"
+        );
+        assert!(
+            !can(&tcp_packet(0x02, 11, 1448, 0x10, 1449)),
+            "longer than the first"
+        );
         assert!(!can(&tcp_packet(0x02, 11, 1448, 0x10, 0)), "empty");
         let mut other_ts = ok.clone();
         other_ts[51] ^= 1;
@@ -527,13 +628,19 @@ mod tests {
         let short = tcp_packet(0x02, 11, 1448, 0x10, 1000);
         assert!(c.start(&a) && c.push(&a, &a, &short));
         let third = tcp_packet(0x02, 12, 2448, 0x10, 1000);
-        assert!(!c.push(&a, &short, &third), "the previous segment was already the short last one");
+        assert!(
+            !c.push(&a, &short, &third),
+            "the previous segment was already the short last one"
+        );
         assert_eq!(c.count(), 2);
         // The GRO limit: 1 000 + 52 + 1 000 bytes (or more) must stay below it.
         let s1 = tcp_packet(0x02, 10, 0, 0x10, 1000);
         let s2 = tcp_packet(0x02, 11, 1000, 0x10, 1000);
         let mut small = Coalescer::new(2052);
-        assert!(small.start(&s1) && !small.push(&s1, &s1, &s2), "2052 B is not below 2052");
+        assert!(
+            small.start(&s1) && !small.push(&s1, &s1, &s2),
+            "2052 B is not below 2052"
+        );
         let mut fits = Coalescer::new(2053);
         assert!(fits.start(&s1) && fits.push(&s1, &s1, &s2));
         // A pure ACK heads no group.

@@ -117,7 +117,9 @@ pub fn ecn_of(tos: u8) -> Ecn {
 
 /// Parse `buf` as an IPv4 packet. Never panics: every index is checked against `buf.len()`.
 pub fn parse(buf: &[u8]) -> Parse {
-    let Some(&b0) = buf.first() else { return Parse::NotIpv4 };
+    let Some(&b0) = buf.first() else {
+        return Parse::NotIpv4;
+    };
     if b0 >> 4 != 4 {
         return Parse::NotIpv4;
     }
@@ -155,7 +157,13 @@ pub fn parse(buf: &[u8]) -> Parse {
         dport = u16::from_be_bytes([buf[ihl + 2], buf[ihl + 3]]);
     }
     Parse::Ipv4(Header {
-        tuple: FiveTuple { proto, src: [buf[12], buf[13], buf[14], buf[15]], sport, dst: [buf[16], buf[17], buf[18], buf[19]], dport },
+        tuple: FiveTuple {
+            proto,
+            src: [buf[12], buf[13], buf[14], buf[15]],
+            sport,
+            dst: [buf[16], buf[17], buf[18], buf[19]],
+            dport,
+        },
         total_len,
         ecn: ecn_of(buf[1]),
         fragment,
@@ -223,9 +231,29 @@ mod tests {
     use proptest::prelude::*;
 
     /// A valid 20-byte IPv4 + `l4` header with its checksum filled in.
-    pub(crate) fn packet(tos: u8, proto: u8, src: [u8; 4], dst: [u8; 4], l4: &[u8], frag: u16) -> Vec<u8> {
+    pub(crate) fn packet(
+        tos: u8,
+        proto: u8,
+        src: [u8; 4],
+        dst: [u8; 4],
+        l4: &[u8],
+        frag: u16,
+    ) -> Vec<u8> {
         let total = 20 + l4.len();
-        let mut b = vec![0x45, tos, (total >> 8) as u8, total as u8, 0x12, 0x34, (frag >> 8) as u8, frag as u8, 64, proto, 0, 0];
+        let mut b = vec![
+            0x45,
+            tos,
+            (total >> 8) as u8,
+            total as u8,
+            0x12,
+            0x34,
+            (frag >> 8) as u8,
+            frag as u8,
+            64,
+            proto,
+            0,
+            0,
+        ];
         b.extend_from_slice(&src);
         b.extend_from_slice(&dst);
         b.extend_from_slice(l4);
@@ -239,17 +267,36 @@ mod tests {
         // The classic worked example (a 20-byte header of a 60-byte packet from
         // 172.16.10.99 to 172.16.10.12, TTL 128, TCP): checksum 0xB1E6, by hand from the
         // ones'-complement sum 0x4E19 of the other nine words.
-        let h = [0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0xb1, 0xe6, 0xac, 0x10, 0x0a, 0x63, 0xac, 0x10, 0x0a, 0x0c];
+        let h = [
+            0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0xb1, 0xe6, 0xac, 0x10,
+            0x0a, 0x63, 0xac, 0x10, 0x0a, 0x0c,
+        ];
         assert_eq!(header_checksum(&h), 0xB1E6);
         assert_eq!(ones_sum(&h), 0xFFFF);
     }
 
     #[test]
     fn each_documented_outcome() {
-        let tcp = packet(0x02, PROTO_TCP, [10, 77, 1, 2], [10, 77, 200, 2], &[0x9c, 0x41, 0x14, 0x51, 0, 0, 0, 0], 0x4000);
+        let tcp = packet(
+            0x02,
+            PROTO_TCP,
+            [10, 77, 1, 2],
+            [10, 77, 200, 2],
+            &[0x9c, 0x41, 0x14, 0x51, 0, 0, 0, 0],
+            0x4000,
+        );
         match parse(&tcp) {
             Parse::Ipv4(h) => {
-                assert_eq!(h.tuple, FiveTuple { proto: 6, src: [10, 77, 1, 2], sport: 40001, dst: [10, 77, 200, 2], dport: 5201 });
+                assert_eq!(
+                    h.tuple,
+                    FiveTuple {
+                        proto: 6,
+                        src: [10, 77, 1, 2],
+                        sport: 40001,
+                        dst: [10, 77, 200, 2],
+                        dport: 5201
+                    }
+                );
                 assert_eq!(h.total_len, 28);
                 assert_eq!(h.ecn, Ecn::Ect0);
                 assert!(!h.fragment, "DF alone is not a fragment");
@@ -268,14 +315,24 @@ mod tests {
         b[3] = 19;
         assert_eq!(parse(&b), Parse::Malformed(Malformed::TotalLengthTooSmall));
         b[3] = 29;
-        assert_eq!(parse(&b), Parse::Malformed(Malformed::TotalLengthBeyondBuffer));
+        assert_eq!(
+            parse(&b),
+            Parse::Malformed(Malformed::TotalLengthBeyondBuffer)
+        );
         let mut b = tcp.clone();
         b[8] = 63; // TTL changed without a checksum update
         assert_eq!(parse(&b), Parse::Malformed(Malformed::BadChecksum));
         let short = packet(0, PROTO_UDP, [1, 2, 3, 4], [5, 6, 7, 8], &[0, 1], 0);
         assert_eq!(parse(&short), Parse::Malformed(Malformed::TruncatedPorts));
         // A non-first fragment carries no ports: ports 0, queued as IPv4.
-        let frag = packet(0, PROTO_UDP, [1, 2, 3, 4], [5, 6, 7, 8], &[0xAA, 0xBB, 0xCC, 0xDD], 185);
+        let frag = packet(
+            0,
+            PROTO_UDP,
+            [1, 2, 3, 4],
+            [5, 6, 7, 8],
+            &[0xAA, 0xBB, 0xCC, 0xDD],
+            185,
+        );
         match parse(&frag) {
             Parse::Ipv4(h) => assert!(h.fragment && h.tuple.sport == 0 && h.tuple.dport == 0),
             other => panic!("{other:?}"),
@@ -293,7 +350,10 @@ mod tests {
         // The RFC 1071 example header with TOS 0x02 (ECT(0)): the TOS word goes 0x4502 → 0x4503,
         // one more in the sum, so the checksum goes one less: by hand 0xB1E6 − 2 (TOS 0x02) −
         // 1 (CE) = 0xB1E3.
-        let mut h = vec![0x45, 0x02, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0, 0, 0xac, 0x10, 0x0a, 0x63, 0xac, 0x10, 0x0a, 0x0c];
+        let mut h = vec![
+            0x45, 0x02, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x06, 0, 0, 0xac, 0x10, 0x0a,
+            0x63, 0xac, 0x10, 0x0a, 0x0c,
+        ];
         let c = header_checksum(&h);
         assert_eq!(c, 0xB1E4);
         h[10..12].copy_from_slice(&c.to_be_bytes());

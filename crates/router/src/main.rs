@@ -64,9 +64,10 @@ fn usage_error(msg: &str) -> ! {
     std::process::exit(2);
 }
 
-/// Real-time priority `--realtime` asks for (SCHED_FIFO, 1..99): above every normal task, low
-/// among real-time ones. Measured on the 2-core machine under load (crates/router/README.md):
-/// the p99 lateness of writes fell from 6 ms to 0.15–0.2 ms. The value is ours.
+/// Real-time priority `--realtime` asks for (SCHED_FIFO, 1..99): above every normal task, so
+/// that senders and compilers sharing the router's core do not delay its writes; low among
+/// real-time ones. The value is ours; the write lateness with and without it is in
+/// bench/README.md §Router, "Real-time priority".
 const RT_PRIORITY: libc::c_int = 10;
 
 /// Whether this thread runs under a real-time policy (SCHED_FIFO or SCHED_RR), e.g. because
@@ -84,7 +85,9 @@ fn go_realtime() {
     if is_realtime() {
         return;
     }
-    let param = libc::sched_param { sched_priority: RT_PRIORITY };
+    let param = libc::sched_param {
+        sched_priority: RT_PRIORITY,
+    };
     // SAFETY: sched_setscheduler on ourselves (pid 0) with a valid param.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
         eprintln!(
@@ -112,8 +115,12 @@ fn load_config() -> (RouterConfig, bool) {
         }
         _ => usage_error("usage: aqmlab-router --config router.json [--realtime]"),
     };
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| usage_error(&format!("--config: cannot read {path}: {e}")));
-    (RouterConfig::from_json(&text).unwrap_or_else(|e| usage_error(&e)), realtime)
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| usage_error(&format!("--config: cannot read {path}: {e}")));
+    (
+        RouterConfig::from_json(&text).unwrap_or_else(|e| usage_error(&e)),
+        realtime,
+    )
 }
 
 /// Writes due packets to the TUN device. With virtio-net headers, a run of consecutive packets
@@ -167,7 +174,11 @@ fn nic_ns(nic_rate: Option<u64>, bits: u64) -> u64 {
 
 impl Writer {
     fn new(gro_max_bytes: usize) -> Writer {
-        Writer { hdr: Vec::new(), errors: 0, gro_max_bytes }
+        Writer {
+            hdr: Vec::new(),
+            errors: 0,
+            gro_max_bytes,
+        }
     }
 
     fn write_all(&mut self, tun: &Tun, due: &mut [Emit], c: &mut router::measure::Counters) {
@@ -177,12 +188,17 @@ impl Writer {
         while i < due.len() {
             let mut j = i + 1;
             if tun.vnet_hdr && co.start(&due[i].buf) {
-                while j < due.len() && due[j].flow == due[i].flow && co.push(&due[i].buf, &due[j - 1].buf, &due[j].buf) {
+                while j < due.len()
+                    && due[j].flow == due[i].flow
+                    && co.push(&due[i].buf, &due[j - 1].buf, &due[j].buf)
+                {
                     j += 1;
                 }
             }
             let r = if j - i > 1 {
-                let v = co.super_header(&due[i].buf, &due[j - 1].buf, &mut self.hdr).bytes();
+                let v = co
+                    .super_header(&due[i].buf, &due[j - 1].buf, &mut self.hdr)
+                    .bytes();
                 let hl = self.hdr.len();
                 let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(2 + j - i);
                 parts.push(IoSlice::new(&v));
@@ -209,7 +225,8 @@ impl Writer {
 
 fn main() {
     let (cfg, realtime) = load_config();
-    let mut pipe = Pipeline::new(&cfg.engine, cfg.class_sources.clone()).unwrap_or_else(|e| usage_error(&e));
+    let mut pipe =
+        Pipeline::new(&cfg.engine, cfg.class_sources.clone()).unwrap_or_else(|e| usage_error(&e));
     router::stop::install();
     // SAFETY: prctl with constant arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
@@ -220,14 +237,20 @@ fn main() {
     let tun = match Tun::open(&cfg.tun, host.is_some()) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("aqmlab-router: tun: cannot open {:?}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)", cfg.tun);
+            eprintln!(
+                "aqmlab-router: tun: cannot open {:?}: {e} (needs CAP_NET_ADMIN and /dev/net/tun)",
+                cfg.tun
+            );
             std::process::exit(1);
         }
     };
     let mut tap = match Tap::open(&cfg.tun) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("aqmlab-router: tap: cannot open a packet socket on {:?}: {e} (needs CAP_NET_RAW)", cfg.tun);
+            eprintln!(
+                "aqmlab-router: tap: cannot open a packet socket on {:?}: {e} (needs CAP_NET_RAW)",
+                cfg.tun
+            );
             std::process::exit(1);
         }
     };
@@ -283,8 +306,14 @@ fn main() {
             // has no stamp for it, or one older than MAX_READ_LAG_NS (a realtime clock step).
             // (A read shorter than its virtio-net header has no IP header to match: unstamped,
             // then counted `malformed` below.)
-            let ip = scratch.get(if tun.vnet_hdr { gso::VNET_HDR_LEN } else { 0 }..n).unwrap_or(&[]);
-            let now = match tap.stamp(ip).map(|rt| rt.wrapping_sub(real_minus_mono).saturating_sub(t0).min(read_at)) {
+            let ip = scratch
+                .get(if tun.vnet_hdr { gso::VNET_HDR_LEN } else { 0 }..n)
+                .unwrap_or(&[]);
+            let now = match tap.stamp(ip).map(|rt| {
+                rt.wrapping_sub(real_minus_mono)
+                    .saturating_sub(t0)
+                    .min(read_at)
+            }) {
                 Some(at) if read_at - at <= MAX_READ_LAG_NS => at,
                 _ => {
                     unstamped += 1;
@@ -307,7 +336,9 @@ fn main() {
                 // A partial checksum is completed here, as the sender's NIC would have; one
                 // whose offsets lie outside the packet is forwarded as it is, counted
                 // `malformed` (the receiver will drop it).
-                if h.flags & gso::F_NEEDS_CSUM != 0 && !gso::complete_checksum(pkt, h.csum_start as usize, h.csum_offset as usize) {
+                if h.flags & gso::F_NEEDS_CSUM != 0
+                    && !gso::complete_checksum(pkt, h.csum_start as usize, h.csum_offset as usize)
+                {
                     pipe.counters.malformed += 1;
                 }
                 let mut buf = pipe.take_buf();
@@ -369,8 +400,15 @@ fn main() {
             continue;
         }
         let d = (t0 + wake - lead - mono).min(MAX_SLEEP_NS);
-        let ts = libc::timespec { tv_sec: (d / 1_000_000_000) as libc::time_t, tv_nsec: (d % 1_000_000_000) as libc::c_long };
-        let mut pfd = libc::pollfd { fd: tun.raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ts = libc::timespec {
+            tv_sec: (d / 1_000_000_000) as libc::time_t,
+            tv_nsec: (d % 1_000_000_000) as libc::c_long,
+        };
+        let mut pfd = libc::pollfd {
+            fd: tun.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         polls += 1;
         // SAFETY: one pollfd, a valid timespec, no signal mask change.
         let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
@@ -394,7 +432,10 @@ fn main() {
     report["counters"]["cpu_user_ns"] = ns(ru.ru_utime).into();
     report["counters"]["cpu_sys_ns"] = ns(ru.ru_stime).into();
     if let Err(e) = write_json_atomically(&cfg.output, &report) {
-        eprintln!("aqmlab-router: output: cannot write {}: {e}", cfg.output.display());
+        eprintln!(
+            "aqmlab-router: output: cannot write {}: {e}",
+            cfg.output.display()
+        );
         std::process::exit(1);
     }
 }

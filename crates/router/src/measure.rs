@@ -11,8 +11,8 @@
 use std::io::Write;
 
 use aqm::{DropReason, MarkReason, Nanos};
-use serde_json::{json, Value};
 use link::measure::{drop_index, mark_index, QueueMeasure, DROP_REASONS, MARK_REASONS};
+use serde_json::{json, Value};
 
 use crate::ipv4::FiveTuple;
 
@@ -76,8 +76,16 @@ impl FlowStats {
     fn to_json(&self) -> Value {
         let t = &self.tuple;
         let ip = |a: [u8; 4]| std::net::Ipv4Addr::from(a).to_string();
-        let drops: serde_json::Map<String, Value> = DROP_REASONS.iter().zip(self.drops).map(|((_, n), c)| (n.to_string(), json!(c))).collect();
-        let marks: serde_json::Map<String, Value> = MARK_REASONS.iter().zip(self.marks).map(|((_, n), c)| (n.to_string(), json!(c))).collect();
+        let drops: serde_json::Map<String, Value> = DROP_REASONS
+            .iter()
+            .zip(self.drops)
+            .map(|((_, n), c)| (n.to_string(), json!(c)))
+            .collect();
+        let marks: serde_json::Map<String, Value> = MARK_REASONS
+            .iter()
+            .zip(self.marks)
+            .map(|((_, n), c)| (n.to_string(), json!(c)))
+            .collect();
         json!({
             "class": self.class, "proto": t.proto, "src": ip(t.src), "sport": t.sport, "dst": ip(t.dst), "dport": t.dport,
             "first_seen_ns": self.first_seen_ns,
@@ -142,7 +150,13 @@ const LATE_BINS: usize = 100_000;
 
 impl Default for Lateness {
     fn default() -> Self {
-        Lateness { bins: vec![0; LATE_BINS], over: 0, max_ns: 0, max_due_ns: 0, count: 0 }
+        Lateness {
+            bins: vec![0; LATE_BINS],
+            over: 0,
+            max_ns: 0,
+            max_due_ns: 0,
+            count: 0,
+        }
     }
 }
 
@@ -162,7 +176,12 @@ impl Lateness {
 
     /// Packets written at least `ns` late (`ns` a multiple of the 1 µs bin).
     pub fn at_least(&self, ns: u64) -> u64 {
-        self.over + self.bins.iter().skip((ns / LATE_BIN_NS) as usize).sum::<u64>()
+        self.over
+            + self
+                .bins
+                .iter()
+                .skip((ns / LATE_BIN_NS) as usize)
+                .sum::<u64>()
     }
 
     /// The q-quantile as the upper edge of the bin holding the ⌈q·n⌉-th sample, capped at the
@@ -200,8 +219,13 @@ impl Report<'_> {
     pub fn to_json(&self) -> Value {
         // Sparse 1 µs bins: (index, count) for the non-empty ones. Sojourns of 1 s and more
         // sit in the simulator's 1 ms bins and appear at their lower edge's index.
-        let bins: Vec<Value> =
-            self.qm.rebinned(SOJOURN_BIN_NS).into_iter().filter(|&(_, c)| c > 0).map(|(lo, c)| json!([lo / SOJOURN_BIN_NS, c])).collect();
+        let bins: Vec<Value> = self
+            .qm
+            .rebinned(SOJOURN_BIN_NS)
+            .into_iter()
+            .filter(|&(_, c)| c > 0)
+            .map(|(lo, c)| json!([lo / SOJOURN_BIN_NS, c]))
+            .collect();
         let c = self.counters;
         json!({
             "complete": self.complete,
@@ -230,8 +254,15 @@ impl Report<'_> {
 }
 
 /// Write `value` to `path` atomically: a temp file beside it, fsync'd, then renamed.
-pub fn write_json_atomically(path: &std::path::Path, value: &serde_json::Value) -> std::io::Result<()> {
-    let tmp = path.with_file_name(format!(".{}.tmp{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("out"), std::process::id()));
+pub fn write_json_atomically(
+    path: &std::path::Path,
+    value: &serde_json::Value,
+) -> std::io::Result<()> {
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("out"),
+        std::process::id()
+    ));
     {
         let mut f = std::fs::File::create(&tmp)?;
         serde_json::to_writer(&mut f, value)?;
@@ -259,7 +290,10 @@ mod tests {
         assert_eq!(l.quantile_ns(1.0), 250_000_000);
         assert_eq!((l.max_ns, l.max_due_ns), (250_000_000, 7_000_000));
         // At least 1 ms late: the one (in the overflow bin); at least 3 µs: all 100.
-        assert_eq!((l.at_least(1_000_000), l.at_least(3_000), l.at_least(4_000)), (1, 100, 1));
+        assert_eq!(
+            (l.at_least(1_000_000), l.at_least(3_000), l.at_least(4_000)),
+            (1, 100, 1)
+        );
         assert_eq!(Lateness::default().quantile_ns(0.99), 0);
     }
 }

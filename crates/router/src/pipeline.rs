@@ -141,7 +141,9 @@ impl Verdicts<RouterPkt> for Sink<'_> {
         self.counters.qdisc_drops += 1;
         self.qm.iv_drops += 1;
         if now >= self.window.0 && now < self.window.1 {
-            self.flows[pkt.flow as usize].stats.count_drop(pkt.wire_len, reason);
+            self.flows[pkt.flow as usize]
+                .stats
+                .count_drop(pkt.wire_len, reason);
         }
         self.pool.push(pkt.buf);
     }
@@ -150,7 +152,9 @@ impl Verdicts<RouterPkt> for Sink<'_> {
         self.counters.qdisc_marks += 1;
         self.qm.iv_marks += 1;
         if now >= self.window.0 && now < self.window.1 {
-            self.flows[pkt.flow as usize].stats.count_mark(pkt.wire_len, reason);
+            self.flows[pkt.flow as usize]
+                .stats
+                .count_mark(pkt.wire_len, reason);
         }
     }
 }
@@ -160,10 +164,17 @@ impl Pipeline {
     pub fn new(engine: &LinkConfig, sources: Vec<Prefix>) -> Result<Pipeline, String> {
         engine.check()?;
         if sources.len() != engine.classes.len() {
-            return Err(format!("class_sources: {} prefixes for {} classes", sources.len(), engine.classes.len()));
+            return Err(format!(
+                "class_sources: {} prefixes for {} classes",
+                sources.len(),
+                engine.classes.len()
+            ));
         }
         let b = &engine.bottleneck;
-        let qdisc = b.aqm.build(derive_seed(engine.seed, SEED_QDISC)).map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
+        let qdisc = b
+            .aqm
+            .build(derive_seed(engine.seed, SEED_QDISC))
+            .map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
         let marker = engine.marker();
         let interval = engine.measure.interval_ns;
         Ok(Pipeline {
@@ -174,9 +185,17 @@ impl Pipeline {
             sources,
             marker,
             seed: engine.seed,
-            limit: PhysicalLimit { packets: b.buffer_packets, bytes: b.buffer_bytes },
+            limit: PhysicalLimit {
+                packets: b.buffer_packets,
+                bytes: b.buffer_bytes,
+            },
             qdisc,
-            link: Link { serializer: Serializer::new(b.rate_bps), in_tx: None, tx_start: 0, tx_end: 0 },
+            link: Link {
+                serializer: Serializer::new(b.rate_bps),
+                in_tx: None,
+                tx_start: 0,
+                tx_end: 0,
+            },
             lines: engine.classes.iter().map(|_| VecDeque::new()).collect(),
             bypass: VecDeque::new(),
             flow_index: HashMap::default(),
@@ -251,9 +270,21 @@ impl Pipeline {
             None => {
                 let f = self.flows.len() as u32;
                 let marker = self.marker.as_ref().map(|m| {
-                    FlowMarker::new(m.tvf(class), m.rate_window_ns, aqm::rng_from_seed(derive_seed(self.seed, SEED_MARKER.wrapping_add(f as u64))))
+                    FlowMarker::new(
+                        m.tvf(class),
+                        m.rate_window_ns,
+                        aqm::rng_from_seed(derive_seed(
+                            self.seed,
+                            SEED_MARKER.wrapping_add(f as u64),
+                        )),
+                    )
                 });
-                self.flows.push(Flow { stats: FlowStats::new(h.tuple, class as u16, now), marker, next_seq: 0, last_emitted: None });
+                self.flows.push(Flow {
+                    stats: FlowStats::new(h.tuple, class as u16, now),
+                    marker,
+                    next_seq: 0,
+                    last_emitted: None,
+                });
                 self.flow_index.insert(key, f);
                 f
             }
@@ -272,7 +303,16 @@ impl Pipeline {
         let seq = fl.next_seq;
         fl.next_seq += 1;
         self.counters.offered += 1;
-        let pkt = RouterPkt { buf, wire_len, flow, class: class as u16, key: h.tuple.hash(), value, seq, enqueue_ns: now };
+        let pkt = RouterPkt {
+            buf,
+            wire_len,
+            flow,
+            class: class as u16,
+            key: h.tuple.hash(),
+            value,
+            seq,
+            enqueue_ns: now,
+        };
         let mut sink = Sink {
             flows: &mut self.flows,
             qm: &mut self.qm,
@@ -287,7 +327,12 @@ impl Pipeline {
     /// Run the link and the queue samples up to `now`, in time order.
     pub fn advance(&mut self, now: Nanos) {
         loop {
-            let tx = self.link.in_tx.as_ref().map(|_| self.link.tx_end).filter(|&t| t <= now);
+            let tx = self
+                .link
+                .in_tx
+                .as_ref()
+                .map(|_| self.link.tx_end)
+                .filter(|&t| t <= now);
             let sample = self.next_sample.filter(|&t| t <= now);
             match (tx, sample) {
                 // A completion and a sample at the same instant: the completion first, so the
@@ -305,9 +350,14 @@ impl Pipeline {
     /// The transmission ending at `t` completed: the packet enters its class's delay line,
     /// and the link starts on the next packet at the same instant.
     fn complete_tx(&mut self, t: Nanos) {
-        let pkt = self.link.in_tx.take().expect("complete_tx with a packet on the link");
+        let pkt = self
+            .link
+            .in_tx
+            .take()
+            .expect("complete_tx with a packet on the link");
         let (start, end) = (self.link.tx_start, self.link.tx_end);
-        self.qm.record_tx(pkt.wire_len, start, end, self.warmup_ns, self.duration_ns);
+        self.qm
+            .record_tx(pkt.wire_len, start, end, self.warmup_ns, self.duration_ns);
         self.qm.record_tx_interval(pkt.wire_len, start, end);
         if self.in_window(t) {
             let s = &mut self.flows[pkt.flow as usize].stats;
@@ -355,7 +405,11 @@ impl Pipeline {
     }
 
     fn take_sample(&mut self, t: Nanos) {
-        let in_tx = self.link.in_tx.as_ref().map(|p| (p.wire_len, self.link.tx_start, self.link.tx_end));
+        let in_tx = self
+            .link
+            .in_tx
+            .as_ref()
+            .map(|p| (p.wire_len, self.link.tx_start, self.link.tx_end));
         let (sum, cnt, max, link, drops, marks) = self.qm.take_interval(t, in_tx);
         self.queue.push(QueueSample {
             t_ns: t,
@@ -395,7 +449,7 @@ impl Pipeline {
         let mut best: Option<(Nanos, usize)> = self.bypass.front().map(|&(d, _)| (d, usize::MAX));
         for (c, l) in self.lines.iter().enumerate() {
             if let Some(&(d, _)) = l.front() {
-                if best.is_none_or(|(b, _)| d < b) {
+                if best.map_or(true, |(b, _)| d < b) {
                     best = Some((d, c));
                 }
             }
@@ -404,7 +458,11 @@ impl Pipeline {
         self.counters.tx_pkts += 1;
         if which == usize::MAX {
             let (_, buf) = self.bypass.pop_front().expect("front exists");
-            return Some(Emit { buf, due_ns: due, flow: None });
+            return Some(Emit {
+                buf,
+                due_ns: due,
+                flow: None,
+            });
         }
         let (_, pkt) = self.lines[which].pop_front().expect("front exists");
         let f = &mut self.flows[pkt.flow as usize];
@@ -412,12 +470,21 @@ impl Pipeline {
             self.counters.reordered += 1;
         }
         f.last_emitted = Some(f.last_emitted.map_or(pkt.seq, |s| s.max(pkt.seq)));
-        Some(Emit { buf: pkt.buf, due_ns: due, flow: Some(pkt.flow) })
+        Some(Emit {
+            buf: pkt.buf,
+            due_ns: due,
+            flow: Some(pkt.flow),
+        })
     }
 
     /// Packets held: in the discipline, on the link, in the delay lines, in the bypass FIFO.
     pub fn held(&self) -> (usize, usize, usize, usize) {
-        (self.qdisc.len(), self.link.in_tx.is_some() as usize, self.lines.iter().map(VecDeque::len).sum(), self.bypass.len())
+        (
+            self.qdisc.len(),
+            self.link.in_tx.is_some() as usize,
+            self.lines.iter().map(VecDeque::len).sum(),
+            self.bypass.len(),
+        )
     }
 
     /// Number of flows seen.

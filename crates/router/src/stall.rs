@@ -34,7 +34,12 @@ pub struct Probe {
 impl Probe {
     /// A probe whose first deadline is `start_ns` and which stops at `end_ns` (CLOCK_MONOTONIC).
     pub fn new(start_ns: u64, end_ns: u64) -> Self {
-        Self { next_ns: start_ns, end_ns, wakeups: 0, stalls: Vec::new() }
+        Self {
+            next_ns: start_ns,
+            end_ns,
+            wakeups: 0,
+            stalls: Vec::new(),
+        }
     }
 
     /// The deadline to sleep to, or None once the window is over.

@@ -46,11 +46,20 @@ fn args() -> Args {
             _ => fail(&format!("{flag} is missing; {USAGE}")),
         }
     };
-    let num = |flag: &str| -> u64 { get(flag).parse().unwrap_or_else(|_| fail(&format!("{flag}: not a non-negative integer"))) };
+    let num = |flag: &str| -> u64 {
+        get(flag)
+            .parse()
+            .unwrap_or_else(|_| fail(&format!("{flag}: not a non-negative integer")))
+    };
     if a.len() != 8 {
         fail(USAGE);
     }
-    let r = Args { cpu: num("--cpu") as usize, start_ns: num("--start-ns"), end_ns: num("--end-ns"), output: get("--output").into() };
+    let r = Args {
+        cpu: num("--cpu") as usize,
+        start_ns: num("--start-ns"),
+        end_ns: num("--end-ns"),
+        output: get("--output").into(),
+    };
     if r.end_ns <= r.start_ns {
         fail("--end-ns must be after --start-ns");
     }
@@ -65,23 +74,42 @@ fn main() {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(a.cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            fail(&format!("--cpu {}: cannot pin to it ({})", a.cpu, std::io::Error::last_os_error()));
+            fail(&format!(
+                "--cpu {}: cannot pin to it ({})",
+                a.cpu,
+                std::io::Error::last_os_error()
+            ));
         }
-        let param = libc::sched_param { sched_priority: PRIORITY };
+        let param = libc::sched_param {
+            sched_priority: PRIORITY,
+        };
         if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
-            fail(&format!("cannot use SCHED_FIFO ({}); without it the probe measures the testbed's own load", std::io::Error::last_os_error()));
+            fail(&format!(
+                "cannot use SCHED_FIFO ({}); without it the probe measures the testbed's own load",
+                std::io::Error::last_os_error()
+            ));
         }
         libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE);
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         // A run killed with SIGKILL cannot stop its probes: they stop with it.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGTERM as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
         if libc::getppid() == 1 {
             router::stop::request();
         }
     }
     // A start already past would read as one long stall: the grid starts at the next deadline.
     let now = monotonic_ns();
-    let start_ns = if a.start_ns > now { a.start_ns } else { a.start_ns + PERIOD_NS * ((now - a.start_ns) / PERIOD_NS + 1) };
+    let start_ns = if a.start_ns > now {
+        a.start_ns
+    } else {
+        a.start_ns + PERIOD_NS * ((now - a.start_ns) / PERIOD_NS + 1)
+    };
     let mut probe = Probe::new(start_ns, a.end_ns);
     // Room for a stall every 500 µs would be 8 kB a second; a few hundred are typical.
     probe.stalls.reserve(4096);
@@ -89,9 +117,20 @@ fn main() {
         if router::stop::requested() {
             break;
         }
-        let ts = libc::timespec { tv_sec: (deadline / 1_000_000_000) as libc::time_t, tv_nsec: (deadline % 1_000_000_000) as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+            tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+        };
         // SAFETY: a valid timespec; no remaining-time output with TIMER_ABSTIME.
-        if unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) } != 0 {
+        if unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        } != 0
+        {
             continue; // EINTR: the loop checks for a stop
         }
         probe.woke(monotonic_ns());
@@ -101,7 +140,10 @@ fn main() {
         "wakeups": probe.wakeups, "complete": probe.deadline().is_none(), "stalls": probe.stalls,
     });
     if let Err(e) = write_json_atomically(&a.output, &report) {
-        eprintln!("aqmlab-stallprobe: --output: cannot write {}: {e}", a.output.display());
+        eprintln!(
+            "aqmlab-stallprobe: --output: cannot write {}: {e}",
+            a.output.display()
+        );
         std::process::exit(1);
     }
 }

@@ -49,14 +49,21 @@ pub struct Tap {
 impl Tap {
     /// A tap on interface `ifname` (the TUN) in the caller's network namespace.
     pub fn open(ifname: &str) -> io::Result<Tap> {
-        let name = std::ffi::CString::new(ifname).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let name = std::ffi::CString::new(ifname)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: a NUL-terminated name.
         let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
         if ifindex == 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: plain socket(2) call.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, eth_p_all_be() as libc::c_int) };
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+                eth_p_all_be() as libc::c_int,
+            )
+        };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -64,19 +71,51 @@ impl Tap {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // A = pkttype; keep SNAP_BYTES of outgoing packets, nothing of the rest.
         let mut prog = [
-            bpf(BPF_LD | BPF_B | BPF_ABS, 0, 0, (libc::SKF_AD_OFF + libc::SKF_AD_PKTTYPE) as u32),
-            bpf(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, libc::PACKET_OUTGOING as u32),
+            bpf(
+                BPF_LD | BPF_B | BPF_ABS,
+                0,
+                0,
+                (libc::SKF_AD_OFF + libc::SKF_AD_PKTTYPE) as u32,
+            ),
+            bpf(
+                BPF_JMP | BPF_JEQ | BPF_K,
+                0,
+                1,
+                libc::PACKET_OUTGOING as u32,
+            ),
             bpf(BPF_RET | BPF_K, 0, 0, SNAP_BYTES),
             bpf(BPF_RET | BPF_K, 0, 0, 0),
         ];
-        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_mut_ptr(),
+        };
         setsockopt(&fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)?;
-        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &(libc::tpacket_versions::TPACKET_V2 as libc::c_int))?;
-        let req = libc::tpacket_req { tp_block_size: BLOCK_BYTES, tp_block_nr: BLOCKS, tp_frame_size: FRAME_BYTES, tp_frame_nr: BLOCKS * (BLOCK_BYTES / FRAME_BYTES) };
+        setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &(libc::tpacket_versions::TPACKET_V2 as libc::c_int),
+        )?;
+        let req = libc::tpacket_req {
+            tp_block_size: BLOCK_BYTES,
+            tp_block_nr: BLOCKS,
+            tp_frame_size: FRAME_BYTES,
+            tp_frame_nr: BLOCKS * (BLOCK_BYTES / FRAME_BYTES),
+        };
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
         let len = (BLOCK_BYTES * BLOCKS) as usize;
         // SAFETY: maps the ring the kernel just allocated for this socket (packet_mmap.rst).
-        let ring = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
+        let ring = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
         if ring == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -86,16 +125,31 @@ impl Tap {
         sll.sll_protocol = eth_p_all_be();
         sll.sll_ifindex = ifindex as libc::c_int;
         // SAFETY: a valid sockaddr_ll of the size passed.
-        let r = unsafe { libc::bind(fd.as_raw_fd(), (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) };
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Tap { _socket: fd, ring: ring.cast(), frames: (BLOCKS * (BLOCK_BYTES / FRAME_BYTES)) as usize, head: 0 })
+        Ok(Tap {
+            _socket: fd,
+            ring: ring.cast(),
+            frames: (BLOCKS * (BLOCK_BYTES / FRAME_BYTES)) as usize,
+            head: 0,
+        })
     }
 
     fn frame(&self, i: usize) -> *mut libc::tpacket2_hdr {
         // SAFETY: i < frames, inside the mapping; frames are FRAME_BYTES apart from its start.
-        unsafe { self.ring.add((i % self.frames) * FRAME_BYTES as usize).cast() }
+        unsafe {
+            self.ring
+                .add((i % self.frames) * FRAME_BYTES as usize)
+                .cast()
+        }
     }
 
     /// The `k`-th ready frame from the head: (CLOCK_REALTIME ns, its first bytes), or None if
@@ -110,7 +164,10 @@ impl Tap {
             }
             fence(Ordering::Acquire);
             let ns = (*h).tp_sec as u64 * 1_000_000_000 + (*h).tp_nsec as u64;
-            let data = std::slice::from_raw_parts(h.cast::<u8>().add((*h).tp_net as usize), (*h).tp_snaplen as usize);
+            let data = std::slice::from_raw_parts(
+                h.cast::<u8>().add((*h).tp_net as usize),
+                (*h).tp_snaplen as usize,
+            );
             Some((ns, data))
         }
     }
@@ -145,9 +202,15 @@ impl Drop for Tap {
 
 /// Among ready frames (oldest first), the first whose first `MATCH_BYTES` equal the packet's:
 /// (its index, its time). A packet shorter than `MATCH_BYTES` matches nothing.
-pub fn match_frame<'a>(frames: impl Iterator<Item = (u64, &'a [u8])>, ip: &[u8]) -> Option<(usize, u64)> {
+pub fn match_frame<'a>(
+    frames: impl Iterator<Item = (u64, &'a [u8])>,
+    ip: &[u8],
+) -> Option<(usize, u64)> {
     let key = ip.get(..MATCH_BYTES)?;
-    frames.enumerate().find(|(_, (_, d))| d.get(..MATCH_BYTES) == Some(key)).map(|(i, (ns, _))| (i, ns))
+    frames
+        .enumerate()
+        .find(|(_, (_, d))| d.get(..MATCH_BYTES) == Some(key))
+        .map(|(i, (ns, _))| (i, ns))
 }
 
 // Classic BPF opcodes (include/uapi/linux/bpf_common.h).
@@ -165,7 +228,15 @@ fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
 
 fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
     // SAFETY: v points to a T of the size passed.
-    let r = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (v as *const T).cast(), std::mem::size_of::<T>() as u32) };
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
+    };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -178,7 +249,28 @@ mod tests {
     use super::*;
 
     fn hdr(id: u16) -> Vec<u8> {
-        let mut h = vec![0x45, 0, 5, 0xdc, (id >> 8) as u8, id as u8, 0x40, 0, 64, 6, 0, 0, 10, 77, 1, 2, 10, 77, 200, 2];
+        let mut h = vec![
+            0x45,
+            0,
+            5,
+            0xdc,
+            (id >> 8) as u8,
+            id as u8,
+            0x40,
+            0,
+            64,
+            6,
+            0,
+            0,
+            10,
+            77,
+            1,
+            2,
+            10,
+            77,
+            200,
+            2,
+        ];
         h.extend_from_slice(&[0xaa; 8]);
         h
     }

@@ -41,7 +41,10 @@ fn ifreq_with_name(name: &str) -> io::Result<libc::ifreq> {
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "interface name must be 1 to 15 bytes"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "interface name must be 1 to 15 bytes",
+        ));
     }
     for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
@@ -54,7 +57,12 @@ impl Tun {
     /// with `offloads`, with virtio-net headers and the kernel's offloads (module header).
     pub fn open(name: &str, offloads: bool) -> io::Result<Tun> {
         // SAFETY: a plain open(2) of a NUL-terminated path.
-        let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::open(
+                c"/dev/net/tun".as_ptr(),
+                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -68,13 +76,21 @@ impl Tun {
         }
         // Without offloads the device offers none (a device left with offloads by an earlier
         // run would otherwise hand this one super-packets it reads as plain packets).
-        let off = if offloads { TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN } else { 0 };
+        let off = if offloads {
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN
+        } else {
+            0
+        };
         // SAFETY: TUNSETOFFLOAD takes its flags by value.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD as _, off as libc::c_ulong) } < 0 {
             return Err(io::Error::last_os_error());
         }
         bring_up(name)?;
-        Ok(Tun { fd, name: name.to_string(), vnet_hdr: offloads })
+        Ok(Tun {
+            fd,
+            name: name.to_string(),
+            vnet_hdr: offloads,
+        })
     }
 
     /// Read one packet (with its virtio-net header when `vnet_hdr`) into `scratch`; its length,
@@ -82,7 +98,13 @@ impl Tun {
     #[inline]
     pub fn read_raw(&self, scratch: &mut [u8]) -> io::Result<Option<usize>> {
         // SAFETY: scratch is a valid writable region of its length.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), scratch.as_mut_ptr().cast(), scratch.len()) };
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                scratch.as_mut_ptr().cast(),
+                scratch.len(),
+            )
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
@@ -97,7 +119,13 @@ impl Tun {
     #[inline]
     pub fn write_parts(&self, parts: &[io::IoSlice<'_>]) -> io::Result<()> {
         // SAFETY: IoSlice is ABI-compatible with struct iovec; the slices outlive the call.
-        let n = unsafe { libc::writev(self.fd.as_raw_fd(), parts.as_ptr().cast(), parts.len() as libc::c_int) };
+        let n = unsafe {
+            libc::writev(
+                self.fd.as_raw_fd(),
+                parts.as_ptr().cast(),
+                parts.len() as libc::c_int,
+            )
+        };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -158,7 +186,10 @@ pub fn realtime_ns() -> u64 {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

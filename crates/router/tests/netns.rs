@@ -27,20 +27,34 @@ impl Drop for Testbed {
 }
 
 fn sh(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0]).args(&args[1..]).output().map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
     if !out.status.success() {
-        return Err(format!("{}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     Ok(())
 }
 
 /// Run `f` on a thread that has entered network namespace `ns`.
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+fn in_ns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     let path = format!("/var/run/netns/{ns}");
     std::thread::spawn(move || {
         let file = std::fs::File::open(&path).expect("namespace file");
         // SAFETY: setns on this thread only, with a namespace fd we hold open.
-        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
+        assert_eq!(
+            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+            0,
+            "setns {path}"
+        );
         f()
     })
 }
@@ -53,13 +67,26 @@ fn udp_through_the_router_binary_in_namespaces() {
         return;
     }
     let tag = format!("rt{}", std::process::id());
-    let (s, r, d) = (format!("aqS0-{tag}"), format!("aqR-{tag}"), format!("aqD-{tag}"));
+    let (s, r, d) = (
+        format!("aqS0-{tag}"),
+        format!("aqR-{tag}"),
+        format!("aqD-{tag}"),
+    );
     if let Err(e) = sh(&["ip", "netns", "add", &s]) {
-        eprintln!("SKIPPED udp_through_the_router_binary_in_namespaces: cannot create a namespace ({e})");
+        eprintln!(
+            "SKIPPED udp_through_the_router_binary_in_namespaces: cannot create a namespace ({e})"
+        );
         return;
     }
-    let _bed = Testbed { names: vec![s.clone(), r.clone(), d.clone()] };
-    let (vs, vr, vd, vq) = (format!("s{tag}"), format!("r{tag}"), format!("d{tag}"), format!("q{tag}"));
+    let _bed = Testbed {
+        names: vec![s.clone(), r.clone(), d.clone()],
+    };
+    let (vs, vr, vd, vq) = (
+        format!("s{tag}"),
+        format!("r{tag}"),
+        format!("d{tag}"),
+        format!("q{tag}"),
+    );
     let setup: Vec<Vec<String>> = [
         format!("ip netns add {r}"),
         format!("ip netns add {d}"),
@@ -108,12 +135,23 @@ fn udp_through_the_router_binary_in_namespaces() {
     )
     .unwrap();
     let mut router = Command::new("ip")
-        .args(["netns", "exec", &r, env!("CARGO_BIN_EXE_aqmlab-router"), "--config", config.to_str().unwrap()])
+        .args([
+            "netns",
+            "exec",
+            &r,
+            env!("CARGO_BIN_EXE_aqmlab-router"),
+            "--config",
+            config.to_str().unwrap(),
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(router.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(router.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     assert_eq!(line.trim(), "ready");
 
     let receiver = in_ns(&d, || {
@@ -136,7 +174,15 @@ fn udp_through_the_router_binary_in_namespaces() {
         // TOS = ECT(0) (RFC 3168 §5: 0b10 in the low bits).
         let tos: libc::c_int = 0x02;
         // SAFETY: IP_TOS takes an int.
-        unsafe { libc::setsockopt(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, (&tos as *const libc::c_int).cast(), 4) };
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_TOS,
+                (&tos as *const libc::c_int).cast(),
+                4,
+            )
+        };
         let t = Instant::now();
         for _ in 0..20 {
             sock.send_to(&[7u8; 1000], "10.77.200.2:5201").unwrap();
@@ -150,29 +196,49 @@ fn udp_through_the_router_binary_in_namespaces() {
     unsafe { libc::kill(router.id() as libc::pid_t, libc::SIGTERM) };
     assert!(router.wait().unwrap().success());
 
-    assert_eq!(times.len(), 20, "every packet arrives (with a valid checksum, or the kernel would drop it)");
+    assert_eq!(
+        times.len(),
+        20,
+        "every packet arrives (with a valid checksum, or the kernel would drop it)"
+    );
     // Never early: packet k (from 0) cannot leave the link before k + 1 serializations after
     // the burst began (which is after `sent_at`), nor reach the receiver before 20 ms later.
     for (k, t) in times.iter().enumerate() {
         let at = *t - sent_at;
         let earliest = Duration::from_nanos(20_000_000 + (k as u64 + 1) * 822_400);
-        assert!(at >= earliest, "packet {k} after {at:?}, before {earliest:?}");
+        assert!(
+            at >= earliest,
+            "packet {k} after {at:?}, before {earliest:?}"
+        );
     }
-    let out: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+    let out: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
     assert_eq!(out["complete"], false, "stopped by SIGTERM");
     let flows = out["flows"].as_array().unwrap();
-    let f = flows.iter().find(|f| f["sport"] == 40001).expect("the UDP flow");
-    assert_eq!((f["proto"].as_u64(), f["src"].as_str(), f["dport"].as_u64()), (Some(17), Some("10.77.1.2"), Some(5201)));
+    let f = flows
+        .iter()
+        .find(|f| f["sport"] == 40001)
+        .expect("the UDP flow");
+    assert_eq!(
+        (f["proto"].as_u64(), f["src"].as_str(), f["dport"].as_u64()),
+        (Some(17), Some("10.77.1.2"), Some(5201))
+    );
     assert_eq!(f["arrived_pkts"], 20);
     assert_eq!(f["link_pkts"], 20);
     assert_eq!(f["link_bytes"], 20 * 1028);
     assert_eq!(f["dropped_pkts"], 0);
     let marks = f["marks"]["step"].as_u64().unwrap();
-    assert!((1..=18).contains(&marks), "{marks} STEP marks (18 if the burst arrives within one serialization)");
+    assert!(
+        (1..=18).contains(&marks),
+        "{marks} STEP marks (18 if the burst arrives within one serialization)"
+    );
     assert_eq!(out["counters"]["reordered"], 0);
     // Each UDP packet was stamped from the router's ring on the TUN (src/tap.rs); only IPv6
     // packets the kernel sent as the TUN came up may predate the ring.
     let c = &out["counters"];
-    assert!(c["unstamped"].as_u64().unwrap() <= c["non_ipv4"].as_u64().unwrap(), "{c}");
+    assert!(
+        c["unstamped"].as_u64().unwrap() <= c["non_ipv4"].as_u64().unwrap(),
+        "{c}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

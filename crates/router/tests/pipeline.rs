@@ -1,12 +1,12 @@
 //! The router's pipeline under a virtual clock: timing, drops, marks and conservation, with
 //! expected values computed by hand from the link rate, the RTT and the disciplines' rules.
 
+use link::LinkConfig;
 use proptest::prelude::*;
 use router::config::Prefix;
 use router::ipv4::{header_checksum, ones_sum};
 use router::Pipeline;
 use serde_json::Value;
-use link::LinkConfig;
 
 const MS: u64 = 1_000_000;
 
@@ -33,7 +33,9 @@ fn engine(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u64]
 }
 
 fn pipeline(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u64]) -> Pipeline {
-    let sources = (0..rtts_ns.len()).map(|i| Prefix::parse(&format!("10.77.{}.0/24", i + 1)).unwrap()).collect();
+    let sources = (0..rtts_ns.len())
+        .map(|i| Prefix::parse(&format!("10.77.{}.0/24", i + 1)).unwrap())
+        .collect();
     Pipeline::new(&engine(aqm, rate_bps, buffer_packets, rtts_ns), sources).unwrap()
 }
 
@@ -50,7 +52,10 @@ fn only_the_measurement_window_counts_and_a_straddling_transmission_counts_pro_r
     e.duration_ns = 100 * MS;
     e.measure.interval_ns = 50 * MS;
     let mut p = Pipeline::new(&e, vec![Prefix::parse("10.77.1.0/24").unwrap()]).unwrap();
-    for (k, t) in [49_500_000u64, 99_500_000, 120 * MS].into_iter().enumerate() {
+    for (k, t) in [49_500_000u64, 99_500_000, 120 * MS]
+        .into_iter()
+        .enumerate()
+    {
         p.receive(udp(0, 1, 1500, 0, k as u64), t);
     }
     assert_eq!(run_to(&mut p, 200 * MS).len(), 3);
@@ -66,8 +71,14 @@ fn only_the_measurement_window_counts_and_a_straddling_transmission_counts_pro_r
     // A's first 750 bytes, the second A's last 750 and B's first 750.
     let q = r["queue"].as_array().unwrap();
     assert_eq!(q.len(), 2);
-    assert_eq!((q[0]["t_ns"].as_u64(), q[0]["link_bytes"].as_f64()), (Some(50 * MS), Some(750.0)));
-    assert_eq!((q[1]["t_ns"].as_u64(), q[1]["link_bytes"].as_f64()), (Some(100 * MS), Some(1500.0)));
+    assert_eq!(
+        (q[0]["t_ns"].as_u64(), q[0]["link_bytes"].as_f64()),
+        (Some(50 * MS), Some(750.0))
+    );
+    assert_eq!(
+        (q[1]["t_ns"].as_u64(), q[1]["link_bytes"].as_f64()),
+        (Some(100 * MS), Some(1500.0))
+    );
 }
 
 /// A valid IPv4/UDP packet of `len` bytes from 10.77.<class+1>.2:`sport` with TOS `tos`; the
@@ -93,7 +104,8 @@ fn udp(class: u8, sport: u16, len: usize, tos: u8, tag: u64) -> Vec<u8> {
 
 /// The tag of a packet built by [`udp`] (0 for anything shorter).
 fn tag(buf: &[u8]) -> u64 {
-    buf.get(28..36).map_or(0, |t| u64::from_be_bytes(t.try_into().unwrap()))
+    buf.get(28..36)
+        .map_or(0, |t| u64::from_be_bytes(t.try_into().unwrap()))
 }
 
 /// Drive the pipeline to `t` and collect everything due, as (due, tag, bytes).
@@ -155,7 +167,10 @@ fn the_kth_packet_of_a_burst_waits_k_transmission_times() {
         p.receive(udp(0, 40001, 1500, 0, k), 0);
     }
     let out = run_to(&mut p, 100 * MS);
-    assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![21 * MS, 22 * MS, 23 * MS, 24 * MS, 25 * MS]);
+    assert_eq!(
+        out.iter().map(|o| o.0).collect::<Vec<_>>(),
+        vec![21 * MS, 22 * MS, 23 * MS, 24 * MS, 25 * MS]
+    );
     let r = p.report(true);
     let f = &r["flows"][0];
     assert_eq!(f["sojourn_count"], 5);
@@ -163,8 +178,16 @@ fn the_kth_packet_of_a_burst_waits_k_transmission_times() {
     assert_eq!(f["link_pkts"], 5);
     assert_eq!(f["link_bytes"], 7500);
     assert_eq!(r["class_sojourn"][0]["sum_ns"], 10 * MS);
-    let bins: Vec<(u64, u64)> = r["sojourn_hist"]["bins"].as_array().unwrap().iter().map(|b| (b[0].as_u64().unwrap(), b[1].as_u64().unwrap())).collect();
-    assert_eq!(bins, vec![(0, 1), (1000, 1), (2000, 1), (3000, 1), (4000, 1)]);
+    let bins: Vec<(u64, u64)> = r["sojourn_hist"]["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b[0].as_u64().unwrap(), b[1].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        bins,
+        vec![(0, 1), (1000, 1), (2000, 1), (3000, 1), (4000, 1)]
+    );
     // Link bytes in the window: all 7 500 B finished inside it.
     assert_eq!(r["link_bytes"], 7500);
     // The 100 ms queue sample counts those 7 500 bytes in its interval.
@@ -182,9 +205,17 @@ fn a_taildrop_buffer_of_n_packets_drops_the_n_plus_first_of_a_burst() {
         p.receive(udp(0, 2, 1500, 0, k), 10);
     }
     let out = run_to(&mut p, 50 * MS);
-    assert_eq!(out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![100, 0, 1, 2, 3]);
+    assert_eq!(
+        out.iter().map(|o| o.1).collect::<Vec<_>>(),
+        vec![100, 0, 1, 2, 3]
+    );
     let r = p.report(true);
-    let burst = r["flows"].as_array().unwrap().iter().find(|f| f["sport"] == 2).unwrap();
+    let burst = r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["sport"] == 2)
+        .unwrap();
     assert_eq!(burst["arrived_pkts"], 5);
     assert_eq!(burst["dropped_pkts"], 1);
     assert_eq!(burst["dropped_bytes"], 1500);
@@ -200,14 +231,26 @@ fn step_marks_ect_packets_with_a_valid_checksum_and_never_marks_not_ect() {
     // 0, 1, 2 queued → unmarked; p4 ECT(0) finds 3 → CE; p5 Not-ECT finds 4 → dropped;
     // p6 ECT(1) finds 4 → CE.
     let tos = [0x02u8, 0x02, 0xb8, 0x01, 0x02, 0x00, 0x01];
-    let mut p = pipeline(r#"{"kind": "step", "threshold_packets": 2}"#, 12_000_000, None, &[MS]);
+    let mut p = pipeline(
+        r#"{"kind": "step", "threshold_packets": 2}"#,
+        12_000_000,
+        None,
+        &[MS],
+    );
     for (k, &t) in tos.iter().enumerate() {
         p.receive(udp(0, 7, 1500, t, k as u64), 0);
     }
     let out = run_to(&mut p, 50 * MS);
-    assert_eq!(out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4, 6]);
+    assert_eq!(
+        out.iter().map(|o| o.1).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4, 6]
+    );
     for (_, k, buf) in &out {
-        assert_eq!(ones_sum(&buf[..20]), 0xFFFF, "packet {k}: header checksum must verify");
+        assert_eq!(
+            ones_sum(&buf[..20]),
+            0xFFFF,
+            "packet {k}: header checksum must verify"
+        );
         let orig = tos[*k as usize];
         if *k == 4 || *k == 6 {
             assert_eq!(buf[1], orig | 0b11, "packet {k} carries CE, DSCP kept");
@@ -235,7 +278,12 @@ fn bypassed_packets_leave_at_once_unchanged_and_are_counted() {
     let stranger = {
         let mut b = udp(0, 1, 100, 0, 2);
         b[14] = 99; // 10.77.99.2 matches no class
-        let c = header_checksum(&{ let mut h = b[..20].to_vec(); h[10] = 0; h[11] = 0; h });
+        let c = header_checksum(&{
+            let mut h = b[..20].to_vec();
+            h[10] = 0;
+            h[11] = 0;
+            h
+        });
         b[10..12].copy_from_slice(&c.to_be_bytes());
         b
     };
@@ -251,7 +299,14 @@ fn bypassed_packets_leave_at_once_unchanged_and_are_counted() {
     }
     assert_eq!(got, vec![ipv6, bad, stranger]);
     let c = &p.report(true)["counters"];
-    assert_eq!((c["non_ipv4"].as_u64(), c["malformed"].as_u64(), c["unclassified"].as_u64()), (Some(1), Some(1), Some(1)));
+    assert_eq!(
+        (
+            c["non_ipv4"].as_u64(),
+            c["malformed"].as_u64(),
+            c["unclassified"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
     assert_eq!(p.flow_count(), 0);
 }
 
@@ -259,15 +314,28 @@ fn bypassed_packets_leave_at_once_unchanged_and_are_counted() {
 fn classes_get_their_own_rtt_and_ppv_values_its_packets() {
     // Two classes, 5 ms and 40 ms, through PPV (which needs the marker): at 12 Mbit/s a
     // packet of each at t = 0 leaves the link at 1 ms and 2 ms ⇒ due at 6 ms and 42 ms.
-    let mut p = pipeline(r#"{"kind": "ppv", "limit_bytes": 30000}"#, 12_000_000, None, &[5 * MS, 40 * MS]);
+    let mut p = pipeline(
+        r#"{"kind": "ppv", "limit_bytes": 30000}"#,
+        12_000_000,
+        None,
+        &[5 * MS, 40 * MS],
+    );
     p.receive(udp(1, 9, 1500, 0, 1), 0);
     p.receive(udp(0, 9, 1500, 0, 0), 0);
     let out = run_to(&mut p, 100 * MS);
-    assert_eq!(out.iter().map(|o| (o.1, o.0)).collect::<Vec<_>>(), vec![(0, 7 * MS), (1, 41 * MS)]);
+    assert_eq!(
+        out.iter().map(|o| (o.1, o.0)).collect::<Vec<_>>(),
+        vec![(0, 7 * MS), (1, 41 * MS)]
+    );
     // A PPV buffer of 3000 B (two packets) and a burst of four from one flow: the link takes
     // the first, two fit, the fourth finds the buffer full and the lowest-valued packet
     // goes — PPV's value drop, never a plain overflow.
-    let mut p = pipeline(r#"{"kind": "ppv", "limit_bytes": 3000}"#, 12_000_000, None, &[5 * MS]);
+    let mut p = pipeline(
+        r#"{"kind": "ppv", "limit_bytes": 3000}"#,
+        12_000_000,
+        None,
+        &[5 * MS],
+    );
     for k in 0..4 {
         p.receive(udp(0, 9, 1500, 0, k), 0);
     }
@@ -288,7 +356,15 @@ struct Arrival {
 
 fn arrivals() -> impl Strategy<Value = Vec<Arrival>> {
     proptest::collection::vec(
-        (0u64..400_000, 0u8..2, 0u16..4, 40usize..1500, 0u8..4).prop_map(|(dt_ns, class, flow, len, tos)| Arrival { dt_ns, class, flow, len, tos }),
+        (0u64..400_000, 0u8..2, 0u16..4, 40usize..1500, 0u8..4).prop_map(
+            |(dt_ns, class, flow, len, tos)| Arrival {
+                dt_ns,
+                class,
+                flow,
+                len,
+                tos,
+            },
+        ),
         1..400,
     )
 }
@@ -422,8 +498,27 @@ fn a_udp_and_a_tcp_flow_on_the_same_port_are_two_flows() {
     assert_eq!(flows.len(), 2);
     let by = |proto: u64| flows.iter().find(|f| f["proto"] == proto).unwrap();
     let (u, t) = (by(17), by(6));
-    assert_eq!((u["sport"].as_u64(), u["dport"].as_u64(), u["arrived_pkts"].as_u64(), u["arrived_bytes"].as_u64()), (Some(40000), Some(5201), Some(3), Some(4500)));
-    assert_eq!((t["sport"].as_u64(), t["dport"].as_u64(), t["arrived_pkts"].as_u64(), t["arrived_bytes"].as_u64()), (Some(40000), Some(5201), Some(2), Some(2000)));
-    assert_eq!((u["class"].as_u64(), t["class"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (
+            u["sport"].as_u64(),
+            u["dport"].as_u64(),
+            u["arrived_pkts"].as_u64(),
+            u["arrived_bytes"].as_u64()
+        ),
+        (Some(40000), Some(5201), Some(3), Some(4500))
+    );
+    assert_eq!(
+        (
+            t["sport"].as_u64(),
+            t["dport"].as_u64(),
+            t["arrived_pkts"].as_u64(),
+            t["arrived_bytes"].as_u64()
+        ),
+        (Some(40000), Some(5201), Some(2), Some(2000))
+    );
+    assert_eq!(
+        (u["class"].as_u64(), t["class"].as_u64()),
+        (Some(0), Some(0))
+    );
     assert_eq!(r["counters"]["unclassified"], 0);
 }

@@ -10,7 +10,11 @@ use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOpti
 use crate::{uniform01, DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// Per-packet drop probability.
     #[cfg_attr(feature = "serde", serde(default))]
@@ -23,10 +27,16 @@ pub struct Params {
 impl Params {
     pub fn validate(&self) -> Result<(), OptionError> {
         if !(0.0..=1.0).contains(&self.drop) {
-            return Err(OptionError::new("drop", format!("{} is not a probability in [0, 1]", self.drop)));
+            return Err(OptionError::new(
+                "drop",
+                format!("{} is not a probability in [0, 1]", self.drop),
+            ));
         }
         if !(0.0..=1.0).contains(&self.mark) {
-            return Err(OptionError::new("mark", format!("{} is not a probability in [0, 1]", self.mark)));
+            return Err(OptionError::new(
+                "mark",
+                format!("{} is not a probability in [0, 1]", self.mark),
+            ));
         }
         Ok(())
     }
@@ -34,7 +44,11 @@ impl Params {
 
 /// The scenario's options: the two probabilities.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub drop: f64,
     pub mark: f64,
@@ -55,9 +69,15 @@ impl ScenarioOptions for Options {
     };
 
     fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
-        let params = Params { drop: self.drop, mark: self.mark };
+        let params = Params {
+            drop: self.drop,
+            mark: self.mark,
+        };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: None })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: None,
+        })
     }
 }
 
@@ -82,7 +102,12 @@ impl<P: Packet> Bernoulli<P> {
     }
 
     pub fn new(params: Params, rng: Rng) -> Self {
-        Bernoulli { params, stats: Stats::default(), rng, queue: Fifo::default() }
+        Bernoulli {
+            params,
+            stats: Stats::default(),
+            rng,
+            queue: Fifo::default(),
+        }
     }
 }
 
@@ -93,7 +118,10 @@ impl<P: Packet> Qdisc<P> for Bernoulli<P> {
             out.dropped(pkt, DropReason::Random, now);
             return;
         }
-        if self.params.mark > 0.0 && pkt.ecn().is_ect_or_ce() && uniform01(&mut self.rng) < self.params.mark {
+        if self.params.mark > 0.0
+            && pkt.ecn().is_ect_or_ce()
+            && uniform01(&mut self.rng) < self.params.mark
+        {
             pkt.set_ce();
             self.stats.marked += 1;
             out.marked(&pkt, MarkReason::Random, now);
@@ -117,7 +145,13 @@ mod tests {
     fn empirical_rates_match_the_probabilities() {
         // n = 200 000 Bernoulli trials: the standard deviation of the drop fraction at
         // p = 0.01 is √(p(1−p)/n) ≈ 0.00022, so ±0.001 is more than 4 σ.
-        let mut q = Bernoulli::new(Params { drop: 0.01, mark: 0.05 }, rng_from_seed(3));
+        let mut q = Bernoulli::new(
+            Params {
+                drop: 0.01,
+                mark: 0.05,
+            },
+            rng_from_seed(3),
+        );
         let mut r = Recorder::default();
         let n = 200_000;
         for i in 0..n {
@@ -132,7 +166,13 @@ mod tests {
 
     #[test]
     fn not_ect_packets_are_never_marked() {
-        let mut q = Bernoulli::new(Params { drop: 0.0, mark: 1.0 }, rng_from_seed(1));
+        let mut q = Bernoulli::new(
+            Params {
+                drop: 0.0,
+                mark: 1.0,
+            },
+            rng_from_seed(1),
+        );
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 100, Ecn::NotEct), 0, &mut r);
         assert!(r.marks.is_empty() && r.drops.is_empty());
@@ -140,7 +180,23 @@ mod tests {
 
     #[test]
     fn probabilities_outside_unit_interval_are_refused() {
-        assert!(Params { drop: 1.5, mark: 0.0 }.validate().unwrap_err().key == "drop");
-        assert!(Params { drop: 0.0, mark: -0.1 }.validate().unwrap_err().key == "mark");
+        assert!(
+            Params {
+                drop: 1.5,
+                mark: 0.0
+            }
+            .validate()
+            .unwrap_err()
+            .key == "drop"
+        );
+        assert!(
+            Params {
+                drop: 0.0,
+                mark: -0.1
+            }
+            .validate()
+            .unwrap_err()
+            .key == "mark"
+        );
     }
 }

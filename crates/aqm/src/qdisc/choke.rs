@@ -15,9 +15,9 @@
 //! only RED's drops, never the flow-match drops. One candidate per arrival (Linux; the paper's
 //! m > 1 variant is not offered).
 
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::red::{RedLaw, DEFAULT_PROBABILITY};
 use crate::ring::HoleRing;
-use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// `avpkt` tc choke uses internally; thresholds are packets, so it cancels out (q_choke.c).
@@ -25,7 +25,11 @@ const CHOKE_AVPKT: u64 = 1000;
 
 /// tc-choke's options (packets; `bandwidth` in bit/s, required by tc choke).
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct TcOptions {
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub limit: Option<u64>,
@@ -47,7 +51,11 @@ pub struct TcOptions {
 /// The scenario's options: tc choke's, with `limit` defaulting to the physical buffer and
 /// `bandwidth` to the link rate.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub limit: Option<u64>,
     pub min: Option<u64>,
@@ -81,7 +89,11 @@ impl ScenarioOptions for Options {
 
     fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let options = TcOptions {
-            limit: Some(self.limit.unwrap_or_else(|| link.buffer_packets.unwrap_or_else(|| (link.buffer_bytes.unwrap_or(0) / crate::options::PACKET_BYTES).max(1)))),
+            limit: Some(self.limit.unwrap_or_else(|| {
+                link.buffer_packets.unwrap_or_else(|| {
+                    (link.buffer_bytes.unwrap_or(0) / crate::options::PACKET_BYTES).max(1)
+                })
+            })),
             min: self.min,
             max: self.max,
             burst: self.burst,
@@ -92,7 +104,10 @@ impl ScenarioOptions for Options {
             harddrop: self.harddrop,
         };
         options.derive()?;
-        Ok(Lowered { config: options, delay_target_ns: None })
+        Ok(Lowered {
+            config: options,
+            delay_target_ns: None,
+        })
     }
 }
 
@@ -113,26 +128,49 @@ impl TcOptions {
     /// Derive as tc/q_choke.c: max = limit/4, min = max/3, burst = (2·min + max)/3, the EWMA
     /// weight by tc's RED rule. Errors name the option.
     pub fn derive(&self) -> Result<Params, OptionError> {
-        let limit = self.limit.ok_or_else(|| OptionError::new("limit", "required (packets, as in tc choke)"))?;
-        let bandwidth = self.bandwidth.ok_or_else(|| OptionError::new("bandwidth", "required (as in tc choke)"))?;
+        let limit = self
+            .limit
+            .ok_or_else(|| OptionError::new("limit", "required (packets, as in tc choke)"))?;
+        let bandwidth = self
+            .bandwidth
+            .ok_or_else(|| OptionError::new("bandwidth", "required (as in tc choke)"))?;
         if bandwidth == 0 {
             return Err(OptionError::new("bandwidth", "must be positive"));
         }
         let max = self.max.unwrap_or(limit / 4);
         let min = self.min.unwrap_or(max / 3);
         if min >= max {
-            return Err(OptionError::new("min", format!("{min} must be below max {max}")));
+            return Err(OptionError::new(
+                "min",
+                format!("{min} must be below max {max}"),
+            ));
         }
         if max > limit {
-            return Err(OptionError::new("max", format!("{max} must not exceed limit {limit}")));
+            return Err(OptionError::new(
+                "max",
+                format!("{max} must not exceed limit {limit}"),
+            ));
         }
         let burst = self.burst.unwrap_or((2 * min + max) / 3);
         let wlog = crate::red::eval_ewma(min * CHOKE_AVPKT, burst, CHOKE_AVPKT)?;
         let max_p = self.probability.unwrap_or(DEFAULT_PROBABILITY);
         if !(max_p > 0.0 && max_p <= 1.0) {
-            return Err(OptionError::new("probability", format!("{max_p} is not in (0, 1]")));
+            return Err(OptionError::new(
+                "probability",
+                format!("{max_p} is not in (0, 1]"),
+            ));
         }
-        Ok(Params { limit, min, max, burst, wlog, max_p, bandwidth_bps: bandwidth, ecn: self.ecn, harddrop: self.harddrop })
+        Ok(Params {
+            limit,
+            min,
+            max,
+            burst,
+            wlog,
+            max_p,
+            bandwidth_bps: bandwidth,
+            ecn: self.ecn,
+            harddrop: self.harddrop,
+        })
     }
 }
 
@@ -168,15 +206,33 @@ impl<P: Packet> Choke<P> {
     pub fn new(params: Params, rng: Rng) -> Self {
         // Two streams from one seed: the RED law's and the victim draws'.
         let mut rng = rng;
-        let draw_seed = { use rand_core::Rng as _; rng.next_u64() };
-        let law = RedLaw::new(params.min as f64, params.max as f64, params.wlog, params.max_p, CHOKE_AVPKT, params.bandwidth_bps, false, false, rng);
-        Choke { params, law, stats: Stats::default(), ring: HoleRing::default(), rng: crate::rng_from_seed(draw_seed) }
+        let draw_seed = {
+            use rand_core::Rng as _;
+            rng.next_u64()
+        };
+        let law = RedLaw::new(
+            params.min as f64,
+            params.max as f64,
+            params.wlog,
+            params.max_p,
+            CHOKE_AVPKT,
+            params.bandwidth_bps,
+            false,
+            false,
+            rng,
+        );
+        Choke {
+            params,
+            law,
+            stats: Stats::default(),
+            ring: HoleRing::default(),
+            rng: crate::rng_from_seed(draw_seed),
+        }
     }
 
     fn drop_arrival(&mut self, pkt: P, reason: DropReason, now: Nanos, out: &mut impl Verdicts<P>) {
         out.dropped(pkt, reason, now);
     }
-
 }
 
 impl<P: Packet> Qdisc<P> for Choke<P> {
@@ -191,7 +247,11 @@ impl<P: Packet> Qdisc<P> for Choke<P> {
         } else {
             // Draw a packet at random from the queue and compare flows.
             if let Some(i) = self.ring.random_slot(&mut self.rng) {
-                if self.ring.get(i).is_some_and(|v| v.flow_key() == pkt.flow_key()) {
+                if self
+                    .ring
+                    .get(i)
+                    .is_some_and(|v| v.flow_key() == pkt.flow_key())
+                {
                     let victim = self.ring.take(i).expect("occupied slot");
                     self.stats.matched += 1;
                     out.dropped(victim, DropReason::FlowMatch, now);
@@ -266,31 +326,72 @@ mod tests {
     use crate::Ecn;
 
     fn opts(limit: u64) -> TcOptions {
-        TcOptions { limit: Some(limit), bandwidth: Some(100_000_000), ..Default::default() }
+        TcOptions {
+            limit: Some(limit),
+            bandwidth: Some(100_000_000),
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn seed_001_defaults() {
+    fn max_min_burst_wlog_and_max_p_default_from_the_limit() {
         // limit 80: max = 80/4 = 20, min = 20/3 = 6, burst = (12 + 20)/3 = 10; Wlog: a =
         // 10 + 1 − 6 = 5; W = 1/4: 4·(1 − 0.75^10) = 3.77 < 5; W = 1/8: 8·(1 − 0.875^10) = 5.90
         // ≥ 5 ⇒ Wlog 3.
         let p = opts(80).derive().unwrap();
-        assert_eq!((p.max, p.min, p.burst, p.wlog, p.max_p), (20, 6, 10, 3, 0.02));
+        assert_eq!(
+            (p.max, p.min, p.burst, p.wlog, p.max_p),
+            (20, 6, 10, 3, 0.02)
+        );
     }
 
     #[test]
     fn derivation_errors() {
-        assert!(TcOptions { limit: None, ..opts(1) }.derive().unwrap_err().key == "limit");
-        assert!(TcOptions { bandwidth: None, ..opts(80) }.derive().unwrap_err().key == "bandwidth");
-        assert!(TcOptions { min: Some(20), max: Some(20), ..opts(80) }.derive().unwrap_err().key == "min");
-        assert!(TcOptions { max: Some(100), ..opts(80) }.derive().unwrap_err().key == "max");
+        assert!(
+            TcOptions {
+                limit: None,
+                ..opts(1)
+            }
+            .derive()
+            .unwrap_err()
+            .key == "limit"
+        );
+        assert!(
+            TcOptions {
+                bandwidth: None,
+                ..opts(80)
+            }
+            .derive()
+            .unwrap_err()
+            .key == "bandwidth"
+        );
+        assert!(
+            TcOptions {
+                min: Some(20),
+                max: Some(20),
+                ..opts(80)
+            }
+            .derive()
+            .unwrap_err()
+            .key == "min"
+        );
+        assert!(
+            TcOptions {
+                max: Some(100),
+                ..opts(80)
+            }
+            .derive()
+            .unwrap_err()
+            .key == "max"
+        );
     }
 
     #[test]
     fn a_match_drops_both_the_arrival_and_the_victim() {
         // A queue holding only flow 7, average above min: the random draw always finds flow 7,
         // so a flow-7 arrival kills itself and one queued packet.
-        let mut q: Choke<crate::testing::TestPkt> = Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
+        let mut q: Choke<crate::testing::TestPkt> =
+            Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
         let mut r = Recorder::default();
         for _ in 0..10 {
             q.ring.push(pkt(7, 1000, Ecn::NotEct));
@@ -299,16 +400,23 @@ mod tests {
         q.law.vars.idle_since = None;
         q.enqueue(pkt(7, 1000, Ecn::NotEct), 0, &mut r);
         assert_eq!(r.drops.len(), 2);
-        assert!(r.drops.iter().all(|(p, why)| p.flow == 7 && *why == DropReason::FlowMatch));
+        assert!(r
+            .drops
+            .iter()
+            .all(|(p, why)| p.flow == 7 && *why == DropReason::FlowMatch));
         assert_eq!((q.len(), q.backlog_bytes()), (9, 9000));
         // Another flow's arrival never matches.
         q.enqueue(pkt(8, 1000, Ecn::NotEct), 0, &mut r);
-        assert!(r.drops.iter().all(|(p, _)| p.flow == 7) || r.drops.last().unwrap().1 != DropReason::FlowMatch);
+        assert!(
+            r.drops.iter().all(|(p, _)| p.flow == 7)
+                || r.drops.last().unwrap().1 != DropReason::FlowMatch
+        );
     }
 
     #[test]
     fn below_min_no_comparison_happens() {
-        let mut q: Choke<crate::testing::TestPkt> = Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
+        let mut q: Choke<crate::testing::TestPkt> =
+            Choke::new(opts(80).derive().unwrap(), rng_from_seed(1));
         let mut r = Recorder::default();
         for _ in 0..5 {
             q.enqueue(pkt(1, 1000, Ecn::NotEct), 0, &mut r);
@@ -332,7 +440,8 @@ mod tests {
             for _ in 0..trials {
                 q.reset();
                 for i in 0..20 {
-                    q.ring.push(pkt(if i < 18 { 0 } else { 1 }, 1000, Ecn::NotEct));
+                    q.ring
+                        .push(pkt(if i < 18 { 0 } else { 1 }, 1000, Ecn::NotEct));
                 }
                 q.law.vars.avg = 10.0;
                 q.law.vars.idle_since = None;

@@ -30,16 +30,20 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::rate::{SlotClock, SlotRate};
 use crate::ring::HoleRing;
-use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{uniform01, DropReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 /// CoDel's guard: no delay drop when at most one MTU would remain queued.
 const MTU_BYTES: u64 = 1500;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum ThresholdLaw {
     /// Eq. 9 with k calibrated (or given).
     Paper,
@@ -48,7 +52,11 @@ pub enum ThresholdLaw {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// Link capacity, bit/s (C of Eq. 9).
     pub rate_bps: u64,
@@ -109,7 +117,11 @@ fn default_expiry() -> Nanos {
 
 /// The scenario's options (times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub q_min: Option<Size>,
     pub q_max: Option<Size>,
@@ -164,7 +176,10 @@ impl ScenarioOptions for Options {
         let pkt = PACKET_BYTES as u128;
         // BDP in packets = C·rtt_ref / (8·10⁹·1500); the buffer in packets = B_pkts, or
         // B_bytes / 1500. Both as exact fractions (numerator, denominator).
-        let bdp = (link.rate_bps as u128 * link.rtt_ref_ns as u128, 8_000_000_000u128 * pkt);
+        let bdp = (
+            link.rate_bps as u128 * link.rtt_ref_ns as u128,
+            8_000_000_000u128 * pkt,
+        );
         let buf = match link.buffer_packets {
             Some(p) => (p as u128, 1u128),
             None => (link.buffer_bytes.unwrap_or(0) as u128, pkt),
@@ -195,17 +210,26 @@ impl ScenarioOptions for Options {
             flow_expiry_ns: self.flow_expiry,
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.d) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.d),
+        })
     }
 }
 
 impl Params {
     pub fn validate(&self) -> Result<(), OptionError> {
         if !(self.omega > 0.0 && self.omega <= 1.0) {
-            return Err(OptionError::new("omega", format!("{} must be in (0, 1]", self.omega)));
+            return Err(OptionError::new(
+                "omega",
+                format!("{} must be in (0, 1]", self.omega),
+            ));
         }
         if !(self.q_min >= 0.0 && self.q_min < self.q_max) {
-            return Err(OptionError::new("q_min", format!("{} must be below q_max {}", self.q_min, self.q_max)));
+            return Err(OptionError::new(
+                "q_min",
+                format!("{} must be below q_max {}", self.q_min, self.q_max),
+            ));
         }
         if self.d_ns == 0 || self.delta_ns == 0 || self.t_mu_ns == 0 {
             return Err(OptionError::new("d", "D, delta and t_mu must be positive"));
@@ -326,7 +350,15 @@ impl FlowTable {
     fn entry(&mut self, key: u64, now: Nanos) -> (u32, &mut FlowState) {
         let (slots, free) = (&mut self.slots, &mut self.free);
         let slot = *self.slot_of.entry(key).or_insert_with(|| {
-            let fresh = FlowSlot { key, live: true, state: FlowState { mu: SlotRate::default(), first_above: None, last_seen: now } };
+            let fresh = FlowSlot {
+                key,
+                live: true,
+                state: FlowState {
+                    mu: SlotRate::default(),
+                    first_above: None,
+                    last_seen: now,
+                },
+            };
             match free.pop() {
                 Some(i) => {
                     slots[i as usize] = fresh;
@@ -418,7 +450,14 @@ pub struct ThresholdConsts {
 impl ThresholdConsts {
     fn new(p: &Params, flows: f64) -> Self {
         let (big_k, q) = p.k_and_q(flows);
-        ThresholdConsts { big_k, q, inv_mu_f: flows.max(1.0) * 8.0 / p.rate_bps as f64, d: p.d_ns as f64 / 1e9, d_max: p.d_max_ns as f64 / 1e9, law: p.threshold }
+        ThresholdConsts {
+            big_k,
+            q,
+            inv_mu_f: flows.max(1.0) * 8.0 / p.rate_bps as f64,
+            d: p.d_ns as f64 / 1e9,
+            d_max: p.d_max_ns as f64 / 1e9,
+            law: p.threshold,
+        }
     }
 
     /// `d_s ≥ d_th(μ_i)` without a division: with x = μ_i/μ_f > 0 the clamped threshold
@@ -488,7 +527,19 @@ impl<P: Packet> Ckcd<P> {
 
     pub fn new(params: Params, rng: Rng) -> Self {
         let mu_clock = SlotClock::new(params.t_mu_ns);
-        Ckcd { params, vars: Vars { q_avg: 0.0, flows: FlowTable::default(), next_sweep: 0, th_cache: None }, stats: Stats::default(), rng, queue: HoleRing::default(), mu_clock }
+        Ckcd {
+            params,
+            vars: Vars {
+                q_avg: 0.0,
+                flows: FlowTable::default(),
+                next_sweep: 0,
+                th_cache: None,
+            },
+            stats: Stats::default(),
+            rng,
+            queue: HoleRing::default(),
+            mu_clock,
+        }
     }
 
     /// Forget flows idle for longer than `flow_expiry` (checked at most every 100 ms).
@@ -514,7 +565,8 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
     fn enqueue(&mut self, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
         self.sweep(now);
         let w = self.params.omega;
-        self.vars.q_avg = (1.0 - w) * self.vars.q_avg + w * crate::math::to_f64(self.queue.len() as u64);
+        self.vars.q_avg =
+            (1.0 - w) * self.vars.q_avg + w * crate::math::to_f64(self.queue.len() as u64);
         let (q_min, q_max, avg) = (self.params.q_min, self.params.q_max, self.vars.q_avg);
         if avg > q_max {
             self.stats.forced_drop += 1;
@@ -523,7 +575,11 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
         }
         if avg >= q_min {
             if let Some(i) = self.queue.random_slot(&mut self.rng) {
-                if self.queue.get(i).is_some_and(|v| v.flow_key() == pkt.flow_key()) {
+                if self
+                    .queue
+                    .get(i)
+                    .is_some_and(|v| v.flow_key() == pkt.flow_key())
+                {
                     let victim = self.queue.take(i).expect("occupied slot");
                     self.stats.matched += 1;
                     out.dropped(victim.pkt, DropReason::FlowMatch, now);
@@ -546,11 +602,15 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
         if !matches!(self.vars.th_cache, Some((m, _)) if m == n) {
             self.vars.th_cache = Some((n, ThresholdConsts::new(&self.params, n as f64)));
         }
-        let Some((_, consts)) = &self.vars.th_cache else { unreachable!("filled above") };
+        let Some((_, consts)) = &self.vars.th_cache else {
+            unreachable!("filled above")
+        };
         while let Some(Queued { pkt, slot }) = self.queue.pop() {
             let d_s = crate::math::to_f64(now - pkt.enqueue_ns()) * 1e-9;
             // A packet whose flow has been forgotten since it was queued leaves untested.
-            let Some(entry) = self.vars.flows.state_for(slot, pkt.flow_key()) else { return Some(pkt) };
+            let Some(entry) = self.vars.flows.state_for(slot, pkt.flow_key()) else {
+                return Some(pkt);
+            };
             let mu_i = entry.mu.at(&self.mu_clock, now);
             if consts.exceeded(d_s, mu_i) && self.queue.bytes() > MTU_BYTES {
                 match entry.first_above {
@@ -583,7 +643,12 @@ impl<P: Packet> Qdisc<P> for Ckcd<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars = Vars { q_avg: 0.0, flows: FlowTable::default(), next_sweep: 0, th_cache: None };
+        self.vars = Vars {
+            q_avg: 0.0,
+            flows: FlowTable::default(),
+            next_sweep: 0,
+            th_cache: None,
+        };
         self.queue.drain().into_iter().map(|q| q.pkt).collect()
     }
 }
@@ -690,7 +755,10 @@ mod tests {
         // per-packet test must agree with d_s ≥ threshold_with(μ_i) except within rounding of
         // the boundary.
         for law in [ThresholdLaw::Paper, ThresholdLaw::Ratio2] {
-            let p = Params { threshold: law, ..params(27.0) };
+            let p = Params {
+                threshold: law,
+                ..params(27.0)
+            };
             for flows in [1.0, 4.0, 27.0] {
                 let c = ThresholdConsts::new(&p, flows);
                 let kq = p.k_and_q(flows);
@@ -700,7 +768,11 @@ mod tests {
                         let (mu_i, d_s) = (r * mu_f, d_ms / 1e3);
                         let th = p.threshold_with(mu_i, flows, kq);
                         if (d_s - th).abs() > 1e-12 * th.max(1e-9) {
-                            assert_eq!(c.exceeded(d_s, mu_i), d_s >= th, "{law:?} flows {flows} r {r} d {d_ms} ms th {th}");
+                            assert_eq!(
+                                c.exceeded(d_s, mu_i),
+                                d_s >= th,
+                                "{law:?} flows {flows} r {r} d {d_ms} ms th {th}"
+                            );
                         }
                     }
                 }
@@ -710,7 +782,10 @@ mod tests {
 
     #[test]
     fn ratio2_law() {
-        let p = Params { threshold: ThresholdLaw::Ratio2, ..params(27.0) };
+        let p = Params {
+            threshold: ThresholdLaw::Ratio2,
+            ..params(27.0)
+        };
         let mu_f = 100e6 / 8.0 / 4.0;
         // d_th = D·(μ_f/μ_i)²: twice the fair rate ⇒ D/4.
         assert!((p.threshold_s(2.0 * mu_f, 4.0) - 0.00125).abs() < 1e-12);
@@ -727,7 +802,13 @@ mod tests {
         }
         q.vars.q_avg = 4.0;
         q.enqueue(pkt(1, 1500, Ecn::NotEct), 0, &mut r);
-        assert!(r.drops.len() == 2 && r.drops.iter().all(|(p, w)| p.flow == 1 && *w == DropReason::FlowMatch) || r.drops.len() == 1 && r.drops[0].1 == DropReason::Early);
+        assert!(
+            r.drops.len() == 2
+                && r.drops
+                    .iter()
+                    .all(|(p, w)| p.flow == 1 && *w == DropReason::FlowMatch)
+                || r.drops.len() == 1 && r.drops[0].1 == DropReason::Early
+        );
         q.vars.q_avg = 7.0;
         let before = r.drops.len();
         q.enqueue(pkt(2, 1500, Ecn::NotEct), 0, &mut r);
@@ -747,7 +828,12 @@ mod tests {
         for _ in 0..10 {
             q.admit(pkt(1, 1500, Ecn::NotEct), 0);
         }
-        q.vars.flows.get_mut(1).unwrap().mu.set_last(10.0 * 100e6 / 8.0);
+        q.vars
+            .flows
+            .get_mut(1)
+            .unwrap()
+            .mu
+            .set_last(10.0 * 100e6 / 8.0);
         let ms = 1_000_000;
         assert!(q.dequeue(10 * ms, &mut r).is_some());
         assert!(q.dequeue(109 * ms, &mut r).is_some());

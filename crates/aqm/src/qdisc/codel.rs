@@ -21,10 +21,13 @@ use crate::fifo::{fifo_accessors, Fifo};
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
-
 /// sch_codel's options (tc-codel(8)); defaults of `codel_init`/`codel_params_init`.
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Params {
     /// `target`: acceptable standing sojourn, ns (5 ms).
     pub target_ns: Nanos,
@@ -42,7 +45,14 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { target_ns: 5_000_000, interval_ns: 100_000_000, mtu_bytes: 1514, ecn: false, ce_threshold_ns: None, limit: 1000 }
+        Params {
+            target_ns: 5_000_000,
+            interval_ns: 100_000_000,
+            mtu_bytes: 1514,
+            ecn: false,
+            ce_threshold_ns: None,
+            limit: 1000,
+        }
     }
 }
 
@@ -63,7 +73,11 @@ impl Params {
 
 /// The scenario's options (tc-codel(8)'s names; times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub target: Nanos,
     pub interval: Nanos,
@@ -75,15 +89,39 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         let p = Params::default();
-        Options { target: p.target_ns, interval: p.interval_ns, limit: p.limit, ecn: p.ecn, ce_threshold: p.ce_threshold_ns }
+        Options {
+            target: p.target_ns,
+            interval: p.interval_ns,
+            limit: p.limit,
+            ecn: p.ecn,
+            ce_threshold: p.ce_threshold_ns,
+        }
     }
 }
 
 /// CoDel's law options, shared with FQ-CoDel.
 pub(crate) const CODEL_OPTIONS: [Opt; 3] = [
-    Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "acceptable standing sojourn (also the summary's delay target)", "RFC 8289 §4.4 TARGET; tc-codel(8) target"),
-    Opt::new("interval", Unit::Time, Range::POSITIVE, "window the sojourn must stay above target in, and the control law's base", "RFC 8289 §4.3 INTERVAL; tc-codel(8) interval"),
-    Opt::new("ce_threshold", Unit::Time, Range::POSITIVE, "CE-mark every ECT packet whose sojourn exceeds this (none: off)", "tc-codel(8) ce_threshold; include/net/codel_impl.h codel_dequeue"),
+    Opt::new(
+        "target",
+        Unit::DelayTarget,
+        Range::POSITIVE,
+        "acceptable standing sojourn (also the summary's delay target)",
+        "RFC 8289 §4.4 TARGET; tc-codel(8) target",
+    ),
+    Opt::new(
+        "interval",
+        Unit::Time,
+        Range::POSITIVE,
+        "window the sojourn must stay above target in, and the control law's base",
+        "RFC 8289 §4.3 INTERVAL; tc-codel(8) interval",
+    ),
+    Opt::new(
+        "ce_threshold",
+        Unit::Time,
+        Range::POSITIVE,
+        "CE-mark every ECT packet whose sojourn exceeds this (none: off)",
+        "tc-codel(8) ce_threshold; include/net/codel_impl.h codel_dequeue",
+    ),
 ];
 
 impl ScenarioOptions for Options {
@@ -104,16 +142,32 @@ impl ScenarioOptions for Options {
     };
 
     fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
-        let params = Params { target_ns: self.target, interval_ns: self.interval, limit: self.limit, ecn: self.ecn, ce_threshold_ns: self.ce_threshold, ..Params::default() };
+        let params = Params {
+            target_ns: self.target,
+            interval_ns: self.interval,
+            limit: self.limit,
+            ecn: self.ecn,
+            ce_threshold_ns: self.ce_threshold,
+            ..Params::default()
+        };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.target),
+        })
     }
 }
 
 impl Params {
     /// The control-law parameters.
     pub fn law(&self) -> codel_law::Params {
-        codel_law::Params { target_ns: self.target_ns, interval_ns: self.interval_ns, mtu_bytes: self.mtu_bytes, ecn: self.ecn, ce_threshold_ns: self.ce_threshold_ns }
+        codel_law::Params {
+            target_ns: self.target_ns,
+            interval_ns: self.interval_ns,
+            mtu_bytes: self.mtu_bytes,
+            ecn: self.ecn,
+            ce_threshold_ns: self.ce_threshold_ns,
+        }
     }
 }
 
@@ -144,7 +198,13 @@ impl<P: Packet> Codel<P> {
     }
 
     pub fn new(params: Params) -> Self {
-        Codel { law_params: params.law(), params, vars: Vars::default(), stats: Stats::default(), queue: Fifo::default() }
+        Codel {
+            law_params: params.law(),
+            params,
+            vars: Vars::default(),
+            stats: Stats::default(),
+            queue: Fifo::default(),
+        }
     }
 }
 
@@ -160,7 +220,14 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
     }
 
     fn dequeue(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> Option<P> {
-        codel_law::dequeue(&mut self.queue, now, &self.law_params, &mut self.vars, &mut self.stats.law, out)
+        codel_law::dequeue(
+            &mut self.queue,
+            now,
+            &self.law_params,
+            &mut self.vars,
+            &mut self.stats.law,
+            out,
+        )
     }
 
     fifo_accessors!();
@@ -182,10 +249,17 @@ mod tests {
 
     /// A standing queue: 400 packets enqueued at t = 0, dequeued one per ms afterwards.
     fn standing(ecn: bool) -> (Codel<TestPkt>, Recorder) {
-        let mut q = Codel::new(Params { ecn, ..Params::default() });
+        let mut q = Codel::new(Params {
+            ecn,
+            ..Params::default()
+        });
         let mut r = Recorder::default();
         for i in 0..400 {
-            q.enqueue(pkt(i, 1500, if ecn { Ecn::Ect0 } else { Ecn::NotEct }), 0, &mut r);
+            q.enqueue(
+                pkt(i, 1500, if ecn { Ecn::Ect0 } else { Ecn::NotEct }),
+                0,
+                &mut r,
+            );
         }
         (q, r)
     }
@@ -193,7 +267,17 @@ mod tests {
     #[test]
     fn defaults_are_sch_codel_s() {
         let p = Params::default();
-        assert_eq!((p.target_ns, p.interval_ns, p.mtu_bytes, p.ecn, p.ce_threshold_ns, p.limit), (5 * MS, 100 * MS, 1514, false, None, 1000));
+        assert_eq!(
+            (
+                p.target_ns,
+                p.interval_ns,
+                p.mtu_bytes,
+                p.ecn,
+                p.ce_threshold_ns,
+                p.limit
+            ),
+            (5 * MS, 100 * MS, 1514, false, None, 1000)
+        );
     }
 
     #[test]
@@ -251,19 +335,31 @@ mod tests {
         assert!(r.drops.is_empty());
         assert_eq!(r.marks.len(), 5);
         assert_eq!(q.stats.law.ecn_mark, 5);
-        assert!(r.marks.iter().all(|(p, w)| p.ecn == Ecn::Ce && *w == MarkReason::Delay));
+        assert!(r
+            .marks
+            .iter()
+            .all(|(p, w)| p.ecn == Ecn::Ce && *w == MarkReason::Delay));
     }
 
     #[test]
     fn limit_overflows_at_enqueue() {
         // limit 3: the 4th and 5th arrivals are dropped as Overflow; the queue keeps 3.
-        let mut q = Codel::new(Params { limit: 3, ..Params::default() });
+        let mut q = Codel::new(Params {
+            limit: 3,
+            ..Params::default()
+        });
         let mut r = Recorder::default();
         for i in 0..5 {
             q.enqueue(pkt(i, 1000, Ecn::NotEct), 0, &mut r);
         }
         assert_eq!(q.len(), 3);
-        assert_eq!(r.drops.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(3, DropReason::Overflow), (4, DropReason::Overflow)]);
+        assert_eq!(
+            r.drops
+                .iter()
+                .map(|(p, w)| (p.flow, *w))
+                .collect::<Vec<_>>(),
+            vec![(3, DropReason::Overflow), (4, DropReason::Overflow)]
+        );
         assert_eq!(q.stats.drop_overlimit, 2);
     }
 

@@ -48,7 +48,11 @@ const FINE: usize = 256;
 const COARSE: usize = PV_BINS / FINE;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// L_target = D_target · C, bytes (Fejes et al. 2020: D_target = K·RTT).
     pub target_bytes: u64,
@@ -76,7 +80,11 @@ impl Params {
 
 /// The scenario's options: D_target and the CTV period.
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     /// D_target, ns; required.
     pub target: Option<Nanos>,
@@ -85,7 +93,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { target: None, interval: DEFAULT_INTERVAL_NS }
+        Options {
+            target: None,
+            interval: DEFAULT_INTERVAL_NS,
+        }
     }
 }
 
@@ -104,10 +115,18 @@ impl ScenarioOptions for Options {
     };
 
     fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
-        let target = self.target.ok_or_else(|| OptionError::new("target", "required key is missing"))?;
-        let params = Params { target_bytes: link.bytes_in(target), interval_ns: self.interval };
+        let target = self
+            .target
+            .ok_or_else(|| OptionError::new("target", "required key is missing"))?;
+        let params = Params {
+            target_bytes: link.bytes_in(target),
+            interval_ns: self.interval,
+        };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(target),
+        })
     }
 }
 
@@ -137,7 +156,11 @@ pub struct ValueHistogram {
 
 impl Default for ValueHistogram {
     fn default() -> Self {
-        ValueHistogram { coarse: Box::new([0; COARSE]), tracked: None, fine: Box::new([0; FINE]) }
+        ValueHistogram {
+            coarse: Box::new([0; COARSE]),
+            tracked: None,
+            fine: Box::new([0; FINE]),
+        }
     }
 }
 
@@ -188,7 +211,12 @@ impl ValueHistogram {
     /// the first value that no longer fits; it and every lower value are marked. `queued`
     /// lists the queued packets' (value, bytes), read only if the walk stops in a coarse bin
     /// not tracked yet.
-    pub fn threshold(&mut self, total: u64, budget: u64, queued: impl Iterator<Item = (u32, u64)>) -> u32 {
+    pub fn threshold(
+        &mut self,
+        total: u64,
+        budget: u64,
+        queued: impl Iterator<Item = (u32, u64)>,
+    ) -> u32 {
         if total <= budget {
             return 0;
         }
@@ -229,14 +257,25 @@ impl<P: Packet> Csaqm<P> {
     }
 
     pub fn new(params: Params) -> Self {
-        let vars = Vars { ctv: 0, next_update_ns: params.interval_ns };
-        Csaqm { params, vars, stats: Stats::default(), hist: ValueHistogram::default(), queue: Fifo::default() }
+        let vars = Vars {
+            ctv: 0,
+            next_update_ns: params.interval_ns,
+        };
+        Csaqm {
+            params,
+            vars,
+            stats: Stats::default(),
+            hist: ValueHistogram::default(),
+            queue: Fifo::default(),
+        }
     }
 
     /// Recompute the CTV from the queued packets' values (Fejes et al. 2020 §III).
     pub fn update(&mut self) {
         let queued = self.queue.iter().map(|p| (p.value(), p.wire_len() as u64));
-        self.vars.ctv = self.hist.threshold(self.queue.bytes(), self.params.target_bytes, queued);
+        self.vars.ctv = self
+            .hist
+            .threshold(self.queue.bytes(), self.params.target_bytes, queued);
     }
 
     /// Run the ticks due by `now`. The queue has not changed since the previous call, so the
@@ -308,11 +347,20 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn vpkt(flow: u64, value: u32, ecn: Ecn) -> TestPkt {
-        TestPkt { flow, len: 1500, ecn, enqueued: 0, value }
+        TestPkt {
+            flow,
+            len: 1500,
+            ecn,
+            enqueued: 0,
+            value,
+        }
     }
 
     fn csaqm(target_bytes: u64) -> Csaqm<TestPkt> {
-        Csaqm::new(Params { target_bytes, interval_ns: 5 * MS })
+        Csaqm::new(Params {
+            target_bytes,
+            interval_ns: 5 * MS,
+        })
     }
 
     #[test]
@@ -353,8 +401,19 @@ mod tests {
         // ECT(0) → CE, the two 300s are one Not-ECT (dropped) and one already CE (a mark).
         let mut q = csaqm(4000);
         let mut r = Recorder::default();
-        let ecns = [Ecn::Ect0, Ecn::Ect0, Ecn::NotEct, Ecn::Ect1, Ecn::Ce, Ecn::Ect0];
-        for (f, (v, e)) in [100, 900, 300, 40_000, 300, 7].into_iter().zip(ecns).enumerate() {
+        let ecns = [
+            Ecn::Ect0,
+            Ecn::Ect0,
+            Ecn::NotEct,
+            Ecn::Ect1,
+            Ecn::Ce,
+            Ecn::Ect0,
+        ];
+        for (f, (v, e)) in [100, 900, 300, 40_000, 300, 7]
+            .into_iter()
+            .zip(ecns)
+            .enumerate()
+        {
             q.enqueue(vpkt(f as u64, v, e), 0, &mut r);
         }
         q.enqueue(vpkt(9, 1, Ecn::Ect0), 0, &mut r);
@@ -367,10 +426,41 @@ mod tests {
             out.push((p.flow, p.ecn));
         }
         assert_eq!(q.vars.ctv, 301);
-        assert_eq!(out, vec![(1, Ecn::Ect0), (3, Ecn::Ect1), (4, Ecn::Ce), (5, Ecn::Ce), (9, Ecn::Ce)]);
-        assert_eq!(r.drops.iter().map(|(p, why)| (p.flow, *why)).collect::<Vec<_>>(), vec![(2, DropReason::Value)]);
-        assert_eq!(r.marks.iter().map(|(p, why)| (p.flow, *why)).collect::<Vec<_>>(), vec![(4, MarkReason::Ctv), (5, MarkReason::Ctv), (9, MarkReason::Ctv)]);
-        assert_eq!(q.stats, Stats { marked: 3, dropped: 1 });
+        assert_eq!(
+            out,
+            vec![
+                (1, Ecn::Ect0),
+                (3, Ecn::Ect1),
+                (4, Ecn::Ce),
+                (5, Ecn::Ce),
+                (9, Ecn::Ce)
+            ]
+        );
+        assert_eq!(
+            r.drops
+                .iter()
+                .map(|(p, why)| (p.flow, *why))
+                .collect::<Vec<_>>(),
+            vec![(2, DropReason::Value)]
+        );
+        assert_eq!(
+            r.marks
+                .iter()
+                .map(|(p, why)| (p.flow, *why))
+                .collect::<Vec<_>>(),
+            vec![
+                (4, MarkReason::Ctv),
+                (5, MarkReason::Ctv),
+                (9, MarkReason::Ctv)
+            ]
+        );
+        assert_eq!(
+            q.stats,
+            Stats {
+                marked: 3,
+                dropped: 1
+            }
+        );
     }
 
     #[test]

@@ -20,11 +20,15 @@
 
 use crate::fifo::Fifo;
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Unit};
-use crate::pi2::{EcnMask, Gains, Signal, Vars, PI2_OPTIONS};
+use crate::pi2::{ClassStats, EcnMask, Gains, Vars, PI2_OPTIONS};
 use crate::{DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Params {
     /// PI target on the queue delay, ns (15 ms).
     pub target_ns: Nanos,
@@ -69,13 +73,21 @@ impl Default for Params {
 
 impl Params {
     pub(crate) fn gains(&self) -> Gains {
-        Gains { target_ns: self.target_ns, tupdate_ns: self.tupdate_ns, alpha: self.alpha, beta: self.beta }
+        Gains {
+            target_ns: self.target_ns,
+            tupdate_ns: self.tupdate_ns,
+            alpha: self.alpha,
+            beta: self.beta,
+        }
     }
 
     pub fn validate(&self) -> Result<(), OptionError> {
         self.gains().validate(self.k)?;
         if self.wc > 100 {
-            return Err(OptionError::new("wc", format!("{} must be a percentage", self.wc)));
+            return Err(OptionError::new(
+                "wc",
+                format!("{} must be a percentage", self.wc),
+            ));
         }
         if self.limit == 0 {
             return Err(OptionError::new("limit", "must be positive"));
@@ -86,7 +98,11 @@ impl Params {
 
 /// The scenario's options (tc-dualpi2's names; times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub target: Nanos,
     pub tupdate: Nanos,
@@ -155,7 +171,10 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.target),
+        })
     }
 }
 
@@ -167,6 +186,25 @@ pub struct Stats {
     pub l_coupled_mark: u64,
     pub l_drop: u64,
     pub overlimit: u64,
+}
+
+impl Stats {
+    /// The PI2 signal's counters of the L or the C queue (the step marks are counted apart).
+    fn class(&mut self, from_l: bool) -> ClassStats<'_> {
+        if from_l {
+            ClassStats {
+                scalable: true,
+                marks: &mut self.l_coupled_mark,
+                drops: &mut self.l_drop,
+            }
+        } else {
+            ClassStats {
+                scalable: false,
+                marks: &mut self.c_mark,
+                drops: &mut self.c_drop,
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -191,7 +229,15 @@ impl<P: Packet> DualPi2<P> {
 
     pub fn new(params: Params, rng: Rng) -> Self {
         let (vars, credit) = (Vars::new(params.tupdate_ns), Self::credit_init(&params));
-        DualPi2 { params, vars, credit, stats: Stats::default(), rng, l: Fifo::default(), c: Fifo::default() }
+        DualPi2 {
+            params,
+            vars,
+            credit,
+            stats: Stats::default(),
+            rng,
+            l: Fifo::default(),
+            c: Fifo::default(),
+        }
     }
 
     /// `c_protection_init` = MTU·(wc − wl), wl = 100 − wc.
@@ -265,7 +311,10 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
             let l_qlen_before = self.l.len() as u64;
             let (mut pkt, from_l) = self.pick()?;
             let sojourn = now - pkt.enqueue_ns();
-            if from_l && l_qlen_before >= self.params.min_qlen_step && sojourn >= self.params.step_ns {
+            if from_l
+                && l_qlen_before >= self.params.min_qlen_step
+                && sojourn >= self.params.step_ns
+            {
                 // The native L4S step AQM.
                 pkt.set_ce();
                 self.stats.l_step_mark += 1;
@@ -275,26 +324,15 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
             if backlog_before < 2 * self.params.mtu_bytes {
                 return Some(pkt);
             }
-            match self.vars.signal(&mut self.rng, self.params.k, from_l, pkt.ecn().is_ect_or_ce()) {
-                Signal::None => return Some(pkt),
-                Signal::Mark(why) => {
-                    pkt.set_ce();
-                    if from_l {
-                        self.stats.l_coupled_mark += 1;
-                    } else {
-                        self.stats.c_mark += 1;
-                    }
-                    out.marked(&pkt, why, now);
-                    return Some(pkt);
-                }
-                Signal::Drop(why) => {
-                    if from_l {
-                        self.stats.l_drop += 1;
-                    } else {
-                        self.stats.c_drop += 1;
-                    }
-                    out.dropped(pkt, why, now);
-                }
+            if let Some(pkt) = self.vars.mark_or_drop(
+                &mut self.rng,
+                self.params.k,
+                self.stats.class(from_l),
+                pkt,
+                now,
+                out,
+            ) {
+                return Some(pkt);
             }
         }
     }
@@ -344,7 +382,13 @@ mod tests {
         q.enqueue(pkt(2, 1500, Ecn::Ect0), 0, &mut r);
         q.enqueue(pkt(3, 1500, Ecn::NotEct), 0, &mut r);
         assert_eq!((q.l.len(), q.c.len()), (2, 2));
-        let mut q = DualPi2::new(Params { ecn_mask: EcnMask::AnyEct, ..Params::default() }, rng_from_seed(5));
+        let mut q = DualPi2::new(
+            Params {
+                ecn_mask: EcnMask::AnyEct,
+                ..Params::default()
+            },
+            rng_from_seed(5),
+        );
         q.enqueue(pkt(2, 1500, Ecn::Ect0), 0, &mut r);
         q.enqueue(pkt(3, 1500, Ecn::NotEct), 0, &mut r);
         assert_eq!((q.l.len(), q.c.len()), (1, 1));
@@ -355,7 +399,13 @@ mod tests {
         // Both queues backlogged with equal packets: credit starts at 1514·(10 − 90) < 0 (L
         // first); each L packet adds 10·1500, each C packet subtracts 90·1500, so in the long
         // run C gets 10 % of the packets (dualpi2's C protection, wc = 10).
-        let mut q = DualPi2::new(Params { limit: 100_000, ..Params::default() }, rng_from_seed(5));
+        let mut q = DualPi2::new(
+            Params {
+                limit: 100_000,
+                ..Params::default()
+            },
+            rng_from_seed(5),
+        );
         q.vars.next_update_ns = u64::MAX;
         let mut r = Recorder::default();
         for i in 0..20_000 {
@@ -370,7 +420,11 @@ mod tests {
             }
         }
         assert!(r.marks.is_empty() && r.drops.is_empty());
-        assert!((from_c as f64 / 10_000.0 - 0.10).abs() < 0.002, "C share {}", from_c as f64 / 10_000.0);
+        assert!(
+            (from_c as f64 / 10_000.0 - 0.10).abs() < 0.002,
+            "C share {}",
+            from_c as f64 / 10_000.0
+        );
     }
 
     #[test]
@@ -405,7 +459,15 @@ mod tests {
     fn the_controller_sees_the_older_head_of_the_two_queues() {
         // C head 20 ms old, L head 5 ms: the tick at 20 ms uses 20 ms ⇒ Δ = 0.16·0.005 +
         // 3.2·0.020 = 0.0648 (from p′ = 0, prev 0).
-        let mut q = DualPi2::new(Params { tupdate_ns: 20 * MS, alpha: 0.16, beta: 3.2, ..Params::default() }, rng_from_seed(1));
+        let mut q = DualPi2::new(
+            Params {
+                tupdate_ns: 20 * MS,
+                alpha: 0.16,
+                beta: 3.2,
+                ..Params::default()
+            },
+            rng_from_seed(1),
+        );
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 1500, Ecn::NotEct), 0, &mut r);
         q.enqueue(pkt(1, 1500, Ecn::Ect1), 15 * MS, &mut r);

@@ -19,15 +19,19 @@
 //! is independent of `quantum` as in Linux; the CoDel law's own deviations are those of
 //! [`crate::codel_law`] (u64 ns time, exact f64 √count).
 
+use crate::codel::CODEL_OPTIONS;
 use crate::codel_law::{self, CodelQueue, Vars};
 use crate::drr::{self, Drr, Scheduled};
-use crate::pool::{List, Pool};
 use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
-use crate::codel::CODEL_OPTIONS;
+use crate::pool::{List, Pool};
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Params {
     /// Number of flow queues (`flows`, 1024).
     pub flows: u32,
@@ -71,7 +75,11 @@ impl Default for Params {
 
 /// The scenario's options (tc-fq_codel(8)'s names; times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub flows: u32,
     pub quantum: Size,
@@ -125,12 +133,15 @@ impl ScenarioOptions for Options {
     /// FQ-CoDel enforces its own limits (it drops from the fattest queue, not the arrival);
     /// the physical buffer caps them.
     fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
-        let quantum = u32::try_from(self.quantum.bytes()).map_err(|_| OptionError::new("quantum", "too large"))?;
+        let quantum = u32::try_from(self.quantum.bytes())
+            .map_err(|_| OptionError::new("quantum", "too large"))?;
         let memory = self.memory_limit.bytes();
         let params = Params {
             flows: self.flows,
             quantum,
-            limit: link.buffer_packets.map_or(self.limit, |b| self.limit.min(b)),
+            limit: link
+                .buffer_packets
+                .map_or(self.limit, |b| self.limit.min(b)),
             memory_limit: link.buffer_bytes.map_or(memory, |b| memory.min(b)),
             drop_batch: self.drop_batch,
             target_ns: self.target,
@@ -140,14 +151,20 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.target),
+        })
     }
 }
 
 impl Params {
     pub fn validate(&self) -> Result<(), OptionError> {
         if self.flows == 0 || self.flows > 65_536 {
-            return Err(OptionError::new("flows", format!("{} must be in 1..=65536 (as tc)", self.flows)));
+            return Err(OptionError::new(
+                "flows",
+                format!("{} must be in 1..=65536 (as tc)", self.flows),
+            ));
         }
         if self.quantum == 0 {
             return Err(OptionError::new("quantum", "must be positive"));
@@ -159,14 +176,23 @@ impl Params {
             return Err(OptionError::new("drop_batch", "must be positive"));
         }
         if self.target_ns == 0 || self.interval_ns == 0 {
-            return Err(OptionError::new("target", "target and interval must be positive"));
+            return Err(OptionError::new(
+                "target",
+                "target and interval must be positive",
+            ));
         }
         Ok(())
     }
 
     /// The CoDel parameters shared by all flow queues (`q->cparams`).
     pub fn codel(&self) -> codel_law::Params {
-        codel_law::Params { target_ns: self.target_ns, interval_ns: self.interval_ns, mtu_bytes: self.mtu_bytes, ecn: self.ecn, ce_threshold_ns: self.ce_threshold_ns }
+        codel_law::Params {
+            target_ns: self.target_ns,
+            interval_ns: self.interval_ns,
+            mtu_bytes: self.mtu_bytes,
+            ecn: self.ecn,
+            ce_threshold_ns: self.ce_threshold_ns,
+        }
     }
 }
 
@@ -274,13 +300,20 @@ impl<P: Packet> FqCodel<P> {
     /// `fq_codel_drop`: drop half of the fattest queue (at most `drop_batch` packets) from its
     /// head. Returns the queue index.
     fn drop_fattest(&mut self, now: Nanos, out: &mut impl Verdicts<P>) -> usize {
-        let (idx, max_backlog) = self.flows.iter().enumerate().map(|(i, f)| (i, f.queue.bytes())).fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
+        let (idx, max_backlog) = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i, f.queue.bytes()))
+            .fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
         let threshold = max_backlog >> 1;
         let mut len = 0u64;
         let mut i = 0u32;
         let flow = &mut self.flows[idx];
         loop {
-            let Some(p) = self.pool.pop(&mut flow.queue) else { break };
+            let Some(p) = self.pool.pop(&mut flow.queue) else {
+                break;
+            };
             len += p.wire_len() as u64;
             self.backlog -= p.wire_len() as u64;
             self.qlen -= 1;
@@ -334,17 +367,43 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
                 continue;
             };
             let len = head.wire_len();
-            let drop = codel_law::should_drop(Some(&*head), self.backlog - len as u64, now, params, &mut flow.vars, &mut self.stats.codel);
+            let drop = codel_law::should_drop(
+                Some(&*head),
+                self.backlog - len as u64,
+                now,
+                params,
+                &mut flow.vars,
+                &mut self.stats.codel,
+            );
             if !flow.vars.dropping && !drop {
                 codel_law::ce_threshold(head, now, params, &flow.vars, &mut self.stats.codel, out);
                 flow.drr.charge(len);
-                let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
+                let mut view = FlowView {
+                    pool: &mut self.pool,
+                    queue: &mut flow.queue,
+                    total_backlog: &mut self.backlog,
+                    qlen: &mut self.qlen,
+                };
                 // The head seen above, straight to the caller.
                 return view.pop_head();
             }
-            let mut view = FlowView { pool: &mut self.pool, queue: &mut flow.queue, total_backlog: &mut self.backlog, qlen: &mut self.qlen };
+            let mut view = FlowView {
+                pool: &mut self.pool,
+                queue: &mut flow.queue,
+                total_backlog: &mut self.backlog,
+                qlen: &mut self.qlen,
+            };
             let pkt = view.pop_head().expect("the head seen above");
-            match codel_law::dequeue_dropping(&mut view, pkt, drop, now, params, &mut flow.vars, &mut self.stats.codel, out) {
+            match codel_law::dequeue_dropping(
+                &mut view,
+                pkt,
+                drop,
+                now,
+                params,
+                &mut flow.vars,
+                &mut self.stats.codel,
+                out,
+            ) {
                 Some(p) => {
                     flow.drr.charge(p.wire_len());
                     return Some(p);
@@ -363,7 +422,10 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
     }
 
     fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.flows.iter().filter_map(|f| self.pool.head(&f.queue).map(|p| p.enqueue_ns())).min()
+        self.flows
+            .iter()
+            .filter_map(|f| self.pool.head(&f.queue).map(|p| p.enqueue_ns()))
+            .min()
     }
 
     fn reset(&mut self) -> Vec<P> {
@@ -442,8 +504,18 @@ mod tests {
             loop {
                 let q = self.drr.next(&mut self.flows)?;
                 let f = &mut self.flows[q];
-                let mut view = RefView { queue: &mut f.queue, backlog: &mut self.backlog };
-                match codel_law::dequeue(&mut view, now, &self.params, &mut f.vars, &mut self.stats, out) {
+                let mut view = RefView {
+                    queue: &mut f.queue,
+                    backlog: &mut self.backlog,
+                };
+                match codel_law::dequeue(
+                    &mut view,
+                    now,
+                    &self.params,
+                    &mut f.vars,
+                    &mut self.stats,
+                    out,
+                ) {
                     None => self.drr.empty(&mut self.flows, q),
                     Some(p) => {
                         f.drr.charge(p.len);
@@ -501,7 +573,13 @@ mod tests {
     }
 
     fn fq(flows: u32) -> FqCodel<TestPkt> {
-        FqCodel::new(Params { flows, ..Params::default() }, 7)
+        FqCodel::new(
+            Params {
+                flows,
+                ..Params::default()
+            },
+            7,
+        )
     }
 
     /// Flow keys that land in distinct queues.
@@ -564,7 +642,13 @@ mod tests {
         // limit 20 packets: flow A holds 16, B 4; the 21st arrival (B) overflows: A is the
         // fattest (24 000 B) and loses packets from its head until half its bytes (12 000 B =
         // 8 packets) are gone; its CoDel count rises by 8.
-        let mut q = FqCodel::new(Params { limit: 20, ..Params::default() }, 7);
+        let mut q = FqCodel::new(
+            Params {
+                limit: 20,
+                ..Params::default()
+            },
+            7,
+        );
         let k = distinct_keys(&q, 2);
         let mut r = Recorder::default();
         for i in 0..16 {
@@ -576,8 +660,15 @@ mod tests {
             q.enqueue(pkt(k[1], 1500, Ecn::NotEct), 0, &mut r);
         }
         assert_eq!(r.drops.len(), 8);
-        assert!(r.drops.iter().all(|(p, w)| p.flow == k[0] && *w == DropReason::Overflow));
-        assert_eq!(r.drops.iter().map(|(p, _)| p.value).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>(), "from the head");
+        assert!(r
+            .drops
+            .iter()
+            .all(|(p, w)| p.flow == k[0] && *w == DropReason::Overflow));
+        assert_eq!(
+            r.drops.iter().map(|(p, _)| p.value).collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>(),
+            "from the head"
+        );
         assert_eq!(q.len(), 13);
         let a = q.classify(k[0]);
         assert_eq!(q.flows[a].vars.count, 8);
@@ -610,8 +701,20 @@ mod tests {
     #[test]
     fn defaults_are_fq_codel_init_s() {
         let p = Params::default();
-        assert_eq!((p.flows, p.quantum, p.limit, p.memory_limit, p.drop_batch), (1024, 1514, 10_240, 32 * 1024 * 1024, 64));
-        assert_eq!((p.target_ns, p.interval_ns, p.ecn, p.ce_threshold_ns, p.mtu_bytes), (5_000_000, 100_000_000, true, None, 1514));
+        assert_eq!(
+            (p.flows, p.quantum, p.limit, p.memory_limit, p.drop_batch),
+            (1024, 1514, 10_240, 32 * 1024 * 1024, 64)
+        );
+        assert_eq!(
+            (
+                p.target_ns,
+                p.interval_ns,
+                p.ecn,
+                p.ce_threshold_ns,
+                p.mtu_bytes
+            ),
+            (5_000_000, 100_000_000, true, None, 1514)
+        );
         assert!(FqCodel::<TestPkt>::new(p, 1).owns_limit());
     }
 
@@ -666,7 +769,13 @@ mod tests {
         // (sojourn 0.5 ms), so A is served at every other ms; A's sojourn reaches 5 ms at its
         // 5 ms dequeue (first_above = 105 ms) and its first drop is at its first dequeue
         // after 105 ms: 106 ms (101 ms went to B). B never loses a packet.
-        let mut q = FqCodel::new(Params { ecn: false, ..Params::default() }, 7);
+        let mut q = FqCodel::new(
+            Params {
+                ecn: false,
+                ..Params::default()
+            },
+            7,
+        );
         let k = distinct_keys(&q, 2);
         let (a, b) = (k[0], k[1]);
         let mut r = Recorder::default();
@@ -688,7 +797,10 @@ mod tests {
             }
         }
         assert_eq!(first_drop, Some(106));
-        assert!(r.drops.iter().all(|(p, w)| p.flow == a && *w == DropReason::HeadDrop));
+        assert!(r
+            .drops
+            .iter()
+            .all(|(p, w)| p.flow == a && *w == DropReason::HeadDrop));
         assert_eq!((b_sent, b_got), (25, 25));
         assert_eq!(q.stats.codel.drop_count, r.drops.len() as u64);
     }
@@ -697,7 +809,13 @@ mod tests {
     fn memory_limit_drops_from_the_fattest_queue() {
         // memory_limit 10 000 B: A holds 6 × 1500 = 9000 B; B's 1500-B arrival makes 10 500 B
         // > 10 000: A is fattest (9000 B), threshold 4500 B: 3 packets dropped from its head.
-        let mut q = FqCodel::new(Params { memory_limit: 10_000, ..Params::default() }, 7);
+        let mut q = FqCodel::new(
+            Params {
+                memory_limit: 10_000,
+                ..Params::default()
+            },
+            7,
+        );
         let k = distinct_keys(&q, 2);
         let mut r = Recorder::default();
         for _ in 0..6 {
@@ -706,7 +824,10 @@ mod tests {
         assert!(r.drops.is_empty());
         q.enqueue(pkt(k[1], 1500, Ecn::NotEct), 0, &mut r);
         assert_eq!(r.drops.len(), 3);
-        assert!(r.drops.iter().all(|(p, w)| p.flow == k[0] && *w == DropReason::Overflow));
+        assert!(r
+            .drops
+            .iter()
+            .all(|(p, w)| p.flow == k[0] && *w == DropReason::Overflow));
         assert_eq!((q.stats.drop_overlimit, q.stats.drop_overmemory), (3, 3));
         assert_eq!((q.len(), q.backlog_bytes()), (4, 6000));
     }

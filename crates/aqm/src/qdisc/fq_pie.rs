@@ -11,13 +11,17 @@
 //! sch_fq_pie.c `fq_pie_qdisc_enqueue` (Linux 5.6). The hash is the same seeded mix as FQ-CoDel's.
 
 use crate::drr::{self, Drr, Scheduled};
+use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::pie::{self, PieLaw, PIE_OPTIONS};
 use crate::pool::{List, Pool};
-use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOptions, Size, Unit};
 use crate::{DropReason, MarkReason, Nanos, Packet, Qdisc, Rng, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Params {
     /// Number of queues (`flows`, 1024).
     pub flows: u32,
@@ -34,14 +38,23 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { flows: 1024, limit: 10_240, quantum: 1514, ecn_prob: 0.1, pie: pie::Params::default() }
+        Params {
+            flows: 1024,
+            limit: 10_240,
+            quantum: 1514,
+            ecn_prob: 0.1,
+            pie: pie::Params::default(),
+        }
     }
 }
 
 impl Params {
     pub fn validate(&self) -> Result<(), OptionError> {
         if self.flows == 0 || self.flows > 65_536 {
-            return Err(OptionError::new("flows", format!("{} must be in 1..=65536 (as tc)", self.flows)));
+            return Err(OptionError::new(
+                "flows",
+                format!("{} must be in 1..=65536 (as tc)", self.flows),
+            ));
         }
         if self.limit == 0 {
             return Err(OptionError::new("limit", "must be positive"));
@@ -50,7 +63,10 @@ impl Params {
             return Err(OptionError::new("quantum", "must be positive"));
         }
         if !(0.0..=1.0).contains(&self.ecn_prob) {
-            return Err(OptionError::new("ecn_prob", format!("{} must be a probability", self.ecn_prob)));
+            return Err(OptionError::new(
+                "ecn_prob",
+                format!("{} must be a probability", self.ecn_prob),
+            ));
         }
         self.pie.validate()
     }
@@ -58,7 +74,11 @@ impl Params {
 
 /// The scenario's options (tc-fq_pie(8)'s names; times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub flows: u32,
     pub limit: u64,
@@ -101,10 +121,34 @@ impl ScenarioOptions for Options {
         one_of: &[],
         reads_packet_values: false,
         options: &[
-            Opt::new("flows", Unit::Int, Range::closed(1.0, 65536.0), "number of flow queues", "tc-fq_pie(8) flows; sch_fq_pie.c fq_pie_init (1024)"),
-            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the whole qdisc, capped by the physical buffer", "tc-fq_pie(8) limit; sch_fq_pie.c fq_pie_init (10240)"),
-            Opt::new("quantum", Unit::Size, Range::POSITIVE, "DRR quantum", "tc-fq_pie(8) quantum; sch_fq_pie.c fq_pie_init (psched_mtu, 1514 B)"),
-            Opt::new("ecn_prob", Unit::Float, Range::PROBABILITY, "ECN marks only while the queue's p ≤ this", "tc-fq_pie(8) ecn_prob; sch_fq_pie.c fq_pie_init (10 %)"),
+            Opt::new(
+                "flows",
+                Unit::Int,
+                Range::closed(1.0, 65536.0),
+                "number of flow queues",
+                "tc-fq_pie(8) flows; sch_fq_pie.c fq_pie_init (1024)",
+            ),
+            Opt::new(
+                "limit",
+                Unit::Packets,
+                Range::POSITIVE,
+                "packet limit of the whole qdisc, capped by the physical buffer",
+                "tc-fq_pie(8) limit; sch_fq_pie.c fq_pie_init (10240)",
+            ),
+            Opt::new(
+                "quantum",
+                Unit::Size,
+                Range::POSITIVE,
+                "DRR quantum",
+                "tc-fq_pie(8) quantum; sch_fq_pie.c fq_pie_init (psched_mtu, 1514 B)",
+            ),
+            Opt::new(
+                "ecn_prob",
+                Unit::Float,
+                Range::PROBABILITY,
+                "ECN marks only while the queue's p ≤ this",
+                "tc-fq_pie(8) ecn_prob; sch_fq_pie.c fq_pie_init (10 %)",
+            ),
             PIE_OPTIONS[0],
             PIE_OPTIONS[1],
             PIE_OPTIONS[2],
@@ -116,11 +160,14 @@ impl ScenarioOptions for Options {
     };
 
     fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
-        let quantum = u32::try_from(self.quantum.bytes()).map_err(|_| OptionError::new("quantum", "too large"))?;
+        let quantum = u32::try_from(self.quantum.bytes())
+            .map_err(|_| OptionError::new("quantum", "too large"))?;
         let params = Params {
             flows: self.flows,
             // The physical buffer caps the qdisc's own limit.
-            limit: link.buffer_packets.map_or(self.limit, |b| self.limit.min(b)),
+            limit: link
+                .buffer_packets
+                .map_or(self.limit, |b| self.limit.min(b)),
             quantum,
             ecn_prob: self.ecn_prob,
             pie: pie::Params {
@@ -135,7 +182,10 @@ impl ScenarioOptions for Options {
             },
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.target),
+        })
     }
 }
 
@@ -167,7 +217,11 @@ impl Scheduled for Bucket {
 
 impl Bucket {
     fn new(params: &pie::Params) -> Self {
-        Bucket { drr: drr::QueueState::default(), queue: List::default(), law: PieLaw::new(params) }
+        Bucket {
+            drr: drr::QueueState::default(),
+            queue: List::default(),
+            law: PieLaw::new(params),
+        }
     }
 }
 
@@ -189,12 +243,28 @@ impl<P: Packet> FqPie<P> {
     /// The discipline for engine parameters `params`, checked; `seed` seeds its random stream.
     pub fn build(params: &Params, seed: u64) -> Result<Self, OptionError> {
         params.validate()?;
-        Ok(Self::new(params.clone(), seed, crate::rng_from_seed(seed ^ 0xF0)))
+        Ok(Self::new(
+            params.clone(),
+            seed,
+            crate::rng_from_seed(seed ^ 0xF0),
+        ))
     }
 
     pub fn new(params: Params, hash_seed: u64, rng: Rng) -> Self {
-        let buckets = (0..params.flows).map(|_| Bucket::new(&params.pie)).collect();
-        FqPie { drr: Drr::new(params.flows as usize, params.quantum), params, stats: Stats::default(), buckets, pool: Pool::default(), qlen: 0, backlog: 0, hash_seed, rng }
+        let buckets = (0..params.flows)
+            .map(|_| Bucket::new(&params.pie))
+            .collect();
+        FqPie {
+            drr: Drr::new(params.flows as usize, params.quantum),
+            params,
+            stats: Stats::default(),
+            buckets,
+            pool: Pool::default(),
+            qlen: 0,
+            backlog: 0,
+            hash_seed,
+            rng,
+        }
     }
 
     /// The flow queue of a packet ([`crate::drr::flow_bucket`], as FQ-CoDel's).
@@ -221,7 +291,9 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
             out.dropped(pkt, DropReason::Overflow, now);
             return;
         }
-        if b.law.drop_early(pp, b.queue.bytes(), pkt.wire_len(), &mut self.rng) {
+        if b.law
+            .drop_early(pp, b.queue.bytes(), pkt.wire_len(), &mut self.rng)
+        {
             if pp.ecn && b.law.vars.prob <= self.params.ecn_prob && pkt.ecn().is_ect_or_ce() {
                 pkt.set_ce();
                 self.stats.ecn_mark += 1;
@@ -258,7 +330,8 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
             self.qlen -= 1;
             self.backlog -= len as u64;
             b.drr.charge(len);
-            b.law.process_dequeue(pp, enqueued_ns, len, b.queue.bytes() - len as u64, now);
+            b.law
+                .process_dequeue(pp, enqueued_ns, len, b.queue.bytes() - len as u64, now);
             return self.pool.pop(&mut b.queue);
         }
     }
@@ -272,7 +345,10 @@ impl<P: Packet> Qdisc<P> for FqPie<P> {
     }
 
     fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.buckets.iter().filter_map(|b| self.pool.head(&b.queue).map(|p| p.enqueue_ns())).min()
+        self.buckets
+            .iter()
+            .filter_map(|b| self.pool.head(&b.queue).map(|p| p.enqueue_ns()))
+            .min()
     }
 
     fn reset(&mut self) -> Vec<P> {
@@ -342,7 +418,14 @@ mod tests {
 
     #[test]
     fn a_full_qdisc_drops_the_arrival_and_drr_serves_new_flows_first() {
-        let mut q = FqPie::new(Params { limit: 3, ..Params::default() }, 7, rng_from_seed(1));
+        let mut q = FqPie::new(
+            Params {
+                limit: 3,
+                ..Params::default()
+            },
+            7,
+            rng_from_seed(1),
+        );
         let k = distinct_keys(&q, 2);
         let mut r = Recorder::default();
         for _ in 0..4 {

@@ -27,7 +27,11 @@ use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOpti
 use crate::{DropReason, Nanos, Packet, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// θ, bytes (a delay target converted at line rate by the caller).
     pub threshold_bytes: u64,
@@ -80,7 +84,10 @@ impl Params {
             return Err(OptionError::new("tau", "must be positive"));
         }
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
-            return Err(OptionError::new("alpha", format!("{} must be positive", self.alpha)));
+            return Err(OptionError::new(
+                "alpha",
+                format!("{} must be positive", self.alpha),
+            ));
         }
         Ok(())
     }
@@ -92,7 +99,11 @@ impl Params {
 
 /// The scenario's options (times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub target: Option<Nanos>,
     pub threshold: Option<Size>,
@@ -105,7 +116,15 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { target: None, threshold: None, interval: 200_000_000, tau: None, alpha: 1.0, max_time: None, adaptive: true }
+        Options {
+            target: None,
+            threshold: None,
+            interval: 200_000_000,
+            tau: None,
+            alpha: 1.0,
+            max_time: None,
+            adaptive: true,
+        }
     }
 }
 
@@ -133,7 +152,10 @@ impl ScenarioOptions for Options {
         let (threshold_bytes, delay_target_ns) = match (self.target, self.threshold) {
             (Some(t), None) => (link.bytes_in(t), Some(t)),
             (None, Some(s)) => (s.bytes(), None),
-            _ => return Err(OptionError::new("", "give exactly one of target (a delay such as 10ms or 0.5rtt) or threshold (a size)")),
+            _ => return Err(OptionError::new(
+                "",
+                "give exactly one of target (a delay such as 10ms or 0.5rtt) or threshold (a size)",
+            )),
         };
         let params = Params {
             threshold_bytes,
@@ -146,7 +168,10 @@ impl ScenarioOptions for Options {
             limit_bytes: link.buffer_bytes,
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns,
+        })
     }
 }
 
@@ -196,7 +221,17 @@ impl<P: Packet> Gsp<P> {
     }
 
     pub fn new(params: Params) -> Self {
-        Gsp { params, vars: Vars { expiry_ns: 0, cumul_ns: 0.0, last_ns: 0, phase: Phase::Stable }, stats: Stats::default(), queue: Fifo::default() }
+        Gsp {
+            params,
+            vars: Vars {
+                expiry_ns: 0,
+                cumul_ns: 0.0,
+                last_ns: 0,
+                phase: Phase::Stable,
+            },
+            stats: Stats::default(),
+            queue: Fifo::default(),
+        }
     }
 
     /// The current blind interval: I_preset / (1 + cumul/τ) when adaptive.
@@ -204,7 +239,8 @@ impl<P: Packet> Gsp<P> {
         if !self.params.adaptive {
             return self.params.interval_ns;
         }
-        (self.params.interval_ns as f64 / (1.0 + self.vars.cumul_ns / self.params.tau_ns as f64)) as Nanos
+        (self.params.interval_ns as f64 / (1.0 + self.vars.cumul_ns / self.params.tau_ns as f64))
+            as Nanos
     }
 
     /// Integrate the time since the last event at the (constant) backlog of that period.
@@ -248,7 +284,10 @@ impl<P: Packet> Qdisc<P> for Gsp<P> {
             out.dropped(pkt, DropReason::Early, now);
             return;
         }
-        let limit = crate::PhysicalLimit { packets: self.params.limit_packets, bytes: self.params.limit_bytes };
+        let limit = crate::PhysicalLimit {
+            packets: self.params.limit_packets,
+            bytes: self.params.limit_bytes,
+        };
         if !limit.admits(self.queue.len(), self.queue.bytes(), pkt.wire_len()) {
             self.note_overflow();
             out.dropped(pkt, DropReason::Overflow, now);
@@ -273,7 +312,12 @@ impl<P: Packet> Qdisc<P> for Gsp<P> {
     }
 
     fn reset(&mut self) -> Vec<P> {
-        self.vars = Vars { expiry_ns: 0, cumul_ns: 0.0, last_ns: self.vars.last_ns, phase: Phase::Stable };
+        self.vars = Vars {
+            expiry_ns: 0,
+            cumul_ns: 0.0,
+            last_ns: self.vars.last_ns,
+            phase: Phase::Stable,
+        };
         self.queue.drain()
     }
 }
@@ -287,7 +331,16 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn params(adaptive: bool) -> Params {
-        Params { threshold_bytes: 3000, interval_ns: 200 * MS, tau_ns: 1000 * MS, alpha: 1.0, max_time_ns: None, adaptive, limit_packets: None, limit_bytes: None }
+        Params {
+            threshold_bytes: 3000,
+            interval_ns: 200 * MS,
+            tau_ns: 1000 * MS,
+            alpha: 1.0,
+            max_time_ns: None,
+            adaptive,
+            limit_packets: None,
+            limit_bytes: None,
+        }
     }
 
     #[test]
@@ -299,7 +352,13 @@ mod tests {
         for i in 0..10 {
             q.enqueue(pkt(i, 1500, Ecn::NotEct), 0, &mut r);
         }
-        assert_eq!(r.drops.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(3, DropReason::Early)]);
+        assert_eq!(
+            r.drops
+                .iter()
+                .map(|(p, w)| (p.flow, *w))
+                .collect::<Vec<_>>(),
+            vec![(3, DropReason::Early)]
+        );
         q.enqueue(pkt(20, 1500, Ecn::NotEct), 199 * MS, &mut r);
         assert_eq!(r.drops.len(), 1);
         q.enqueue(pkt(21, 1500, Ecn::NotEct), 200 * MS, &mut r);
@@ -353,12 +412,32 @@ mod tests {
         }
         q.dequeue(250 * MS, &mut r);
         // (The 4th arrival found 4500 B > θ and was GSP-dropped; the queue emptied at 150 ms.)
-        assert_eq!(q.vars.cumul_ns, 300.0 * MS as f64, "100 ms below θ counted again");
+        assert_eq!(
+            q.vars.cumul_ns,
+            300.0 * MS as f64,
+            "100 ms below θ counted again"
+        );
     }
 
     #[test]
     fn bad_parameters_name_themselves() {
-        assert!(Params { interval_ns: 0, ..params(true) }.validate().unwrap_err().key == "interval");
-        assert!(Params { alpha: -1.0, ..params(true) }.validate().unwrap_err().key == "alpha");
+        assert!(
+            Params {
+                interval_ns: 0,
+                ..params(true)
+            }
+            .validate()
+            .unwrap_err()
+            .key == "interval"
+        );
+        assert!(
+            Params {
+                alpha: -1.0,
+                ..params(true)
+            }
+            .validate()
+            .unwrap_err()
+            .key == "alpha"
+        );
     }
 }

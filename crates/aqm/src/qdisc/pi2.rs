@@ -31,7 +31,11 @@ const MAX_CATCHUP: u32 = 10_000;
 
 /// Which packets the scalable (L4S) law applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(rename_all = "snake_case"))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum EcnMask {
     /// ECT(1) and CE (RFC 9331 classification; dualpi2's default).
     L4sEct,
@@ -40,7 +44,11 @@ pub enum EcnMask {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Params {
     /// Queue-delay target, ns (15 ms; Fejes et al. 2020: K·RTT).
     pub target_ns: Nanos,
@@ -76,7 +84,12 @@ impl Default for Params {
 
 impl Params {
     pub(crate) fn gains(&self) -> Gains {
-        Gains { target_ns: self.target_ns, tupdate_ns: self.tupdate_ns, alpha: self.alpha, beta: self.beta }
+        Gains {
+            target_ns: self.target_ns,
+            tupdate_ns: self.tupdate_ns,
+            alpha: self.alpha,
+            beta: self.beta,
+        }
     }
 
     pub fn validate(&self) -> Result<(), OptionError> {
@@ -90,7 +103,11 @@ impl Params {
 
 /// The scenario's options (tc-dualpi2's names; times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub target: Nanos,
     pub tupdate: Nanos,
@@ -104,7 +121,15 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         let p = Params::default();
-        Options { target: p.target_ns, tupdate: p.tupdate_ns, alpha: p.alpha, beta: p.beta, k: p.k, ecn_mask: p.ecn_mask, limit: p.limit }
+        Options {
+            target: p.target_ns,
+            tupdate: p.tupdate_ns,
+            alpha: p.alpha,
+            beta: p.beta,
+            k: p.k,
+            ecn_mask: p.ecn_mask,
+            limit: p.limit,
+        }
     }
 }
 
@@ -149,7 +174,10 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.target),
+        })
     }
 }
 
@@ -183,10 +211,16 @@ impl Gains {
             return Err(OptionError::new("tupdate", "must be positive"));
         }
         if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return Err(OptionError::new("alpha", format!("{} must be ≥ 0 (Hz)", self.alpha)));
+            return Err(OptionError::new(
+                "alpha",
+                format!("{} must be ≥ 0 (Hz)", self.alpha),
+            ));
         }
         if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(OptionError::new("beta", format!("{} must be ≥ 0 (Hz)", self.beta)));
+            return Err(OptionError::new(
+                "beta",
+                format!("{} must be ≥ 0 (Hz)", self.beta),
+            ));
         }
         if !(k.is_finite() && k >= 1.0) {
             return Err(OptionError::new("k", format!("{k} must be ≥ 1")));
@@ -198,14 +232,19 @@ impl Gains {
 impl Vars {
     /// The state at t = 0: p′ = 0, first update at t = tupdate.
     pub(crate) fn new(tupdate_ns: Nanos) -> Self {
-        Vars { prob: 0.0, prev_qdelay_ns: 0, next_update_ns: tupdate_ns }
+        Vars {
+            prob: 0.0,
+            prev_qdelay_ns: 0,
+            next_update_ns: tupdate_ns,
+        }
     }
 
     /// One update (`calculate_probability`): p′ += α·(qdelay − target) + β·(qdelay −
     /// prev_qdelay), clamped to [0, 1].
     pub(crate) fn update(&mut self, g: Gains, qd: Nanos) {
         let s = |ns: i64| ns as f64 / 1e9;
-        let delta = g.alpha * s(qd as i64 - g.target_ns as i64) + g.beta * s(qd as i64 - self.prev_qdelay_ns as i64);
+        let delta = g.alpha * s(qd as i64 - g.target_ns as i64)
+            + g.beta * s(qd as i64 - self.prev_qdelay_ns as i64);
         self.prob = (self.prob + delta).clamp(0.0, 1.0);
         self.prev_qdelay_ns = qd;
     }
@@ -252,9 +291,44 @@ impl Vars {
             if ect && !overloaded {
                 return Signal::Mark(MarkReason::Prob);
             }
-            return Signal::Drop(if ect { DropReason::Overload } else { DropReason::Early });
+            return Signal::Drop(if ect {
+                DropReason::Overload
+            } else {
+                DropReason::Early
+            });
         }
         Signal::None
+    }
+
+    /// The verdict on one dequeued packet past the 2-MTU guard (sch_dualpi2.c `must_drop`, with
+    /// the CE marking of `dualpi2_classic_marking`/`dualpi2_scalable_marking` and the dequeue
+    /// loop's `drop_and_retry`): the packet is signalled as [`Vars::signal`] decides, counted
+    /// in `class`, and CE-marked and returned, returned untouched, or reported dropped
+    /// (`None`: the caller dequeues the next packet).
+    #[inline]
+    pub(crate) fn mark_or_drop<P: Packet>(
+        &self,
+        rng: &mut Rng,
+        k: f64,
+        class: ClassStats<'_>,
+        mut pkt: P,
+        now: Nanos,
+        out: &mut impl Verdicts<P>,
+    ) -> Option<P> {
+        match self.signal(rng, k, class.scalable, pkt.ecn().is_ect_or_ce()) {
+            Signal::None => Some(pkt),
+            Signal::Mark(why) => {
+                pkt.set_ce();
+                *class.marks += 1;
+                out.marked(&pkt, why, now);
+                Some(pkt)
+            }
+            Signal::Drop(why) => {
+                *class.drops += 1;
+                out.dropped(pkt, why, now);
+                None
+            }
+        }
     }
 
     /// "Think once to mark, think twice to drop" (De Schepper et al., CoNEXT 2016 §3): both
@@ -272,6 +346,14 @@ pub(crate) enum Signal {
     None,
     Mark(MarkReason),
     Drop(DropReason),
+}
+
+/// The class a dequeued packet is signalled in (scalable or classic) and that class's mark
+/// and drop counters in the discipline's `Stats`, for [`Vars::mark_or_drop`].
+pub(crate) struct ClassStats<'a> {
+    pub scalable: bool,
+    pub marks: &'a mut u64,
+    pub drops: &'a mut u64,
 }
 
 impl EcnMask {
@@ -294,6 +376,25 @@ pub struct Stats {
     pub overlimit: u64,
 }
 
+impl Stats {
+    /// The counters of the scalable or the classic class.
+    fn class(&mut self, scalable: bool) -> ClassStats<'_> {
+        if scalable {
+            ClassStats {
+                scalable,
+                marks: &mut self.l4s_mark,
+                drops: &mut self.l4s_drop,
+            }
+        } else {
+            ClassStats {
+                scalable,
+                marks: &mut self.classic_mark,
+                drops: &mut self.classic_drop,
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Pi2<P> {
     pub params: Params,
@@ -312,7 +413,13 @@ impl<P: Packet> Pi2<P> {
 
     pub fn new(params: Params, rng: Rng) -> Self {
         let vars = Vars::new(params.tupdate_ns);
-        Pi2 { params, vars, stats: Stats::default(), rng, queue: Fifo::default() }
+        Pi2 {
+            params,
+            vars,
+            stats: Stats::default(),
+            rng,
+            queue: Fifo::default(),
+        }
     }
 
     pub fn is_scalable(&self, ecn: Ecn) -> bool {
@@ -327,7 +434,8 @@ impl<P: Packet> Pi2<P> {
     fn catch_up(&mut self, now: Nanos) {
         let g = self.gains();
         let head = self.queue.head_enqueue_ns();
-        self.vars.catch_up(g, now, |t| head.map_or(0, |h| t.saturating_sub(h)));
+        self.vars
+            .catch_up(g, now, |t| head.map_or(0, |h| t.saturating_sub(h)));
     }
 }
 
@@ -347,31 +455,20 @@ impl<P: Packet> Qdisc<P> for Pi2<P> {
         self.catch_up(now);
         loop {
             let backlog_before = self.queue.bytes();
-            let mut pkt = self.queue.pop()?;
+            let pkt = self.queue.pop()?;
             if backlog_before < 2 * self.params.mtu_bytes {
                 return Some(pkt);
             }
             let scalable = self.is_scalable(pkt.ecn());
-            match self.vars.signal(&mut self.rng, self.params.k, scalable, pkt.ecn().is_ect_or_ce()) {
-                Signal::None => return Some(pkt),
-                Signal::Mark(why) => {
-                    pkt.set_ce();
-                    if scalable {
-                        self.stats.l4s_mark += 1;
-                    } else {
-                        self.stats.classic_mark += 1;
-                    }
-                    out.marked(&pkt, why, now);
-                    return Some(pkt);
-                }
-                Signal::Drop(why) => {
-                    if scalable {
-                        self.stats.l4s_drop += 1;
-                    } else {
-                        self.stats.classic_drop += 1;
-                    }
-                    out.dropped(pkt, why, now);
-                }
+            if let Some(pkt) = self.vars.mark_or_drop(
+                &mut self.rng,
+                self.params.k,
+                self.stats.class(scalable),
+                pkt,
+                now,
+                out,
+            ) {
+                return Some(pkt);
             }
         }
     }
@@ -393,7 +490,16 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn pi2(mask: EcnMask) -> Pi2<TestPkt> {
-        Pi2::new(Params { tupdate_ns: 10 * MS, alpha: 0.16, beta: 3.2, ecn_mask: mask, ..Params::default() }, rng_from_seed(11))
+        Pi2::new(
+            Params {
+                tupdate_ns: 10 * MS,
+                alpha: 0.16,
+                beta: 3.2,
+                ecn_mask: mask,
+                ..Params::default()
+            },
+            rng_from_seed(11),
+        )
     }
 
     #[test]
@@ -444,7 +550,11 @@ mod tests {
         assert!((f - 0.04).abs() < 0.003, "classic drop fraction {f}");
         let (marks, drops) = fractions(Ecn::Ect1, EcnMask::L4sEct, 0.2);
         assert_eq!(drops, 0.0);
-        assert!((marks / 100_000.0 - 0.4).abs() < 0.006, "scalable mark fraction {}", marks / 100_000.0);
+        assert!(
+            (marks / 100_000.0 - 0.4).abs() < 0.006,
+            "scalable mark fraction {}",
+            marks / 100_000.0
+        );
     }
 
     #[test]

@@ -34,7 +34,11 @@ const MAX_BURST_NS: Nanos = 150_000_000;
 const MAX_CATCHUP: u32 = 5_000;
 
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Params {
     /// `target`: queueing-delay reference, ns (15 ms).
     pub target_ns: Nanos,
@@ -80,10 +84,16 @@ impl Params {
             return Err(OptionError::new("tupdate", "must be positive"));
         }
         if self.alpha > 32 {
-            return Err(OptionError::new("alpha", format!("{} must be 0..=32 (units of 1/16 Hz, as tc)", self.alpha)));
+            return Err(OptionError::new(
+                "alpha",
+                format!("{} must be 0..=32 (units of 1/16 Hz, as tc)", self.alpha),
+            ));
         }
         if self.beta > 32 {
-            return Err(OptionError::new("beta", format!("{} must be 0..=32 (units of 1/16 Hz, as tc)", self.beta)));
+            return Err(OptionError::new(
+                "beta",
+                format!("{} must be 0..=32 (units of 1/16 Hz, as tc)", self.beta),
+            ));
         }
         if self.limit == 0 {
             return Err(OptionError::new("limit", "must be positive"));
@@ -94,7 +104,11 @@ impl Params {
 
 /// The scenario's options (tc-pie(8)'s names; times in ns).
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub target: Nanos,
     pub tupdate: Nanos,
@@ -109,19 +123,70 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         let p = Params::default();
-        Options { target: p.target_ns, tupdate: p.tupdate_ns, limit: p.limit, alpha: p.alpha, beta: p.beta, ecn: p.ecn, bytemode: p.bytemode, dq_rate_estimator: p.dq_rate_estimator }
+        Options {
+            target: p.target_ns,
+            tupdate: p.tupdate_ns,
+            limit: p.limit,
+            alpha: p.alpha,
+            beta: p.beta,
+            ecn: p.ecn,
+            bytemode: p.bytemode,
+            dq_rate_estimator: p.dq_rate_estimator,
+        }
     }
 }
 
 /// PIE's options, shared with FQ-PIE.
 pub(crate) const PIE_OPTIONS: [Opt; 7] = [
-    Opt::new("target", Unit::DelayTarget, Range::POSITIVE, "queueing-delay reference (also the summary's delay target)", "RFC 8033 §4.1 QDELAY_REF; tc-pie(8) target"),
-    Opt::new("tupdate", Unit::Time, Range::POSITIVE, "drop-probability update period", "RFC 8033 §4.1 T_UPDATE; tc-pie(8) tupdate"),
-    Opt::new("alpha", Unit::Int, Range::closed(0.0, 32.0), "integral gain in 1/16 Hz (2 = 0.125 Hz)", "tc-pie(8) alpha; net/sched/sch_pie.c pie_change"),
-    Opt::new("beta", Unit::Int, Range::closed(0.0, 32.0), "proportional gain in 1/16 Hz (20 = 1.25 Hz)", "tc-pie(8) beta; net/sched/sch_pie.c pie_change"),
-    Opt::new("ecn", Unit::Bool, Range::ANY, "CE-mark ECT packets instead of dropping while p ≤ 10 %", "RFC 8033 §5.1; tc-pie(8) ecn"),
-    Opt::new("bytemode", Unit::Bool, Range::ANY, "scale the drop probability by packet size / MTU", "tc-pie(8) bytemode; include/net/pie.h pie_drop_early"),
-    Opt::new("dq_rate_estimator", Unit::Bool, Range::ANY, "queue delay from the drain rate (Little's law) instead of timestamps", "RFC 8033 §5.2; tc-pie(8) dq_rate_estimator"),
+    Opt::new(
+        "target",
+        Unit::DelayTarget,
+        Range::POSITIVE,
+        "queueing-delay reference (also the summary's delay target)",
+        "RFC 8033 §4.1 QDELAY_REF; tc-pie(8) target",
+    ),
+    Opt::new(
+        "tupdate",
+        Unit::Time,
+        Range::POSITIVE,
+        "drop-probability update period",
+        "RFC 8033 §4.1 T_UPDATE; tc-pie(8) tupdate",
+    ),
+    Opt::new(
+        "alpha",
+        Unit::Int,
+        Range::closed(0.0, 32.0),
+        "integral gain in 1/16 Hz (2 = 0.125 Hz)",
+        "tc-pie(8) alpha; net/sched/sch_pie.c pie_change",
+    ),
+    Opt::new(
+        "beta",
+        Unit::Int,
+        Range::closed(0.0, 32.0),
+        "proportional gain in 1/16 Hz (20 = 1.25 Hz)",
+        "tc-pie(8) beta; net/sched/sch_pie.c pie_change",
+    ),
+    Opt::new(
+        "ecn",
+        Unit::Bool,
+        Range::ANY,
+        "CE-mark ECT packets instead of dropping while p ≤ 10 %",
+        "RFC 8033 §5.1; tc-pie(8) ecn",
+    ),
+    Opt::new(
+        "bytemode",
+        Unit::Bool,
+        Range::ANY,
+        "scale the drop probability by packet size / MTU",
+        "tc-pie(8) bytemode; include/net/pie.h pie_drop_early",
+    ),
+    Opt::new(
+        "dq_rate_estimator",
+        Unit::Bool,
+        Range::ANY,
+        "queue delay from the drain rate (Little's law) instead of timestamps",
+        "RFC 8033 §5.2; tc-pie(8) dq_rate_estimator",
+    ),
 ];
 
 impl ScenarioOptions for Options {
@@ -135,7 +200,13 @@ impl ScenarioOptions for Options {
         options: &[
             PIE_OPTIONS[0],
             PIE_OPTIONS[1],
-            Opt::new("limit", Unit::Packets, Range::POSITIVE, "packet limit of the queue", "tc-pie(8) limit; sch_pie.c pie_init (1000)"),
+            Opt::new(
+                "limit",
+                Unit::Packets,
+                Range::POSITIVE,
+                "packet limit of the queue",
+                "tc-pie(8) limit; sch_pie.c pie_init (1000)",
+            ),
             PIE_OPTIONS[2],
             PIE_OPTIONS[3],
             PIE_OPTIONS[4],
@@ -157,7 +228,10 @@ impl ScenarioOptions for Options {
             ..Params::default()
         };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: Some(self.target) })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: Some(self.target),
+        })
     }
 }
 
@@ -223,7 +297,9 @@ pub struct PieLaw {
 
 impl PieLaw {
     pub fn new(params: &Params) -> Self {
-        PieLaw { vars: Vars::new(params.tupdate_ns) }
+        PieLaw {
+            vars: Vars::new(params.tupdate_ns),
+        }
     }
 
     /// Run every controller tick due by `now`; `backlog` (bytes) is constant since the last
@@ -262,7 +338,11 @@ impl PieLaw {
     pub fn calculate_probability(&mut self, params: &Params, backlog: u64) {
         let (qdelay, qdelay_old) = if params.dq_rate_estimator {
             self.vars.qdelay_old_ns = self.vars.qdelay_ns;
-            let q = if self.vars.avg_dq_rate > 0.0 { (backlog as f64 / self.vars.avg_dq_rate) as Nanos } else { 0 };
+            let q = if self.vars.avg_dq_rate > 0.0 {
+                (backlog as f64 / self.vars.avg_dq_rate) as Nanos
+            } else {
+                0
+            };
             (q, self.vars.qdelay_old_ns)
         } else {
             (self.vars.qdelay_ns, self.vars.qdelay_old_ns)
@@ -271,7 +351,8 @@ impl PieLaw {
         let mut update_prob = !(qdelay == 0 && backlog != 0);
         let (alpha, beta) = self.gains(params);
         let secs = |ns: i64| ns as f64 / 1e9;
-        let mut delta = alpha * secs(qdelay as i64 - params.target_ns as i64) + beta * secs(qdelay as i64 - qdelay_old as i64);
+        let mut delta = alpha * secs(qdelay as i64 - params.target_ns as i64)
+            + beta * secs(qdelay as i64 - qdelay_old as i64);
         // At most +2 % per update once p ≥ 10 % (RFC 8033 §5.5).
         if delta > 0.02 && self.vars.prob >= 0.1 {
             delta = 0.02;
@@ -307,7 +388,13 @@ impl PieLaw {
 
     /// `pie_drop_early` for an arrival of `pkt_len` bytes finding `backlog` bytes queued.
     #[inline]
-    pub fn drop_early(&mut self, params: &Params, backlog: u64, pkt_len: u32, rng: &mut Rng) -> bool {
+    pub fn drop_early(
+        &mut self,
+        params: &Params,
+        backlog: u64,
+        pkt_len: u32,
+        rng: &mut Rng,
+    ) -> bool {
         if self.vars.burst_ns > 0 {
             return false;
         }
@@ -344,7 +431,14 @@ impl PieLaw {
     /// `pie_process_dequeue` for a packet of `pkt_len` bytes enqueued at `enqueued_ns` that
     /// just left, `backlog` bytes remaining.
     #[inline]
-    pub fn process_dequeue(&mut self, params: &Params, enqueued_ns: Nanos, pkt_len: u32, backlog: u64, now: Nanos) {
+    pub fn process_dequeue(
+        &mut self,
+        params: &Params,
+        enqueued_ns: Nanos,
+        pkt_len: u32,
+        backlog: u64,
+        now: Nanos,
+    ) {
         let dtime;
         if !params.dq_rate_estimator {
             self.vars.qdelay_ns = now - enqueued_ns;
@@ -361,7 +455,9 @@ impl PieLaw {
                 self.vars.dq_tstamp = Some(now);
                 self.vars.dq_count = Some(0);
             }
-            let Some(count) = self.vars.dq_count else { return };
+            let Some(count) = self.vars.dq_count else {
+                return;
+            };
             let count = count + pkt_len as u64;
             self.vars.dq_count = Some(count);
             if count < QUEUE_THRESHOLD {
@@ -374,7 +470,11 @@ impl PieLaw {
             }
             let rate = count as f64 / dtime as f64;
             // Linux averages the rate with weight 1/8; the first sample is taken as is.
-            self.vars.avg_dq_rate = if self.vars.avg_dq_rate == 0.0 { rate } else { self.vars.avg_dq_rate * 7.0 / 8.0 + rate / 8.0 };
+            self.vars.avg_dq_rate = if self.vars.avg_dq_rate == 0.0 {
+                rate
+            } else {
+                self.vars.avg_dq_rate * 7.0 / 8.0 + rate / 8.0
+            };
             if backlog < QUEUE_THRESHOLD {
                 self.vars.dq_count = None;
             } else {
@@ -404,7 +504,13 @@ impl<P: Packet> Pie<P> {
 
     pub fn new(params: Params, rng: Rng) -> Self {
         let law = PieLaw::new(&params);
-        Pie { params, law, stats: Stats::default(), rng, queue: Fifo::default() }
+        Pie {
+            params,
+            law,
+            stats: Stats::default(),
+            rng,
+            queue: Fifo::default(),
+        }
     }
 
     fn catch_up(&mut self, now: Nanos) {
@@ -417,7 +523,8 @@ impl<P: Packet> Pie<P> {
     }
 
     pub fn calculate_probability(&mut self) {
-        self.law.calculate_probability(&self.params, self.queue.bytes());
+        self.law
+            .calculate_probability(&self.params, self.queue.bytes());
     }
 }
 
@@ -431,7 +538,12 @@ impl<P: Packet> Qdisc<P> for Pie<P> {
             out.dropped(pkt, DropReason::Overflow, now);
             return;
         }
-        if self.law.drop_early(&self.params, self.queue.bytes(), pkt.wire_len(), &mut self.rng) {
+        if self.law.drop_early(
+            &self.params,
+            self.queue.bytes(),
+            pkt.wire_len(),
+            &mut self.rng,
+        ) {
             if self.params.ecn && self.law.vars.prob <= 0.1 && pkt.ecn().is_ect_or_ce() {
                 pkt.set_ce();
                 self.stats.ecn_mark += 1;
@@ -440,7 +552,11 @@ impl<P: Packet> Qdisc<P> for Pie<P> {
                 self.stats.dropped += 1;
                 self.law.vars.accu_prob = 0.0;
                 // ECT packets dropped because p is above 10 % are PIE's overload safeguard.
-                let why = if self.params.ecn && pkt.ecn().is_ect_or_ce() { DropReason::Overload } else { DropReason::Early };
+                let why = if self.params.ecn && pkt.ecn().is_ect_or_ce() {
+                    DropReason::Overload
+                } else {
+                    DropReason::Early
+                };
                 out.dropped(pkt, why, now);
                 return;
             }
@@ -452,7 +568,13 @@ impl<P: Packet> Qdisc<P> for Pie<P> {
     fn dequeue(&mut self, now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
         self.catch_up(now);
         let p = self.queue.pop()?;
-        self.law.process_dequeue(&self.params, p.enqueue_ns(), p.wire_len(), self.queue.bytes(), now);
+        self.law.process_dequeue(
+            &self.params,
+            p.enqueue_ns(),
+            p.wire_len(),
+            self.queue.bytes(),
+            now,
+        );
         Some(p)
     }
 
@@ -502,7 +624,11 @@ mod tests {
         q.law.vars.qdelay_old_ns = 20 * MS;
         q.queue.push(pkt(0, 1500, Ecn::NotEct));
         q.calculate_probability();
-        assert!((q.law.vars.prob - 0.05375).abs() < 1e-12, "p = {}", q.law.vars.prob);
+        assert!(
+            (q.law.vars.prob - 0.05375).abs() < 1e-12,
+            "p = {}",
+            q.law.vars.prob
+        );
         assert_eq!(q.law.vars.qdelay_old_ns, 25 * MS);
     }
 
@@ -525,7 +651,11 @@ mod tests {
         let mut q = pie();
         q.law.vars.prob = 0.5;
         q.calculate_probability();
-        assert!((q.law.vars.prob - (0.5 - 0.001875) * 63.0 / 64.0).abs() < 1e-12, "p = {}", q.law.vars.prob);
+        assert!(
+            (q.law.vars.prob - (0.5 - 0.001875) * 63.0 / 64.0).abs() < 1e-12,
+            "p = {}",
+            q.law.vars.prob
+        );
     }
 
     #[test]
@@ -560,7 +690,13 @@ mod tests {
     #[test]
     fn ecn_marks_only_up_to_ten_percent() {
         let go = |prob: f64| {
-            let mut q = Pie::new(Params { ecn: true, ..Params::default() }, rng_from_seed(3));
+            let mut q = Pie::new(
+                Params {
+                    ecn: true,
+                    ..Params::default()
+                },
+                rng_from_seed(3),
+            );
             q.law.vars.burst_ns = 0;
             q.law.vars.prob = prob;
             q.law.vars.qdelay_ns = 100 * MS;

@@ -44,7 +44,11 @@ use crate::options::{About, Link, Lowered, OptionError, ScenarioOptions};
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// Buffer limit, packets (the scenario's buffer; Fejes et al. 2019: factor · RTT · C).
     #[cfg_attr(feature = "serde", serde(default))]
@@ -57,7 +61,10 @@ pub struct Params {
 impl Params {
     pub fn validate(&self) -> Result<(), OptionError> {
         if self.limit_packets.is_none() && self.limit_bytes.is_none() {
-            return Err(OptionError::new("limit", "PPV acts only when its buffer is full; give it a limit (the scenario's buffer)"));
+            return Err(OptionError::new(
+                "limit",
+                "PPV acts only when its buffer is full; give it a limit (the scenario's buffer)",
+            ));
         }
         if self.limit_packets == Some(0) || self.limit_bytes == Some(0) {
             return Err(OptionError::new("limit", "must be positive"));
@@ -66,13 +73,20 @@ impl Params {
     }
 
     fn limit(&self) -> PhysicalLimit {
-        PhysicalLimit { packets: self.limit_packets, bytes: self.limit_bytes }
+        PhysicalLimit {
+            packets: self.limit_packets,
+            bytes: self.limit_bytes,
+        }
     }
 }
 
 /// The scenario's options: none; its limit is the physical buffer.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {}
 
 impl ScenarioOptions for Options {
@@ -89,9 +103,15 @@ impl ScenarioOptions for Options {
     /// PPV owns its limit: it must see the overflowing arrival to choose the lowest-value
     /// victim, so the physical buffer is handed to it.
     fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
-        let params = Params { limit_packets: link.buffer_packets, limit_bytes: link.buffer_bytes };
+        let params = Params {
+            limit_packets: link.buffer_packets,
+            limit_bytes: link.buffer_bytes,
+        };
         params.validate()?;
-        Ok(Lowered { config: params, delay_target_ns: None })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns: None,
+        })
     }
 }
 
@@ -133,7 +153,16 @@ impl<P: Packet> Ppv<P> {
     }
 
     pub fn new(params: Params) -> Self {
-        Ppv { params, stats: Stats::default(), slots: VecDeque::new(), head_seq: 0, by_value: BinaryHeap::new(), indexed: false, len: 0, bytes: 0 }
+        Ppv {
+            params,
+            stats: Stats::default(),
+            slots: VecDeque::new(),
+            head_seq: 0,
+            by_value: BinaryHeap::new(),
+            indexed: false,
+            len: 0,
+            bytes: 0,
+        }
     }
 
     /// The lowest value queued, and the newest packet holding it (stale entries on top are
@@ -157,7 +186,9 @@ impl<P: Packet> Ppv<P> {
     fn take(&mut self, value: u32, seq: u64) -> P {
         let top = self.by_value.pop();
         debug_assert_eq!(top, Some((Reverse(value), seq)));
-        let pkt = self.slots[(seq - self.head_seq) as usize].take().expect("queued slot");
+        let pkt = self.slots[(seq - self.head_seq) as usize]
+            .take()
+            .expect("queued slot");
         self.len -= 1;
         self.bytes -= pkt.wire_len() as u64;
         self.trim();
@@ -181,7 +212,12 @@ impl<P: Packet> Ppv<P> {
         let mut v = std::mem::take(&mut self.by_value).into_vec();
         v.clear();
         let head = self.head_seq;
-        v.extend(self.slots.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (Reverse(p.value()), head + i as u64))));
+        v.extend(
+            self.slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.as_ref().map(|p| (Reverse(p.value()), head + i as u64))),
+        );
         self.by_value = BinaryHeap::from(v);
     }
 }
@@ -219,7 +255,10 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
     }
 
     fn dequeue(&mut self, _now: Nanos, _out: &mut impl Verdicts<P>) -> Option<P> {
-        let pkt = self.slots.pop_front()?.expect("the head is never a tombstone");
+        let pkt = self
+            .slots
+            .pop_front()?
+            .expect("the head is never a tombstone");
         // The packet's heap entry goes stale (its seq is now below head_seq).
         self.head_seq += 1;
         self.len -= 1;
@@ -241,7 +280,11 @@ impl<P: Packet> Qdisc<P> for Ppv<P> {
     }
 
     fn head_enqueue_ns(&self) -> Option<Nanos> {
-        self.slots.front().map(|p| p.as_ref().expect("the head is never a tombstone").enqueue_ns())
+        self.slots.front().map(|p| {
+            p.as_ref()
+                .expect("the head is never a tombstone")
+                .enqueue_ns()
+        })
     }
 
     fn owns_limit(&self) -> bool {
@@ -265,15 +308,26 @@ mod tests {
     use crate::Ecn;
 
     fn vpkt(flow: u64, len: u32, value: u32) -> TestPkt {
-        TestPkt { flow, len, ecn: Ecn::NotEct, enqueued: 0, value }
+        TestPkt {
+            flow,
+            len,
+            ecn: Ecn::NotEct,
+            enqueued: 0,
+            value,
+        }
     }
 
     fn ppv(packets: Option<u64>, bytes: Option<u64>) -> Ppv<TestPkt> {
-        Ppv::new(Params { limit_packets: packets, limit_bytes: bytes })
+        Ppv::new(Params {
+            limit_packets: packets,
+            limit_bytes: bytes,
+        })
     }
 
     fn flows_in_order(q: &mut Ppv<TestPkt>, r: &mut Recorder) -> Vec<u64> {
-        std::iter::from_fn(|| q.dequeue(0, r)).map(|p| p.flow).collect()
+        std::iter::from_fn(|| q.dequeue(0, r))
+            .map(|p| p.flow)
+            .collect()
     }
 
     #[test]
@@ -289,8 +343,21 @@ mod tests {
         assert!(r.drops.is_empty());
         q.enqueue(vpkt(4, 1500, 40), 1, &mut r);
         q.enqueue(vpkt(5, 1500, 20), 2, &mut r);
-        assert_eq!(r.drops.iter().map(|(p, why)| (p.flow, *why)).collect::<Vec<_>>(), vec![(1, DropReason::Value), (5, DropReason::Value)]);
-        assert_eq!(q.stats, Stats { evicted: 1, dropped: 1, overlimit: 0 });
+        assert_eq!(
+            r.drops
+                .iter()
+                .map(|(p, why)| (p.flow, *why))
+                .collect::<Vec<_>>(),
+            vec![(1, DropReason::Value), (5, DropReason::Value)]
+        );
+        assert_eq!(
+            q.stats,
+            Stats {
+                evicted: 1,
+                dropped: 1,
+                overlimit: 0
+            }
+        );
         assert_eq!((q.len(), q.backlog_bytes()), (4, 6000));
         assert_eq!(flows_in_order(&mut q, &mut r), vec![0, 2, 3, 4]);
         assert_eq!((q.len(), q.backlog_bytes()), (0, 0));
@@ -307,7 +374,10 @@ mod tests {
         }
         q.enqueue(vpkt(3, 1000, 10), 0, &mut r);
         q.enqueue(vpkt(4, 1000, 11), 0, &mut r);
-        assert_eq!(r.drops.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(
+            r.drops.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(),
+            vec![3, 1]
+        );
         assert_eq!(flows_in_order(&mut q, &mut r), vec![0, 2, 4]);
     }
 
@@ -322,11 +392,20 @@ mod tests {
         q.enqueue(vpkt(1, 1000, 6), 20, &mut r);
         q.enqueue(vpkt(2, 1000, 90), 30, &mut r);
         q.enqueue(vpkt(3, 1500, 50), 40, &mut r);
-        assert_eq!(r.drops.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(), vec![0, 1]);
-        assert_eq!((q.len(), q.backlog_bytes(), q.head_enqueue_ns()), (2, 2500, Some(30)));
+        assert_eq!(
+            r.drops.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            (q.len(), q.backlog_bytes(), q.head_enqueue_ns()),
+            (2, 2500, Some(30))
+        );
         // A packet larger than the whole buffer is refused without evicting anything.
         q.enqueue(vpkt(4, 3001, 1000), 50, &mut r);
-        assert_eq!(r.drops.last().map(|(p, why)| (p.flow, *why)), Some((4, DropReason::Overflow)));
+        assert_eq!(
+            r.drops.last().map(|(p, why)| (p.flow, *why)),
+            Some((4, DropReason::Overflow))
+        );
         assert_eq!(q.len(), 2);
         assert_eq!(flows_in_order(&mut q, &mut r), vec![2, 3]);
     }
@@ -339,15 +418,26 @@ mod tests {
             q.enqueue(vpkt(f, 1500, (10 - f) as u32), f * 5, &mut r);
         }
         assert!(r.drops.is_empty() && r.marks.is_empty());
-        assert_eq!(q.dequeue(100, &mut r).map(|p| (p.flow, p.enqueued)), Some((0, 0)));
+        assert_eq!(
+            q.dequeue(100, &mut r).map(|p| (p.flow, p.enqueued)),
+            Some((0, 0))
+        );
         let rest = q.reset();
-        assert_eq!(rest.iter().map(|p| p.flow).collect::<Vec<_>>(), (1..10).collect::<Vec<_>>());
+        assert_eq!(
+            rest.iter().map(|p| p.flow).collect::<Vec<_>>(),
+            (1..10).collect::<Vec<_>>()
+        );
         assert!(q.is_empty() && q.head_enqueue_ns().is_none());
     }
 
     /// Fejes et al. 2019's rule applied literally to a plain list (scan for the minimum, newest
     /// first among equals): the reference the heap-based queue must match verdict for verdict.
-    fn reference_enqueue(q: &mut Vec<TestPkt>, limit: PhysicalLimit, p: TestPkt, drops: &mut Vec<u64>) {
+    fn reference_enqueue(
+        q: &mut Vec<TestPkt>,
+        limit: PhysicalLimit,
+        p: TestPkt,
+        drops: &mut Vec<u64>,
+    ) {
         if !limit.admits(0, 0, p.len) {
             drops.push(p.flow);
             return;
@@ -404,7 +494,17 @@ mod tests {
     #[test]
     fn a_limit_is_required() {
         assert!(Params::default().validate().is_err());
-        assert!(Params { limit_packets: Some(0), limit_bytes: None }.validate().is_err());
-        assert!(Params { limit_packets: None, limit_bytes: Some(1) }.validate().is_ok());
+        assert!(Params {
+            limit_packets: Some(0),
+            limit_bytes: None
+        }
+        .validate()
+        .is_err());
+        assert!(Params {
+            limit_packets: None,
+            limit_bytes: Some(1)
+        }
+        .validate()
+        .is_ok());
     }
 }

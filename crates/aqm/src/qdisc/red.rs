@@ -42,7 +42,11 @@ const ADAPTIVE_MAX_CATCHUP: u32 = 64;
 
 /// RED's options exactly as tc names them (tc-red(8)); sizes in bytes, `burst` in packets.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct TcOptions {
     /// Hard byte limit of the child FIFO (required by tc).
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
@@ -75,7 +79,11 @@ pub struct TcOptions {
 /// The scenario's options: tc's, with sizes as [`Size`] (packets count as 1500 bytes) and the
 /// child limit defaulting to the physical buffer.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub limit: Option<Size>,
     pub min: Option<Size>,
@@ -133,7 +141,10 @@ impl ScenarioOptions for Options {
             gentle: self.gentle,
         };
         options.derive()?;
-        Ok(Lowered { config: options, delay_target_ns: None })
+        Ok(Lowered {
+            config: options,
+            delay_target_ns: None,
+        })
     }
 }
 
@@ -160,7 +171,13 @@ pub struct Params {
 pub(crate) fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, OptionError> {
     let a = burst as f64 + 1.0 - min as f64 / avpkt as f64;
     if a < 1.0 {
-        return Err(OptionError::new("burst", format!("{burst} is too small for min {min} and avpkt {avpkt}; try burst {}", 1 + min / avpkt)));
+        return Err(OptionError::new(
+            "burst",
+            format!(
+                "{burst} is too small for min {min} and avpkt {avpkt}; try burst {}",
+                1 + min / avpkt
+            ),
+        ));
     }
     let mut w: f64 = 0.5;
     for wlog in 1..32 {
@@ -169,14 +186,24 @@ pub(crate) fn eval_ewma(min: u64, burst: u64, avpkt: u64) -> Result<u32, OptionE
         }
         w /= 2.0;
     }
-    Err(OptionError::new("burst", format!("{burst} is too large to compute an EWMA weight")))
+    Err(OptionError::new(
+        "burst",
+        format!("{burst} is too large to compute an EWMA weight"),
+    ))
 }
 
 impl TcOptions {
     /// Derive the kernel parameters as tc/q_red.c does. Errors name the option.
     pub fn derive(&self) -> Result<Params, OptionError> {
-        let limit = self.limit.ok_or_else(|| OptionError::new("limit", "required (the child FIFO's byte limit, as in tc)"))?;
-        let avpkt = self.avpkt.ok_or_else(|| OptionError::new("avpkt", "required (the average packet size in bytes, as in tc)"))?;
+        let limit = self.limit.ok_or_else(|| {
+            OptionError::new("limit", "required (the child FIFO's byte limit, as in tc)")
+        })?;
+        let avpkt = self.avpkt.ok_or_else(|| {
+            OptionError::new(
+                "avpkt",
+                "required (the average packet size in bytes, as in tc)",
+            )
+        })?;
         if avpkt == 0 {
             return Err(OptionError::new("avpkt", "must be positive"));
         }
@@ -194,7 +221,10 @@ impl TcOptions {
         let wlog = eval_ewma(min, burst, avpkt)?;
         let max_p = self.probability.unwrap_or(DEFAULT_PROBABILITY);
         if !(max_p > 0.0 && max_p <= 1.0) {
-            return Err(OptionError::new("probability", format!("{max_p} is not in (0, 1]")));
+            return Err(OptionError::new(
+                "probability",
+                format!("{max_p} is not in (0, 1]"),
+            ));
         }
         let bandwidth = self.bandwidth.unwrap_or(DEFAULT_BANDWIDTH_BPS);
         if bandwidth == 0 {
@@ -277,7 +307,17 @@ impl RedLaw {
     // The arguments of tc's red options as `red_set_parms` takes them (qth_min, qth_max,
     // Wlog, max_P, ...), one to one.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(min: f64, max: f64, wlog: u32, max_p: f64, avpkt_bytes: u64, bandwidth_bps: u64, gentle: bool, adaptive: bool, rng: Rng) -> Self {
+    pub fn new(
+        min: f64,
+        max: f64,
+        wlog: u32,
+        max_p: f64,
+        avpkt_bytes: u64,
+        bandwidth_bps: u64,
+        gentle: bool,
+        adaptive: bool,
+        rng: Rng,
+    ) -> Self {
         RedLaw {
             min,
             max,
@@ -286,14 +326,28 @@ impl RedLaw {
             gentle,
             adaptive,
             xmit_ns: avpkt_bytes as f64 * 8.0 * 1e9 / bandwidth_bps as f64,
-            vars: Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p, next_adapt: None },
+            vars: Vars {
+                avg: 0.0,
+                count: -1,
+                u: 0.0,
+                idle_since: Some(0),
+                max_p,
+                next_adapt: None,
+            },
             rng,
         }
     }
 
     /// Clear the control state, keep the parameters (`red_restart`).
     pub fn reset(&mut self) {
-        self.vars = Vars { avg: 0.0, count: -1, u: 0.0, idle_since: Some(0), max_p: self.max_p, next_adapt: None };
+        self.vars = Vars {
+            avg: 0.0,
+            count: -1,
+            u: 0.0,
+            idle_since: Some(0),
+            max_p: self.max_p,
+            next_adapt: None,
+        };
     }
 
     fn w(&self) -> f64 {
@@ -430,11 +484,32 @@ impl<P: Packet> Red<P> {
     }
 
     pub fn new(params: Params, rng: Rng) -> Self {
-        let law = RedLaw::new(params.min_bytes, params.max_bytes, params.wlog, params.max_p, params.avpkt_bytes, params.bandwidth_bps, params.gentle, params.adaptive, rng);
-        Red { params, law, stats: Stats::default(), queue: Fifo::default() }
+        let law = RedLaw::new(
+            params.min_bytes,
+            params.max_bytes,
+            params.wlog,
+            params.max_p,
+            params.avpkt_bytes,
+            params.bandwidth_bps,
+            params.gentle,
+            params.adaptive,
+            rng,
+        );
+        Red {
+            params,
+            law,
+            stats: Stats::default(),
+            queue: Fifo::default(),
+        }
     }
 
-    fn mark_or_drop(&mut self, mut pkt: P, now: Nanos, hard: bool, out: &mut impl Verdicts<P>) -> Option<P> {
+    fn mark_or_drop(
+        &mut self,
+        mut pkt: P,
+        now: Nanos,
+        hard: bool,
+        out: &mut impl Verdicts<P>,
+    ) -> Option<P> {
         let may_mark = self.params.ecn && !(hard && self.params.harddrop);
         if may_mark && pkt.ecn().is_ect_or_ce() {
             pkt.set_ce();
@@ -505,15 +580,26 @@ mod tests {
     use crate::Ecn;
 
     fn opts(limit: u64, avpkt: u64) -> TcOptions {
-        TcOptions { limit: Some(limit), avpkt: Some(avpkt), ..Default::default() }
+        TcOptions {
+            limit: Some(limit),
+            avpkt: Some(avpkt),
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn seed_002_tc_line_derives_wlog_7() {
+    fn tc_line_derives_wlog_7_default_max_p_and_byte_thresholds() {
         // `red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit`:
         // a = 220 + 1 − 120 = 101. At W = 1/64: (1 − (63/64)^220)/W = 64·(1 − 0.0312) = 62.0
         // < 101; at W = 1/128: 128·(1 − (127/128)^220) = 128·(1 − 0.1784) = 105.2 ≥ 101 ⇒ 7.
-        let o = TcOptions { min: Some(120_000), max: Some(360_000), burst: Some(220), ecn: true, bandwidth: Some(40_000_000), ..opts(1_600_000, 1000) };
+        let o = TcOptions {
+            min: Some(120_000),
+            max: Some(360_000),
+            burst: Some(220),
+            ecn: true,
+            bandwidth: Some(40_000_000),
+            ..opts(1_600_000, 1000)
+        };
         let p = o.derive().unwrap();
         assert_eq!(p.wlog, 7);
         assert_eq!(p.max_p, 0.02);
@@ -526,26 +612,66 @@ mod tests {
         // burst = (2·10000 + 30000)/(3·1500) = 50000/4500 = 11; a = 11 + 1 − 6.67 = 5.33;
         // W = 1/4: 4·(1 − 0.75^11) = 3.83 < 5.33; W = 1/8: 8·(1 − 0.875^11) = 6.16 ⇒ Wlog 3.
         let p = opts(120_000, 1500).derive().unwrap();
-        assert_eq!((p.max_bytes, p.min_bytes, p.burst_pkts, p.wlog), (30_000.0, 10_000.0, 11, 3));
+        assert_eq!(
+            (p.max_bytes, p.min_bytes, p.burst_pkts, p.wlog),
+            (30_000.0, 10_000.0, 11, 3)
+        );
     }
 
     #[test]
     fn derivation_errors_name_the_option() {
-        assert!(TcOptions { limit: None, ..opts(1, 1) }.derive().unwrap_err().key == "limit");
-        assert!(TcOptions { avpkt: None, ..opts(1, 1) }.derive().unwrap_err().key == "avpkt");
-        let bad = TcOptions { min: Some(300), max: Some(200), ..opts(10_000, 100) };
+        assert!(
+            TcOptions {
+                limit: None,
+                ..opts(1, 1)
+            }
+            .derive()
+            .unwrap_err()
+            .key == "limit"
+        );
+        assert!(
+            TcOptions {
+                avpkt: None,
+                ..opts(1, 1)
+            }
+            .derive()
+            .unwrap_err()
+            .key == "avpkt"
+        );
+        let bad = TcOptions {
+            min: Some(300),
+            max: Some(200),
+            ..opts(10_000, 100)
+        };
         assert!(bad.derive().unwrap_err().key == "max");
         // a = burst + 1 − min/avpkt = 1 + 1 − 10 < 1.
-        let small = TcOptions { min: Some(1000), max: Some(3000), burst: Some(1), ..opts(10_000, 100) };
+        let small = TcOptions {
+            min: Some(1000),
+            max: Some(3000),
+            burst: Some(1),
+            ..opts(10_000, 100)
+        };
         assert!(small.derive().unwrap_err().key == "burst");
-        let p = TcOptions { probability: Some(1.5), ..opts(10_000, 100) };
+        let p = TcOptions {
+            probability: Some(1.5),
+            ..opts(10_000, 100)
+        };
         assert!(p.derive().unwrap_err().key == "probability");
     }
 
     /// A RED whose average tracks the instantaneous backlog closely (W = 1/2) for behaviour
     /// tests; thresholds 3000/6000 B.
     fn red(ecn: bool, harddrop: bool, gentle: bool) -> Red<crate::testing::TestPkt> {
-        let o = TcOptions { min: Some(3000), max: Some(6000), burst: Some(4), probability: Some(0.1), ecn, harddrop, gentle, ..opts(1_000_000, 1000) };
+        let o = TcOptions {
+            min: Some(3000),
+            max: Some(6000),
+            burst: Some(4),
+            probability: Some(0.1),
+            ecn,
+            harddrop,
+            gentle,
+            ..opts(1_000_000, 1000)
+        };
         let mut p = o.derive().unwrap();
         p.wlog = 1;
         Red::new(p, rng_from_seed(1))
@@ -571,8 +697,20 @@ mod tests {
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 1000, Ecn::Ect0), 0, &mut r);
         q.enqueue(pkt(1, 1000, Ecn::NotEct), 0, &mut r);
-        assert_eq!(r.marks.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(0, MarkReason::Forced)]);
-        assert_eq!(r.drops.iter().map(|(p, w)| (p.flow, *w)).collect::<Vec<_>>(), vec![(1, DropReason::Forced)]);
+        assert_eq!(
+            r.marks
+                .iter()
+                .map(|(p, w)| (p.flow, *w))
+                .collect::<Vec<_>>(),
+            vec![(0, MarkReason::Forced)]
+        );
+        assert_eq!(
+            r.drops
+                .iter()
+                .map(|(p, w)| (p.flow, *w))
+                .collect::<Vec<_>>(),
+            vec![(1, DropReason::Forced)]
+        );
         let mut q = red(true, true, false);
         q.law.vars.avg = 50_000.0;
         q.law.vars.idle_since = None;
@@ -590,7 +728,14 @@ mod tests {
         // 10.5, mark rate 1/10.5 = 0.0952 (= 2p_b/(1 + p_b): gaps uniform on [1, 1/p_b]). Over 200 000
         // arrivals σ ≈ 0.0006; allow ±0.003.
         // (tc needs min/avpkt > 1 to derive a weight; burst 1000 gives W = 1/512.)
-        let o = TcOptions { min: Some(2000), max: Some(22_000), burst: Some(1000), probability: Some(0.1), ecn: true, ..opts(100_000_000, 1000) };
+        let o = TcOptions {
+            min: Some(2000),
+            max: Some(22_000),
+            burst: Some(1000),
+            probability: Some(0.1),
+            ecn: true,
+            ..opts(100_000_000, 1000)
+        };
         let p = o.derive().unwrap();
         let mut q = Red::new(p, rng_from_seed(7));
         let mut r = Recorder::default();
@@ -612,7 +757,13 @@ mod tests {
     fn idle_period_decays_the_average_exactly() {
         // W = 1/2, avpkt 1000 B at 8 Mbit/s = 1 ms per packet: after 3 ms idle the average is
         // multiplied by (1/2)^3.
-        let o = TcOptions { min: Some(3000), max: Some(6000), burst: Some(4), bandwidth: Some(8_000_000), ..opts(1_000_000, 1000) };
+        let o = TcOptions {
+            min: Some(3000),
+            max: Some(6000),
+            burst: Some(4),
+            bandwidth: Some(8_000_000),
+            ..opts(1_000_000, 1000)
+        };
         let mut p = o.derive().unwrap();
         p.wlog = 1;
         let mut q: Red<crate::testing::TestPkt> = Red::new(p, rng_from_seed(1));
@@ -621,7 +772,11 @@ mod tests {
         q.law.vars.idle_since = None;
         assert!(q.dequeue(1_000_000, &mut r).is_none()); // empty: idle from t = 1 ms
         q.enqueue(pkt(0, 1000, Ecn::NotEct), 4_000_000, &mut r);
-        assert!((q.law.vars.avg - 1000.0).abs() < 1e-9, "avg {}", q.law.vars.avg);
+        assert!(
+            (q.law.vars.avg - 1000.0).abs() < 1e-9,
+            "avg {}",
+            q.law.vars.avg
+        );
     }
 
     #[test]
@@ -658,7 +813,11 @@ mod tests {
         let mut q = red(true, false, true);
         q.law.vars.avg = 11_000.0;
         q.law.vars.idle_since = None;
-        assert_eq!(q.law.action(11_000.0), Action::DontMark, "first arrival in the band is never marked");
+        assert_eq!(
+            q.law.action(11_000.0),
+            Action::DontMark,
+            "first arrival in the band is never marked"
+        );
         assert_eq!(q.law.action(12_000.0), Action::HardMark);
     }
 }

@@ -21,13 +21,23 @@ pub enum Threshold {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// K in bytes (Fejes et al. 2020: K·RTT·C). Exactly one of the two is set.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub threshold_bytes: Option<u64>,
     /// K in packets (the DCTCP paper's unit: 20 at 1 Gbps, 65 at 10 Gbps).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub threshold_packets: Option<u64>,
 }
 
@@ -36,15 +46,25 @@ impl Params {
         match (self.threshold_bytes, self.threshold_packets) {
             (Some(b), None) => Ok(Threshold::Bytes(b)),
             (None, Some(p)) => Ok(Threshold::Packets(p)),
-            (Some(_), Some(_)) => Err(OptionError::new("threshold", "give it in bytes or in packets, not both")),
-            (None, None) => Err(OptionError::new("threshold", "missing (a delay target, bytes or packets)")),
+            (Some(_), Some(_)) => Err(OptionError::new(
+                "threshold",
+                "give it in bytes or in packets, not both",
+            )),
+            (None, None) => Err(OptionError::new(
+                "threshold",
+                "missing (a delay target, bytes or packets)",
+            )),
         }
     }
 }
 
 /// The scenario's options: the threshold as a delay at line rate or as a size.
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     /// ns.
     pub target: Option<Nanos>,
@@ -67,12 +87,36 @@ impl ScenarioOptions for Options {
 
     fn lower(&self, link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let (params, delay_target_ns) = match (self.target, self.threshold) {
-            (Some(t), None) => (Params { threshold_bytes: Some(link.bytes_in(t)), threshold_packets: None }, Some(t)),
-            (None, Some(Size::Packets(n))) => (Params { threshold_bytes: None, threshold_packets: Some(n) }, None),
-            (None, Some(Size::Bytes(b))) => (Params { threshold_bytes: Some(b), threshold_packets: None }, None),
-            _ => return Err(OptionError::new("", "give exactly one of target (a delay such as 1ms or 0.17rtt) or threshold (a size)")),
+            (Some(t), None) => (
+                Params {
+                    threshold_bytes: Some(link.bytes_in(t)),
+                    threshold_packets: None,
+                },
+                Some(t),
+            ),
+            (None, Some(Size::Packets(n))) => (
+                Params {
+                    threshold_bytes: None,
+                    threshold_packets: Some(n),
+                },
+                None,
+            ),
+            (None, Some(Size::Bytes(b))) => (
+                Params {
+                    threshold_bytes: Some(b),
+                    threshold_packets: None,
+                },
+                None,
+            ),
+            _ => return Err(OptionError::new(
+                "",
+                "give exactly one of target (a delay such as 1ms or 0.17rtt) or threshold (a size)",
+            )),
         };
-        Ok(Lowered { config: params, delay_target_ns })
+        Ok(Lowered {
+            config: params,
+            delay_target_ns,
+        })
     }
 }
 
@@ -97,7 +141,11 @@ impl<P: Packet> Step<P> {
     }
 
     pub fn new(threshold: Threshold) -> Self {
-        Step { threshold, stats: Stats::default(), queue: Fifo::default() }
+        Step {
+            threshold,
+            stats: Stats::default(),
+            queue: Fifo::default(),
+        }
     }
 
     #[inline]
@@ -145,8 +193,14 @@ mod tests {
         for i in 0..5 {
             q.enqueue(pkt(i, 1500, Ecn::Ect0), 0, &mut r);
         }
-        assert_eq!(r.marks.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(), vec![3, 4]);
-        assert!(r.marks.iter().all(|(p, why)| p.ecn == Ecn::Ce && *why == MarkReason::Step));
+        assert_eq!(
+            r.marks.iter().map(|(p, _)| p.flow).collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        assert!(r
+            .marks
+            .iter()
+            .all(|(p, why)| p.ecn == Ecn::Ce && *why == MarkReason::Step));
         // Draining below K stops the marking at once (no averaging).
         q.dequeue(0, &mut r);
         q.dequeue(0, &mut r);
@@ -163,12 +217,28 @@ mod tests {
         q.enqueue(pkt(1, 100, Ecn::NotEct), 0, &mut r); // 1 queued: not above 1
         q.enqueue(pkt(2, 100, Ecn::NotEct), 0, &mut r); // 2 queued: above
         assert_eq!(q.len(), 2);
-        assert_eq!(r.drops.iter().map(|(p, why)| (p.flow, *why)).collect::<Vec<_>>(), vec![(2, DropReason::Forced)]);
+        assert_eq!(
+            r.drops
+                .iter()
+                .map(|(p, why)| (p.flow, *why))
+                .collect::<Vec<_>>(),
+            vec![(2, DropReason::Forced)]
+        );
     }
 
     #[test]
     fn threshold_must_be_given_once() {
-        assert!(Params { threshold_bytes: Some(1), threshold_packets: Some(1) }.threshold().is_err());
-        assert!(Params { threshold_bytes: None, threshold_packets: None }.threshold().is_err());
+        assert!(Params {
+            threshold_bytes: Some(1),
+            threshold_packets: Some(1)
+        }
+        .threshold()
+        .is_err());
+        assert!(Params {
+            threshold_bytes: None,
+            threshold_packets: None
+        }
+        .threshold()
+        .is_err());
     }
 }

@@ -11,7 +11,11 @@ use crate::options::{About, Link, Lowered, Opt, OptionError, Range, ScenarioOpti
 use crate::{DropReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields)
+)]
 pub struct Params {
     /// pfifo limit, packets (None: no limit of its own).
     #[cfg_attr(feature = "serde", serde(default))]
@@ -23,7 +27,11 @@ pub struct Params {
 
 /// The scenario's options (tc-pfifo(8)/tc-bfifo(8)).
 #[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize), serde(deny_unknown_fields, default))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize, serde::Serialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct Options {
     pub limit: Option<Size>,
 }
@@ -36,12 +44,24 @@ impl ScenarioOptions for Options {
         source: "Linux net/sched/sch_fifo.c (pfifo, bfifo)",
         one_of: &[],
         reads_packet_values: false,
-        options: &[Opt::new("limit", Unit::Size, Range::POSITIVE, "a limit of its own beneath the physical buffer (none: only the buffer's)", "tc-pfifo(8) limit (packets), tc-bfifo(8) limit (bytes)")],
+        options: &[Opt::new(
+            "limit",
+            Unit::Size,
+            Range::POSITIVE,
+            "a limit of its own beneath the physical buffer (none: only the buffer's)",
+            "tc-pfifo(8) limit (packets), tc-bfifo(8) limit (bytes)",
+        )],
     };
 
     fn lower(&self, _link: &Link) -> Result<Lowered<Self::Config>, OptionError> {
         let (limit_packets, limit_bytes) = Size::limit(self.limit);
-        Ok(Lowered { config: Params { limit_packets, limit_bytes }, delay_target_ns: None })
+        Ok(Lowered {
+            config: Params {
+                limit_packets,
+                limit_bytes,
+            },
+            delay_target_ns: None,
+        })
     }
 }
 
@@ -64,13 +84,20 @@ impl<P: Packet> TailDrop<P> {
     }
 
     pub fn new(params: Params) -> Self {
-        TailDrop { params, stats: Stats::default(), queue: Fifo::default() }
+        TailDrop {
+            params,
+            stats: Stats::default(),
+            queue: Fifo::default(),
+        }
     }
 }
 
 impl<P: Packet> Qdisc<P> for TailDrop<P> {
     fn enqueue(&mut self, mut pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
-        let limit = PhysicalLimit { packets: self.params.limit_packets, bytes: self.params.limit_bytes };
+        let limit = PhysicalLimit {
+            packets: self.params.limit_packets,
+            bytes: self.params.limit_bytes,
+        };
         if !limit.admits(self.queue.len(), self.queue.bytes(), pkt.wire_len()) {
             self.stats.dropped += 1;
             out.dropped(pkt, DropReason::Overflow, now);
@@ -92,14 +119,20 @@ mod tests {
 
     #[test]
     fn pfifo_keeps_exactly_limit_packets() {
-        let mut q = TailDrop::new(Params { limit_packets: Some(3), limit_bytes: None });
+        let mut q = TailDrop::new(Params {
+            limit_packets: Some(3),
+            limit_bytes: None,
+        });
         let mut r = Recorder::default();
         for i in 0..5 {
             q.enqueue(pkt(i, 1500, Ecn::Ect0), 10, &mut r);
         }
         assert_eq!(q.len(), 3);
         assert_eq!(r.drops.len(), 2);
-        assert!(r.drops.iter().all(|(_, reason)| *reason == DropReason::Overflow));
+        assert!(r
+            .drops
+            .iter()
+            .all(|(_, reason)| *reason == DropReason::Overflow));
         assert!(r.marks.is_empty(), "TailDrop never marks");
         // FIFO order and enqueue stamps.
         let first = q.dequeue(20, &mut r).unwrap();
@@ -108,7 +141,10 @@ mod tests {
 
     #[test]
     fn bfifo_admits_up_to_the_byte_limit() {
-        let mut q = TailDrop::new(Params { limit_packets: None, limit_bytes: Some(3000) });
+        let mut q = TailDrop::new(Params {
+            limit_packets: None,
+            limit_bytes: Some(3000),
+        });
         let mut r = Recorder::default();
         q.enqueue(pkt(0, 1500, Ecn::NotEct), 0, &mut r);
         q.enqueue(pkt(1, 1500, Ecn::NotEct), 0, &mut r);

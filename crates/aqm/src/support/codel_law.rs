@@ -59,7 +59,13 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { target_ns: 5_000_000, interval_ns: 100_000_000, mtu_bytes: 1514, ecn: false, ce_threshold_ns: None }
+        Params {
+            target_ns: 5_000_000,
+            interval_ns: 100_000_000,
+            mtu_bytes: 1514,
+            ecn: false,
+            ce_threshold_ns: None,
+        }
     }
 }
 
@@ -126,7 +132,14 @@ pub fn control_law(t: Nanos, interval_ns: Nanos, count: u32) -> Nanos {
 }
 
 /// `codel_should_drop`, for `pkt` just popped with `backlog` bytes left queued.
-pub fn should_drop<P: Packet>(pkt: Option<&P>, backlog: u64, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats) -> bool {
+pub fn should_drop<P: Packet>(
+    pkt: Option<&P>,
+    backlog: u64,
+    now: Nanos,
+    p: &Params,
+    vars: &mut Vars,
+    stats: &mut Stats,
+) -> bool {
     let Some(pkt) = pkt else {
         vars.first_above_time = 0;
         return false;
@@ -161,7 +174,14 @@ fn set_ce<P: Packet>(pkt: &mut P) -> bool {
 /// `codel_dequeue`: the next packet to send from `q`, after the drops and marks the law
 /// decides.
 #[inline]
-pub fn dequeue<P: Packet, Q: CodelQueue<P>>(q: &mut Q, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
+pub fn dequeue<P: Packet, Q: CodelQueue<P>>(
+    q: &mut Q,
+    now: Nanos,
+    p: &Params,
+    vars: &mut Vars,
+    stats: &mut Stats,
+    out: &mut impl Verdicts<P>,
+) -> Option<P> {
     let Some(mut pkt) = q.pop_head() else {
         vars.dropping = false;
         return None;
@@ -181,7 +201,16 @@ pub fn dequeue<P: Packet, Q: CodelQueue<P>>(q: &mut Q, now: Nanos, p: &Params, v
 /// come here, and [`dequeue`] stays small where it is inlined.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-pub fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(q: &mut Q, pkt: P, drop: bool, now: Nanos, p: &Params, vars: &mut Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) -> Option<P> {
+pub fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(
+    q: &mut Q,
+    pkt: P,
+    drop: bool,
+    now: Nanos,
+    p: &Params,
+    vars: &mut Vars,
+    stats: &mut Stats,
+    out: &mut impl Verdicts<P>,
+) -> Option<P> {
     let mut pkt = Some(pkt);
     if vars.dropping {
         if !drop {
@@ -246,7 +275,14 @@ pub fn dequeue_dropping<P: Packet, Q: CodelQueue<P>>(q: &mut Q, pkt: P, drop: bo
 
 /// The `end:` label of `codel_dequeue`: CE above `ce_threshold` (no selector: every packet).
 #[inline]
-pub fn ce_threshold<P: Packet>(cur: &mut P, now: Nanos, p: &Params, vars: &Vars, stats: &mut Stats, out: &mut impl Verdicts<P>) {
+pub fn ce_threshold<P: Packet>(
+    cur: &mut P,
+    now: Nanos,
+    p: &Params,
+    vars: &Vars,
+    stats: &mut Stats,
+    out: &mut impl Verdicts<P>,
+) {
     if let Some(th) = p.ce_threshold_ns {
         if vars.ldelay > th && set_ce(cur) {
             stats.ce_mark += 1;
@@ -272,7 +308,14 @@ mod tests {
     }
 
     /// Dequeue once per ms over `ms` (inclusive), returning the ms of every drop.
-    fn drain(q: &mut Fifo<TestPkt>, ms: std::ops::RangeInclusive<u64>, p: &Params, v: &mut Vars, s: &mut Stats, r: &mut Recorder) -> Vec<u64> {
+    fn drain(
+        q: &mut Fifo<TestPkt>,
+        ms: std::ops::RangeInclusive<u64>,
+        p: &Params,
+        v: &mut Vars,
+        s: &mut Stats,
+        r: &mut Recorder,
+    ) -> Vec<u64> {
         let mut at = vec![];
         for t in ms {
             let before = r.drops.len();
@@ -310,7 +353,11 @@ mod tests {
         assert_eq!((v.count, v.lastcount), (5, 1));
         assert!(v.dropping);
         // 384.4457 + 100/√5 = 384.4457 + 44.7214 = 429.167 ms.
-        assert!((429_160_000..429_175_000).contains(&v.drop_next), "{}", v.drop_next);
+        assert!(
+            (429_160_000..429_175_000).contains(&v.drop_next),
+            "{}",
+            v.drop_next
+        );
         assert_eq!(s.drop_count, 5);
         assert_eq!(s.drop_len, 7500);
         assert_eq!(s.maxpacket, 1500);
@@ -329,7 +376,10 @@ mod tests {
         let (mut v, mut s, mut r) = (Vars::default(), Stats::default(), Recorder::default());
         let mut q = Fifo::default();
         push(&mut q, 400, 0, Ecn::NotEct);
-        assert_eq!(drain(&mut q, 1..=385, &p, &mut v, &mut s, &mut r), vec![106, 206, 277, 335, 385]);
+        assert_eq!(
+            drain(&mut q, 1..=385, &p, &mut v, &mut s, &mut r),
+            vec![106, 206, 277, 335, 385]
+        );
         q.drain();
         push(&mut q, 300, at * MS, Ecn::NotEct);
         drain(&mut q, at + 1..=at + 250, &p, &mut v, &mut s, &mut r)
@@ -386,7 +436,11 @@ mod tests {
                 push(&mut q, 1, t * 100 * MS, Ecn::NotEct);
                 dequeue(&mut q, t * 100 * MS, &p, &mut v, &mut s, &mut r);
             }
-            assert_eq!(!r.drops.is_empty(), expect_drops, "standing queue of {standing}");
+            assert_eq!(
+                !r.drops.is_empty(),
+                expect_drops,
+                "standing queue of {standing}"
+            );
         }
     }
 
@@ -394,7 +448,10 @@ mod tests {
     fn ecn_marks_ect_packets_and_drops_not_ect() {
         // Same schedule as the drop test: marks at 106, 206, 277, 335, 385 ms, no drops; the
         // marked packet is the one sent (5 marks, 385 packets sent by 385 ms).
-        let p = Params { ecn: true, ..Params::default() };
+        let p = Params {
+            ecn: true,
+            ..Params::default()
+        };
         let (mut v, mut s, mut r) = (Vars::default(), Stats::default(), Recorder::default());
         let mut q = Fifo::default();
         push(&mut q, 400, 0, Ecn::Ect0);
@@ -408,12 +465,18 @@ mod tests {
         assert!(r.drops.is_empty());
         assert_eq!(marked_at, vec![106, 206, 277, 335, 385]);
         assert_eq!(s.ecn_mark, 5);
-        assert!(r.marks.iter().all(|(x, w)| x.ecn == Ecn::Ce && *w == MarkReason::Delay));
+        assert!(r
+            .marks
+            .iter()
+            .all(|(x, w)| x.ecn == Ecn::Ce && *w == MarkReason::Delay));
         // With ecn on, Not-ECT packets are still dropped.
         let (mut v, mut s, mut r) = (Vars::default(), Stats::default(), Recorder::default());
         let mut q = Fifo::default();
         push(&mut q, 400, 0, Ecn::NotEct);
-        assert_eq!(drain(&mut q, 1..=390, &p, &mut v, &mut s, &mut r), vec![106, 206, 277, 335, 385]);
+        assert_eq!(
+            drain(&mut q, 1..=390, &p, &mut v, &mut s, &mut r),
+            vec![106, 206, 277, 335, 385]
+        );
         assert!(r.marks.is_empty());
     }
 
@@ -421,10 +484,16 @@ mod tests {
     fn ce_threshold_marks_every_ect_packet_above_it() {
         // ce_threshold 2 ms, target 5 ms: packets with sojourn 1, 2, 3, 4 ms → only 3 and 4
         // (strictly above 2) are marked, Not-ECT never; no law drop (sojourn < target).
-        let p = Params { ce_threshold_ns: Some(2 * MS), ..Params::default() };
+        let p = Params {
+            ce_threshold_ns: Some(2 * MS),
+            ..Params::default()
+        };
         let (mut v, mut s, mut r) = (Vars::default(), Stats::default(), Recorder::default());
         let mut ce = vec![];
-        for (i, ecn) in [Ecn::Ect1, Ecn::Ect1, Ecn::Ect1, Ecn::Ect1, Ecn::NotEct].into_iter().enumerate() {
+        for (i, ecn) in [Ecn::Ect1, Ecn::Ect1, Ecn::Ect1, Ecn::Ect1, Ecn::NotEct]
+            .into_iter()
+            .enumerate()
+        {
             let mut q = Fifo::default();
             push(&mut q, 3, 0, ecn);
             let x = dequeue(&mut q, (i as u64 + 1) * MS, &p, &mut v, &mut s, &mut r).unwrap();

@@ -35,7 +35,10 @@ pub struct QueueState {
 
 impl Default for QueueState {
     fn default() -> Self {
-        QueueState { deficit: 0, next: NONE }
+        QueueState {
+            deficit: 0,
+            next: NONE,
+        }
     }
 }
 
@@ -70,7 +73,10 @@ struct Chain {
 }
 
 impl Chain {
-    const EMPTY: Chain = Chain { head: NONE, tail: NONE };
+    const EMPTY: Chain = Chain {
+        head: NONE,
+        tail: NONE,
+    };
 
     #[inline]
     fn push_back<Q: Scheduled>(&mut self, queues: &mut [Q], q: usize) {
@@ -116,7 +122,11 @@ impl Drr {
     /// The scheduler of `queues` queues (their indices must fit the u32 links).
     pub fn new(queues: usize, quantum: u32) -> Self {
         assert!(queues < NONE as usize, "at most 2³² − 1 queues");
-        Drr { quantum: quantum as i64, new_flows: Chain::EMPTY, old_flows: Chain::EMPTY }
+        Drr {
+            quantum: quantum as i64,
+            new_flows: Chain::EMPTY,
+            old_flows: Chain::EMPTY,
+        }
     }
 
     /// A packet was added to `queues[q]`: an idle queue joins the new list with a full
@@ -220,13 +230,21 @@ mod tests {
                 };
                 if self.deficit[q] <= 0 {
                     self.deficit[q] += self.quantum;
-                    if from_new { self.new_flows.pop_front() } else { self.old_flows.pop_front() };
+                    if from_new {
+                        self.new_flows.pop_front()
+                    } else {
+                        self.old_flows.pop_front()
+                    };
                     self.list[q] = List::Old;
                     self.old_flows.push_back(q);
                     continue;
                 }
                 if backlog[q] == 0 {
-                    if from_new { self.new_flows.pop_front() } else { self.old_flows.pop_front() };
+                    if from_new {
+                        self.new_flows.pop_front()
+                    } else {
+                        self.old_flows.pop_front()
+                    };
                     if from_new && !self.old_flows.is_empty() {
                         self.list[q] = List::Old;
                         self.old_flows.push_back(q);
@@ -255,7 +273,12 @@ mod tests {
         }
     }
 
-    fn serve(d: &mut Drr, queues: &mut [QueueState], backlog: &mut [u32], len: u32) -> Option<usize> {
+    fn serve(
+        d: &mut Drr,
+        queues: &mut [QueueState],
+        backlog: &mut [u32],
+        len: u32,
+    ) -> Option<usize> {
         loop {
             let q = d.next(queues)?;
             if backlog[q] == 0 {
@@ -284,7 +307,10 @@ mod tests {
             q = queues[q as usize].next;
             assert!(v.len() <= queues.len(), "a cycle that misses the tail");
         }
-        assert_eq!(queues[chain.tail as usize].next, chain.head, "the tail links back to the head");
+        assert_eq!(
+            queues[chain.tail as usize].next, chain.head,
+            "the tail links back to the head"
+        );
         v
     }
 
@@ -314,10 +340,10 @@ mod tests {
                 }
                 proptest::prop_assert_eq!(members(d.new_flows, &queues), r.new_flows.iter().copied().collect::<Vec<_>>());
                 proptest::prop_assert_eq!(members(d.old_flows, &queues), r.old_flows.iter().copied().collect::<Vec<_>>());
-                for i in 0..6 {
-                    proptest::prop_assert_eq!(queues[i].is_listed(), r.list[i] != List::None);
+                for (i, queue) in queues.iter().enumerate() {
+                    proptest::prop_assert_eq!(queue.is_listed(), r.list[i] != List::None);
                     if r.list[i] != List::None {
-                        proptest::prop_assert_eq!(queues[i].deficit, r.deficit[i]);
+                        proptest::prop_assert_eq!(queue.deficit, r.deficit[i]);
                     }
                 }
             }

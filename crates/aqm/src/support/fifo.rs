@@ -13,7 +13,10 @@ pub struct Fifo<P> {
 
 impl<P> Default for Fifo<P> {
     fn default() -> Self {
-        Fifo { q: VecDeque::new(), bytes: 0 }
+        Fifo {
+            q: VecDeque::new(),
+            bytes: 0,
+        }
     }
 }
 
@@ -78,7 +81,11 @@ macro_rules! fifo_accessors {
 macro_rules! fifo_dequeue_and_reset {
     () => {
         #[inline]
-        fn dequeue(&mut self, _now: $crate::Nanos, _out: &mut impl $crate::Verdicts<P>) -> Option<P> {
+        fn dequeue(
+            &mut self,
+            _now: $crate::Nanos,
+            _out: &mut impl $crate::Verdicts<P>,
+        ) -> Option<P> {
             self.queue.pop()
         }
         fn reset(&mut self) -> Vec<P> {

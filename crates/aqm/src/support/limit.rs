@@ -17,13 +17,22 @@ impl PhysicalLimit {
     /// Whether a packet of `pkt_len` bytes fits beside `qlen` packets and `backlog_bytes`.
     #[inline]
     pub fn admits(&self, qlen: usize, backlog_bytes: u64, pkt_len: u32) -> bool {
-        self.packets.is_none_or(|n| (qlen as u64) < n) && self.bytes.is_none_or(|b| backlog_bytes + pkt_len as u64 <= b)
+        self.packets.map_or(true, |n| (qlen as u64) < n)
+            && self
+                .bytes
+                .map_or(true, |b| backlog_bytes + pkt_len as u64 <= b)
     }
 
     /// Offer `pkt` to `q` through the limit: refused arrivals are dropped as `Overflow` before
     /// the discipline sees them, unless the discipline owns its limit.
     #[inline]
-    pub fn offer<P: Packet, Q: Qdisc<P>>(&self, q: &mut Q, pkt: P, now: Nanos, out: &mut impl Verdicts<P>) {
+    pub fn offer<P: Packet, Q: Qdisc<P>>(
+        &self,
+        q: &mut Q,
+        pkt: P,
+        now: Nanos,
+        out: &mut impl Verdicts<P>,
+    ) {
         if !q.owns_limit() && !self.admits(q.len(), q.backlog_bytes(), pkt.wire_len()) {
             out.dropped(pkt, DropReason::Overflow, now);
             return;
@@ -39,11 +48,17 @@ mod tests {
     #[test]
     fn packet_limit_is_strict_and_byte_limit_inclusive() {
         // pfifo admits while qlen < N: with N = 80 the 81st packet is refused.
-        let l = PhysicalLimit { packets: Some(80), bytes: None };
+        let l = PhysicalLimit {
+            packets: Some(80),
+            bytes: None,
+        };
         assert!(l.admits(79, 0, 1500));
         assert!(!l.admits(80, 0, 1500));
         // bfifo admits while backlog + len <= B: exactly full is allowed.
-        let b = PhysicalLimit { packets: None, bytes: Some(3000) };
+        let b = PhysicalLimit {
+            packets: None,
+            bytes: Some(3000),
+        };
         assert!(b.admits(1, 1500, 1500));
         assert!(!b.admits(2, 1501, 1500));
         assert!(PhysicalLimit::default().admits(1 << 30, u64::MAX / 2, 1500));

@@ -58,7 +58,8 @@ pub fn ln(x: f64) -> f64 {
     let r4 = r2 * r2;
     // Σ_{k=1..10} (−1)^(k+1) r^k / k in Estrin's form.
     let p = (r + r2 * (-0.5 + r * (1.0 / 3.0)))
-        + r4 * (((-0.25 + r * 0.2) + r2 * (-1.0 / 6.0 + r * (1.0 / 7.0))) + r4 * ((-0.125 + r * (1.0 / 9.0)) + r2 * -0.1));
+        + r4 * (((-0.25 + r * 0.2) + r2 * (-1.0 / 6.0 + r * (1.0 / 7.0)))
+            + r4 * ((-0.125 + r * (1.0 / 9.0)) + r2 * -0.1));
     (e as f64 * std::f64::consts::LN_2 + ln_c) + p
 }
 
@@ -103,7 +104,8 @@ pub fn exp_neg(y: f64) -> f64 {
     let n = (y * 4096.0) as u32;
     let f = y - n as f64 * (1.0 / 4096.0);
     let p = (1.0 - f) + (f * f) * (0.5 - f * (1.0 / 6.0));
-    (EXP_INT[(n >> 12) as usize] * EXP_64[((n >> 6) & 63) as usize]) * (EXP_4096[(n & 63) as usize] * p)
+    (EXP_INT[(n >> 12) as usize] * EXP_64[((n >> 6) & 63) as usize])
+        * (EXP_4096[(n & 63) as usize] * p)
 }
 
 /// `n as f64` for CKCD's per-packet nanosecond spans and packet counts, all far below 2⁶³: the
@@ -131,7 +133,11 @@ mod tests {
             worst_ln = worst_ln.max((ln(x) - x.ln()).abs() / x.ln().abs().max(1.0));
             let y = 80.0 * (k as f64 / 100_000.0).powi(3);
             let e = y.exp().recip();
-            let err = if y < 64.0 { (exp_neg(y) - e).abs() / e } else { (exp_neg(y) - e).abs() };
+            let err = if y < 64.0 {
+                (exp_neg(y) - e).abs() / e
+            } else {
+                (exp_neg(y) - e).abs()
+            };
             worst_exp = worst_exp.max(err);
         }
         eprintln!("worst relative error: ln {worst_ln:e}, exp_neg {worst_exp:e}");
@@ -146,7 +152,17 @@ mod tests {
     #[test]
     fn to_f64_is_the_unsigned_conversion() {
         // Exact below 2⁵³, the same rounding above (ties to even included).
-        for n in [0u64, 1, 12_000, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, (1 << 53) + 3, (1 << 62) + 1025, (1 << 63) - 1] {
+        for n in [
+            0u64,
+            1,
+            12_000,
+            (1 << 53) - 1,
+            1 << 53,
+            (1 << 53) + 1,
+            (1 << 53) + 3,
+            (1 << 62) + 1025,
+            (1 << 63) - 1,
+        ] {
             assert_eq!(to_f64(n).to_bits(), (n as f64).to_bits(), "{n}");
         }
     }

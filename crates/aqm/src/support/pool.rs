@@ -20,7 +20,11 @@ pub struct List {
 
 impl Default for List {
     fn default() -> Self {
-        List { head: NONE, tail: NONE, bytes: 0 }
+        List {
+            head: NONE,
+            tail: NONE,
+            bytes: 0,
+        }
     }
 }
 
@@ -53,7 +57,10 @@ pub struct Pool<P> {
 
 impl<P> Default for Pool<P> {
     fn default() -> Self {
-        Pool { slots: Vec::new(), free: NONE }
+        Pool {
+            slots: Vec::new(),
+            free: NONE,
+        }
     }
 }
 
@@ -67,14 +74,23 @@ impl<P: crate::Packet> Pool<P> {
         list.bytes += pkt.wire_len() as u64;
         let i = match self.free {
             NONE => {
-                assert!(self.slots.len() < NONE as usize, "at most 2³² − 1 queued packets");
-                self.slots.push(Slot { pkt: Some(pkt), next: NONE });
+                assert!(
+                    self.slots.len() < NONE as usize,
+                    "at most 2³² − 1 queued packets"
+                );
+                self.slots.push(Slot {
+                    pkt: Some(pkt),
+                    next: NONE,
+                });
                 self.slots.len() as u32 - 1
             }
             i => {
                 let slot = &mut self.slots[i as usize];
                 self.free = slot.next;
-                *slot = Slot { pkt: Some(pkt), next: NONE };
+                *slot = Slot {
+                    pkt: Some(pkt),
+                    next: NONE,
+                };
                 i
             }
         };
@@ -93,7 +109,11 @@ impl<P: crate::Packet> Pool<P> {
             return None;
         }
         let slot = &mut self.slots[i as usize];
-        list.bytes -= slot.pkt.as_ref().expect("a listed slot holds a packet").wire_len() as u64;
+        list.bytes -= slot
+            .pkt
+            .as_ref()
+            .expect("a listed slot holds a packet")
+            .wire_len() as u64;
         list.head = slot.next;
         slot.next = self.free;
         self.free = i;
@@ -111,13 +131,23 @@ impl<P: crate::Packet> Pool<P> {
     /// The packet at the head of `list`.
     #[inline]
     pub fn head(&self, list: &List) -> Option<&P> {
-        (list.head != NONE).then(|| self.slots[list.head as usize].pkt.as_ref().expect("a listed slot holds a packet"))
+        (list.head != NONE).then(|| {
+            self.slots[list.head as usize]
+                .pkt
+                .as_ref()
+                .expect("a listed slot holds a packet")
+        })
     }
 
     /// The packet at the head of `list`, to change in place.
     #[inline(always)]
     pub fn head_mut(&mut self, list: &List) -> Option<&mut P> {
-        (list.head != NONE).then(|| self.slots[list.head as usize].pkt.as_mut().expect("a listed slot holds a packet"))
+        (list.head != NONE).then(|| {
+            self.slots[list.head as usize]
+                .pkt
+                .as_mut()
+                .expect("a listed slot holds a packet")
+        })
     }
 
     /// Remove every packet of `list`, in order.
@@ -134,7 +164,9 @@ fn prefetch<T>(slot: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint; it reads nothing architecturally and cannot fault.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((slot as *const T).cast());
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (slot as *const T).cast(),
+        );
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = slot;

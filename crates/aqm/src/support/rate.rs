@@ -37,7 +37,12 @@ impl SlotClock {
         let slot_ns = (window_ns / SLOTS_PER_WINDOW).max(1);
         let slot_over_window = slot_ns as f64 / window_ns as f64;
         let decay_per_slot = exp_neg(slot_over_window);
-        SlotClock { slot_ns, slot_over_window, decay_per_slot, gain_per_byte: (1.0 - decay_per_slot) * 1e9 / slot_ns as f64 }
+        SlotClock {
+            slot_ns,
+            slot_over_window,
+            decay_per_slot,
+            gain_per_byte: (1.0 - decay_per_slot) * 1e9 / slot_ns as f64,
+        }
     }
 }
 
@@ -97,8 +102,13 @@ impl SlotRate {
             return;
         }
         let empty = (now - self.slot_end_ns) / clock.slot_ns;
-        let r = self.bytes_per_s * clock.decay_per_slot + self.slot_bytes as f64 * clock.gain_per_byte;
-        self.bytes_per_s = if empty == 0 { r } else { r * exp_neg(empty as f64 * clock.slot_over_window) };
+        let r =
+            self.bytes_per_s * clock.decay_per_slot + self.slot_bytes as f64 * clock.gain_per_byte;
+        self.bytes_per_s = if empty == 0 {
+            r
+        } else {
+            r * exp_neg(empty as f64 * clock.slot_over_window)
+        };
         self.slot_end_ns += (empty + 1) * clock.slot_ns;
     }
 }
@@ -126,7 +136,11 @@ mod tests {
         assert_eq!(k, 14);
         assert!(r.add(&clock, 1500, k * 120_000));
         let first = 21_000.0 * (1.0 - d) / 1.5625e-3;
-        assert!((r.last() / first - 1.0).abs() < 1e-12, "{} vs {first}", r.last());
+        assert!(
+            (r.last() / first - 1.0).abs() < 1e-12,
+            "{} vs {first}",
+            r.last()
+        );
         // After 10 T the first slot's excess has decayed by e^−10; each slot holds 13 or 14
         // packets (13.02 on average), and the estimate is their weighted mean: 12.5 MB/s within
         // (1 − D)·1500 B per slot ≈ 15 kB/s per recent 14-packet slot; allow 0.3 %.
@@ -150,7 +164,10 @@ mod tests {
         let steady = r.last();
         let t = 8334 * 120_000 + T_NS;
         let f = r.at(&clock, t) / steady;
-        assert!(f > (-65.0f64 / 64.0).exp() && f < (-63.0f64 / 64.0).exp(), "decayed to {f}");
+        assert!(
+            f > (-65.0f64 / 64.0).exp() && f < (-63.0f64 / 64.0).exp(),
+            "decayed to {f}"
+        );
         assert_eq!(r.at(&clock, t), f * steady);
         assert!(!r.add(&clock, 1500, t));
         // One slot later the lone packet is folded in: R·D + 1500·(1 − D)/τ.

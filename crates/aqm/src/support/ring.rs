@@ -32,7 +32,13 @@ pub struct HoleRing<P> {
 
 impl<P> Default for HoleRing<P> {
     fn default() -> Self {
-        HoleRing { buf: Vec::new(), head: 0, slots: 0, len: 0, bytes: 0 }
+        HoleRing {
+            buf: Vec::new(),
+            head: 0,
+            slots: 0,
+            len: 0,
+            bytes: 0,
+        }
     }
 }
 
@@ -145,12 +151,16 @@ impl<P: Packet> HoleRing<P> {
     }
 
     pub fn head_enqueue_ns(&self) -> Option<Nanos> {
-        (0..self.slots).find_map(|k| self.buf[self.at(k)].as_ref()).map(|p| p.enqueue_ns())
+        (0..self.slots)
+            .find_map(|k| self.buf[self.at(k)].as_ref())
+            .map(|p| p.enqueue_ns())
     }
 
     pub fn drain(&mut self) -> Vec<P> {
         let (head, mask) = (self.head, self.buf.len().wrapping_sub(1));
-        let out = (0..self.slots).filter_map(|k| self.buf[(head + k) & mask].take()).collect();
+        let out = (0..self.slots)
+            .filter_map(|k| self.buf[(head + k) & mask].take())
+            .collect();
         self.head = 0;
         self.slots = 0;
         self.len = 0;
@@ -213,7 +223,7 @@ mod tests {
                     Op::Push(f, l) => {
                         let mut p = pkt(f, l, Ecn::NotEct);
                         p.enqueued = n as u64;
-                        ring.push(p.clone());
+                        ring.push(p);
                         reference.slots.push_back(Some(p));
                     }
                     Op::Pop => {

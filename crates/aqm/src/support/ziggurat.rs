@@ -99,7 +99,11 @@ mod tests {
             assert!((area / V - 1.0).abs() < 1e-12, "layer {i}: {area} vs {V}");
             assert!(X[i + 1] < X[i]);
         }
-        assert!((X[255] * (1.0 - F[255]) / V - 1.0).abs() < 1e-9, "last layer {}", X[255] * (1.0 - F[255]));
+        assert!(
+            (X[255] * (1.0 - F[255]) / V - 1.0).abs() < 1e-9,
+            "last layer {}",
+            X[255] * (1.0 - F[255])
+        );
         assert_eq!((X[256], F[256]), (0.0, 1.0));
         // The share of draws accepted at the first comparison, as the module comment says:
         // mean of x_(i+1)/x_i = 0.97778 (the same recursion in Python with libm's exp and log).
@@ -122,7 +126,9 @@ mod tests {
         let mut d = 0f64;
         for (k, &x) in xs.iter().enumerate() {
             let cdf = 1.0 - (-x).exp();
-            d = d.max((cdf - k as f64 / n as f64).abs()).max(((k + 1) as f64 / n as f64 - cdf).abs());
+            d = d
+                .max((cdf - k as f64 / n as f64).abs())
+                .max(((k + 1) as f64 / n as f64 - cdf).abs());
         }
         assert!(d < 1.95 / (n as f64).sqrt(), "KS distance {d}");
         let mean = xs.iter().sum::<f64>() / n as f64;
