@@ -11,7 +11,7 @@ import pytest
 
 import aqmlab
 from aqmlab import _native
-from aqmlab.scenario.model import _AQM_MODELS, parse_scenario
+from aqmlab.scenario import AQM_MODELS, parse_scenario
 from aqmlab.cli.listing import option_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def test_every_kind_is_described_with_its_options() -> None:
         for o in d["options"]:
             assert o["doc"] and o["source"] and o["unit"], (d["kind"], o["name"])
             # The scenario model generated from the description has the option.
-            model = _AQM_MODELS[d["kind"]]
+            model = AQM_MODELS[d["kind"]]
             assert o["name"] in model.model_fields, (d["kind"], o["name"])
 
 

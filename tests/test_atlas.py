@@ -150,7 +150,7 @@ def test_the_default_spec_covers_every_cc_and_discipline_but_the_validation_drop
     from aqmlab import _native
 
     spec = load_spec()
-    ccs = {c for c in aqmlab.scenario.model._available("cc")} - {"cbr"}
+    ccs = {c for c in aqmlab.scenario.available("cc")} - {"cbr"}
     assert set(spec.ccs) == ccs
     assert set(spec.aqm_labels()) == {a["kind"] for a in _native.describe_aqms()} - {"bernoulli"}
     quick = load_spec(quick=True)

@@ -9,7 +9,7 @@ import pytest
 
 import aqmlab
 from aqmlab.analysis.convergence import convergence, windowed_jain
-from aqmlab.scenario.model import parse_scenario
+from aqmlab.scenario import parse_scenario
 
 
 def test_the_windowed_index_and_the_convergence_time_by_hand():

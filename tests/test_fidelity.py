@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from aqmlab.scenario.model import parse_scenario
+from aqmlab.scenario import parse_scenario
 from aqmlab.emu import emulate as E
 from aqmlab.fidelity import suite as F
 from aqmlab.cli.main import app

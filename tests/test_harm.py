@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from aqmlab.analysis.harm import harm, load_harm, solo_baseline
-from aqmlab.scenario.model import parse_scenario
+from aqmlab.scenario import parse_scenario
 
 MIX = """\
 name = "mix"

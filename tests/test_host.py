@@ -7,7 +7,7 @@ import pytest
 
 import aqmlab
 from aqmlab import ScenarioError
-from aqmlab.scenario.model import parse_scenario
+from aqmlab.scenario import parse_scenario
 
 BASE = """\
 duration = "1s"

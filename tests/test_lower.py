@@ -233,7 +233,7 @@ def test_an_aqm_option_error_survives_the_trip_back_from_a_worker_process() -> N
     # the key and the reason: both must come back as they were.
     import pickle
 
-    from aqmlab.scenario.lower import AqmOptionError
+    from aqmlab.scenario import AqmOptionError
 
     e = pickle.loads(pickle.dumps(AqmOptionError("target", "must be positive")))
     assert (type(e), e.key, e.message, str(e)) == (AqmOptionError, "target", "must be positive", "bottleneck.aqm.target: must be positive")

@@ -34,14 +34,14 @@ def test_sizes() -> None:
 
 
 def test_relative_units_against_hand_computation() -> None:
-    from aqmlab.scenario.lower import _bytes, _target_ns
+    from aqmlab.scenario.lower import size_bytes, target_ns
 
     # 0.5 BDP at 1 Gbps × 10 ms = 0.5 × 1e9/8 × 0.01 = 625 000 B.
-    assert _bytes(u.parse_size("0.5bdp"), 10**9, 10_000_000) == 625_000
+    assert size_bytes(u.parse_size("0.5bdp"), 10**9, 10_000_000) == 625_000
     # 0.17 × 5 ms = 850 000 ns.
-    assert _target_ns("0.17rtt", 5_000_000) == 850_000
+    assert target_ns("0.17rtt", 5_000_000) == 850_000
     # 500 ms of buffer at 1 Gbps = 62 500 000 B.
-    assert _bytes(u.parse_size("500ms"), 10**9, 5_000_000) == 62_500_000
+    assert size_bytes(u.parse_size("500ms"), 10**9, 5_000_000) == 62_500_000
 
 
 @pytest.mark.parametrize("bad", ["10", "ms", "-1ms", "1.5.2ms", "10 parsecs", "1e999999s", "", "NaNms", "inf s"])

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab.scenario.model import parse_scenario
+from aqmlab.scenario import parse_scenario
 from aqmlab.cli.main import app
 
 BASE = """\

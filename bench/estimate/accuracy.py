@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aqmlab import _native
 from aqmlab.simulate.estimate import estimate
-from aqmlab.scenario.model import load_scenario
+from aqmlab.scenario import load_scenario
 
 print("| scenario | packets est. / carried | flows | time-series rows (est.) | wall est. | CPU measured | wall measured | peak memory est. | peak RSS measured |")
 print("|---|---|---|---|---|---|---|---|---|")

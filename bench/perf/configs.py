@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 from aqmlab import load_sweep
-from aqmlab.scenario.model import load_scenario
+from aqmlab.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ simulator, Parquet results.
 from aqmlab.store.result import Result, load_result
 from aqmlab.simulate.run import VERSION as __version__
 from aqmlab.simulate.run import run
-from aqmlab.scenario.model import Scenario, ScenarioError, load_scenario
+from aqmlab.scenario import Scenario, ScenarioError, load_scenario
 from aqmlab.sweep.spec import Sweep, SweepError, load_sweep
 from aqmlab.sweep.runner import load, run_sweep
 from aqmlab.analysis.convergence import convergence, windowed_jain

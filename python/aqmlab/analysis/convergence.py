@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+from aqmlab import engine
 
-from aqmlab import _native
 
 __all__ = ["windowed_jain", "convergence", "events"]
 
@@ -53,14 +53,14 @@ def windowed_jain(timeseries: pd.DataFrame, window_s: float, flows: pd.DataFrame
     time (index: t_s). With the run's `flows` table, flows are active from their start to
     their stop (`start_s`, `stop_s`); without it, wherever they have a sample."""
     cols = None if flows is None else _flows_columns(flows)
-    t, j = _native.windowed_jain(*_series_columns(timeseries), float(window_s), cols)
+    t, j = engine.windowed_jain(*_series_columns(timeseries), float(window_s), cols)
     return pd.Series(j, index=pd.Index(t, name="t_s", dtype=float), name="jain", dtype=float)
 
 
 def events(flows: pd.DataFrame, end_s: float) -> pd.DataFrame:
     """The joins (starts after the first) and leaves (stops before `end_s`) in time order, with
     the number of flows active right after each."""
-    rows = _native.events(_flows_columns(flows), float(end_s))
+    rows = engine.events(_flows_columns(flows), float(end_s))
     return pd.DataFrame([list(r) for r in rows], columns=["event", "flow", "event_s", "active_after"])
 
 
@@ -68,7 +68,7 @@ def convergence(timeseries: pd.DataFrame, flows: pd.DataFrame, *, threshold: flo
     """One row per join or leave after which two or more flows share the link: the event, its
     time and the convergence time (None if the shares do not settle before the next event)."""
     cols = ["event", "flow", "event_s", "active_after", "converged_s", "convergence_time_s"]
-    res = _native.convergence(*_series_columns(timeseries), _flows_columns(flows), float(threshold), float(window_s), float(hold_s))
+    res = engine.convergence(*_series_columns(timeseries), _flows_columns(flows), float(threshold), float(window_s), float(hold_s))
     rows = [
         {"event": e, "flow": f, "event_s": t_e, "active_after": n, "converged_s": t_c, "convergence_time_s": (t_c - t_e) if t_c is not None else None}
         for e, f, t_e, n, t_c in res

@@ -20,11 +20,11 @@ from typing import Any
 
 import pandas as pd
 
-from aqmlab import _native
 from aqmlab.simulate.run import run
-from aqmlab.scenario.model import Scenario
+from aqmlab.scenario import Scenario
 from aqmlab.store.atomic import write_text
 from aqmlab.sweep.runner import is_complete
+from aqmlab import engine
 
 __all__ = ["harm", "solo_baseline", "load_harm"]
 
@@ -72,7 +72,7 @@ def harm(s: Scenario, directory: str | Path) -> tuple[pd.DataFrame, int]:
         bc = base["classes"][i]
         t_mix, t_base = cls["goodput_bps"], bc["goodput_bps"]
         q_mix, q_base = mixed["metrics"]["sojourn_ms"]["mean"], base["metrics"]["sojourn_ms"]["mean"]
-        t_harm, q_harm = _native.harm(t_mix, t_base, q_mix, q_base)
+        t_harm, q_harm = engine.harm(t_mix, t_base, q_mix, q_base)
         rows.append(
             {
                 "class": cls["name"],

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from aqmlab.scenario.model import ScenarioError
+from aqmlab.scenario import ScenarioError
 from aqmlab.cli.common import err, fail, out
 
 

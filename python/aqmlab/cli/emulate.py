@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from aqmlab.scenario.model import Scenario, ScenarioError, load_scenario
+from aqmlab.scenario import Scenario, ScenarioError, load_scenario
 from aqmlab.cli.run import print_summary
 from aqmlab.store.atomic import write_text
 from aqmlab.cli.common import err, fail, out

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aqmlab.scenario.model import ScenarioError
+from aqmlab.scenario import ScenarioError
 from aqmlab.fidelity.suite import EMU_RUNS
 from aqmlab.cli.common import err, fail, out
 

@@ -8,8 +8,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from aqmlab.scenario.model import Marker
+from aqmlab.scenario import Marker
 from aqmlab.cli.common import out
+from aqmlab import engine
 
 app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
 
@@ -17,12 +18,10 @@ app = typer.Typer(help="List the congestion controls and queue disciplines this 
 @app.command("ccs")
 def ccs() -> None:
     """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources."""
-    from aqmlab import _native
-
     t = Table(title="congestion controls (set tunables per flow class with cc_params = { ... })", title_justify="left")
     for col in ("cc", "parameters (defaults)", "source"):
         t.add_column(col)
-    for cc in _native.describe_ccs():
+    for cc in engine.describe_ccs():
         params = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in cc["params"].items()) or "–"
         t.add_row(cc["name"], params, cc["source"])
     out.print(t)
@@ -57,7 +56,7 @@ def option_table(about: dict[str, Any]) -> str:
 @app.command("aqms")
 def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them).")) -> None:
     """Queue disciplines and their options (unit, default, range, source), from the engine."""
-    from aqmlab.scenario.lower import describe_aqms
+    from aqmlab.engine import describe_aqms
 
     if markdown:
         for kind, about in describe_aqms().items():

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
 from aqmlab.simulate.run import run as run_scenario
-from aqmlab.scenario.model import Scenario, ScenarioError, load_scenario
+from aqmlab.scenario import Scenario, ScenarioError, load_scenario
 from aqmlab.cli.common import err, fail, out
 
 

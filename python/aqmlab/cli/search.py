@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aqmlab.scenario.model import ScenarioError
+from aqmlab.scenario import ScenarioError
 from aqmlab.store.atomic import write_text
 from aqmlab.cli.common import err, fail, out
 

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
-from aqmlab.scenario.model import ScenarioError
+from aqmlab.scenario import ScenarioError
 from aqmlab.sweep.spec import Run, Sweep, load_sweep
 from aqmlab.sweep.runner import SweepResult, plan, run_sweep
 from aqmlab.cli.common import err, fail, out
@@ -212,7 +212,7 @@ def harm_cmd(
 ) -> None:
     """Harm (Ware et al., HotNets 2019) each class suffers, against its solo baseline."""
     from aqmlab.analysis.harm import harm
-    from aqmlab.scenario.model import load_scenario
+    from aqmlab.scenario import load_scenario
 
     try:
         s = load_scenario(file)

@@ -15,7 +15,7 @@ SIGTERM/SIGINT; a run killed with SIGKILL leaves a stale testbed that ``cleanup(
 (``aqmlab emulate --cleanup``) finds by its names and removes.
 
 This module orchestrates; ``_emu_results`` hands the measurements to the simulator's own result
-code (``_native.tables_from_records``); nothing here simulates or computes a metric.
+code (``engine.tables_from_records``); nothing here simulates or computes a metric.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from typing import Any, Callable
 from aqmlab.emu import bpfcc as _bpfcc
 from aqmlab.emu.results import PORT, assemble, save_extra
 from aqmlab.store.result import Result
-from aqmlab.scenario.model import Host, Scenario, ScenarioError, load_scenario
+from aqmlab.scenario import Host, Scenario, ScenarioError, load_scenario
+from aqmlab import engine
 
 __all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
            # re-exported from _emu_results (the assembly of the results)
@@ -259,14 +260,12 @@ def router_binary() -> Path:
 
 def flow_plan(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every flow of the run, in flow-id order, exactly as the simulator creates them
-    (``_native.flow_plan`` → crates/sim/src/world.rs ``flow_plan``, which ``World::new`` itself
+    (``engine.flow_plan`` → crates/sim/src/world.rs ``flow_plan``, which ``World::new`` itself
     uses): ``{"flow", "class", "start_ns", "stop_ns", "size_bytes"}`` — scheduled starts and
     stops and a workload's Poisson arrivals with their size draws. So both backends run the same
     flows at the same times with the same sizes."""
-    from aqmlab import _native
-
     try:
-        plan = _native.flow_plan(json.dumps(config))
+        plan = engine.flow_plan(json.dumps(config))
     except ValueError as e:
         raise ScenarioError(str(e)) from None
     return [{"flow": k, "class": c, "start_ns": a, "stop_ns": b, "size_bytes": z} for k, (c, a, b, z) in enumerate(plan)]

@@ -1,6 +1,6 @@
 """The emulator's results, computed by the simulator's own code: the router's report and what
 the senders and the receiver measured (``_emulate``, ``_traffic``) go to
-``_native.tables_from_records`` (crates/link: the simulator's metrics and table builders),
+``engine.tables_from_records`` (crates/link: the simulator's metrics and table builders),
 whose summary and tables this module wraps as a `Result`, with the raw TCP_INFO samples beside.
 Only I/O here: no metric is computed in Python."""
 
@@ -16,7 +16,8 @@ import pyarrow as pa
 from aqmlab.store.atomic import write_parquet
 from aqmlab.store.result import Result
 from aqmlab.simulate.run import VERSION, _json_safe
-from aqmlab.scenario.model import Scenario
+from aqmlab.scenario import Scenario
+from aqmlab import engine
 
 __all__ = ["assemble", "save_extra", "PORT"]
 
@@ -47,8 +48,6 @@ def _frames(tables: dict[str, dict[str, list[Any]]], types: dict[str, dict[str, 
 def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_time_s: float) -> Result:
     """The simulator's summary and tables (docs/model.md §Metrics, docs/scenario.md §Results)
     from the router's, the receiver's and the senders' measurements."""
-    from aqmlab import _native
-
     records = {
         "config": config,
         "router": raw["router"],
@@ -58,7 +57,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         "receiver_addr": RECEIVER_ADDR,
         "port": PORT,
     }
-    out = _native.tables_from_records(json.dumps(records))
+    out = engine.tables_from_records(json.dumps(records))
     summary = {
         "aqmlab_version": VERSION,
         "backend": "emu",

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import hashlib
 import json
 import math
 import os
@@ -40,10 +39,11 @@ from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
+from aqmlab import engine
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.locate import locate
-from aqmlab.scenario.model import Scenario, error_from_validation, parse_scenario
+from aqmlab.scenario import Scenario, error_from_validation, parse_scenario
 from aqmlab.scenario.units import parse_time
 
 __all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "EMU_RUNS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
@@ -267,9 +267,7 @@ def _stored(run_dir: Path, scenario_hash: str) -> dict[str, Any] | None:
 def sim_build() -> str:
     """Which simulator made a case's simulator runs: a digest of the native module, so that runs
     of an older simulator are made again rather than scored against the emulator."""
-    from aqmlab import _native
-
-    return hashlib.sha256(Path(_native.__file__).read_bytes()).hexdigest()[:16]
+    return engine.build_id()
 
 
 def measured_stalls(emus: list[dict[str, Any]]) -> tuple[dict[str, str] | None, str]:

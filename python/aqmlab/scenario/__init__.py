@@ -1,1 +1,24 @@
-"""The scenario: its validated model, its units, and its lowering into the engine's config."""
+"""The scenario: its validated model (parts.py, model.py), its units (units.py), its reading
+from TOML (load.py) and its lowering into the engine's config (lower.py). Other packages
+import from here."""
+
+from aqmlab.inputs.errors import ScenarioError
+from aqmlab.scenario.load import check_with_engine, error_from_validation, load_scenario, parse_scenario
+from aqmlab.scenario.lower import AqmOptionError
+from aqmlab.scenario.model import Scenario
+from aqmlab.scenario.parts import AQM_MODELS, VALUE_AQMS, Host, Marker, available
+
+__all__ = [
+    "AQM_MODELS",
+    "VALUE_AQMS",
+    "AqmOptionError",
+    "Host",
+    "Marker",
+    "Scenario",
+    "ScenarioError",
+    "available",
+    "check_with_engine",
+    "error_from_validation",
+    "load_scenario",
+    "parse_scenario",
+]

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from aqmlab import _native
+from aqmlab import engine
+
 
 __all__ = [
     "PACKET_BYTES",
@@ -29,7 +30,7 @@ __all__ = [
 
 #: Bytes of one packet when a size is given in ``pkt`` and bytes are needed (a 1500-byte MTU):
 #: the engine's own constant (crates/aqm/src/options.rs), so both sides count alike.
-PACKET_BYTES: int = _native.PACKET_BYTES
+PACKET_BYTES: int = engine.PACKET_BYTES
 
 _NUM = r"(?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?)"
 #: Largest value any quantity may take (ns, bit/s or bytes): the engine's u64 with headroom.

@@ -33,7 +33,7 @@ rounded to 3 significant digits). Refinement splits a cell into four when Jain's
 either harm differs from an edge neighbour's by more than the threshold, round by round, so
 the cells crowd where the outcome changes (where an AQM starts to break). Every run goes
 through the sweep runner into DIR/runs (parallel, Dask, resumable); harm is the engine's
-(`_native.harm`) against the solo baselines of `_harm.solo_baseline`, shared between pairs.
+(`engine.harm`) against the solo baselines of `_harm.solo_baseline`, shared between pairs.
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.locate import locate
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
-from aqmlab.scenario.model import Scenario
+from aqmlab.scenario import Scenario
 from aqmlab.sweep.spec import Run
+from aqmlab import engine
 
 __all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_path", "run_atlas"]
 
@@ -168,12 +169,12 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
                 d[k] = {**d[k], **v}
             else:
                 d[k] = v
-    from aqmlab.scenario.model import _available
+    from aqmlab.scenario import available
 
     ccs = d.get("ccs")
     if not isinstance(ccs, list) or len(ccs) < 2 or not all(isinstance(c, str) for c in ccs):
         raise _err("needs at least two congestion controls, e.g. [\"cubic\", \"bbr\"]", "ccs", file, text)
-    known = _available("cc")
+    known = available("cc")
     for c in ccs:
         if c not in known or c == "cbr":
             raise _err(f"{c!r} is not a congestion control (ccs: {', '.join(k for k in known if k != 'cbr')})", "ccs", file, text)
@@ -236,10 +237,10 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
         file=file,
     )
     # Every pair under every AQM makes a valid scenario (at the plane's centre).
-    from aqmlab.scenario.lower import check_with_engine
+    from aqmlab.scenario import check_with_engine
     from pydantic import ValidationError
 
-    from aqmlab.scenario.model import error_from_validation
+    from aqmlab.scenario import error_from_validation
 
     # An AQM may have no parameters in part of the plane (RED below a minimum buffer: those
     # cells are marked), but it must have them at the centre or at the largest buffer.
@@ -330,7 +331,7 @@ def _to_split(cells: list[Cell], threshold: float, rounds: int) -> set[int]:
 def _cell_runs(spec: AtlasSpec, c: Cell, aqm: dict[str, Any]) -> list[tuple[Scenario, Scenario, Scenario]]:
     from aqmlab.analysis.harm import solo_baseline
 
-    from aqmlab.scenario.lower import check_with_engine
+    from aqmlab.scenario import check_with_engine
 
     out = []
     for seed in spec.seeds:
@@ -343,15 +344,13 @@ def _cell_runs(spec: AtlasSpec, c: Cell, aqm: dict[str, Any]) -> list[tuple[Scen
 
 
 def _values(runs_dir: Path, triples: list[tuple[Scenario, Scenario, Scenario]]) -> dict[str, float]:
-    from aqmlab import _native
-
     acc: dict[str, list[float]] = {m: [] for m in METRICS}
     for s, b0, b1 in triples:
         mixed, base0, base1 = (json.loads((runs_dir / x.hash() / "summary.json").read_text(encoding="utf-8")) for x in (s, b0, b1))
         acc["jain"].append(mixed["metrics"]["jain"])
         q = mixed["metrics"]["sojourn_ms"]["mean"]
         for i, (m, base) in enumerate((("harm_first", base0), ("harm_second", base1))):
-            t, _ = _native.harm(mixed["classes"][i]["goodput_bps"], base["classes"][i]["goodput_bps"], q, base["metrics"]["sojourn_ms"]["mean"])
+            t, _ = engine.harm(mixed["classes"][i]["goodput_bps"], base["classes"][i]["goodput_bps"], q, base["metrics"]["sojourn_ms"]["mean"])
             acc[m].append(t)
     return {m: sum(v) / len(v) for m, v in acc.items()}
 

@@ -17,7 +17,7 @@ by a black-box optimizer for the point where a metric is worst.
 
 Every run goes through the sweep runner (``_sweeprun.run_sweep``) into ``DIR/runs/<hash>``, so
 parallelism (local cores or Dask), atomic storage and resumption are the sweep's. The metrics
-are the engine's (the run's ``summary.json``; harm is ``_native.harm`` against the solo
+are the engine's (the run's ``summary.json``; harm is ``engine.harm`` against the solo
 baseline of ``_harm.solo_baseline``); this module only averages them over seeds.
 
 The optimizer is stateless between rounds: round k builds a fresh sampler seeded by (seed, k),
@@ -48,9 +48,10 @@ from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.locate import locate
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
-from aqmlab.scenario.model import Scenario
+from aqmlab.scenario import Scenario
 from aqmlab.sweep.spec import _EXPR, _FUNCS, Axis, Run, Sweep, SweepError, _substitute
 from aqmlab.sweep.runner import is_complete, local_pool, run_sweep
+from aqmlab import engine
 
 __all__ = ["SearchError", "Search", "Objective", "Var", "parse_search", "load_search", "run_search", "shrink", "scenario_toml", "SearchResult"]
 
@@ -100,10 +101,8 @@ class Objective:
         c = summary["classes"][i]
         if self.metric == "rel_throughput":
             return float(c["rel_throughput"])
-        from aqmlab import _native
-
         assert baseline is not None
-        t_harm, _ = _native.harm(c["goodput_bps"], baseline["classes"][i]["goodput_bps"], m["sojourn_ms"]["mean"], baseline["metrics"]["sojourn_ms"]["mean"])
+        t_harm, _ = engine.harm(c["goodput_bps"], baseline["classes"][i]["goodput_bps"], m["sojourn_ms"]["mean"], baseline["metrics"]["sojourn_ms"]["mean"])
         return float(t_harm)
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aqmlab.inputs.errors import ScenarioError
+from aqmlab import engine
 
 if TYPE_CHECKING:
-    from aqmlab.scenario.model import Scenario
+    from aqmlab.scenario import Scenario
 
 __all__ = ["Estimate", "estimate", "mem_available", "check_fits", "LONG_RUN_S"]
 
@@ -85,9 +86,7 @@ def _bytes(b: float) -> str:
 
 def estimate(scenario: Scenario) -> Estimate:
     """The scenario's estimated cost on one core."""
-    from aqmlab import _native
-
-    return Estimate.from_native(_native.estimate(json.dumps(scenario.engine_config())))
+    return Estimate.from_native(engine.estimate(json.dumps(scenario.engine_config())))
 
 
 def mem_available(meminfo: str | Path = "/proc/meminfo") -> int | None:

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from aqmlab.simulate.estimate import check_fits, estimate
 from aqmlab.store.result import Result, frames_from_native
-from aqmlab.scenario.model import Scenario, load_scenario
+from aqmlab.scenario import Scenario, load_scenario
+from aqmlab import engine
 
 __all__ = ["run", "VERSION"]
 
@@ -46,15 +47,13 @@ def run(scenario: Scenario | str | Path, progress: Callable[[float], None] | Non
 
     `progress`, if given, is called now and then with the fraction of simulated time done.
     """
-    from aqmlab import _native
-
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     # A run that cannot fit is refused before anything is allocated for it.
     check_fits(estimate(scenario), file=None, what=f"scenario {scenario.name!r}")
     config = scenario.engine_config()
     t0 = time.perf_counter()
-    out = _native.run(json.dumps(config), progress)
+    out = engine.run(json.dumps(config), progress)
     wall = time.perf_counter() - t0
     summary = {
         "aqmlab_version": VERSION,

@@ -51,7 +51,7 @@ def is_complete(directory: Path, expected_hash: str) -> bool:
 def execute(canonical_json: str, expected_hash: str, target: str) -> dict[str, Any]:
     """Run one scenario and store it (in a worker process, local or on a Dask worker)."""
     from aqmlab.simulate.run import run
-    from aqmlab.scenario.model import Scenario
+    from aqmlab.scenario import Scenario
 
     scenario = Scenario.model_validate(json.loads(canonical_json))
     if scenario.hash() != expected_hash:

@@ -50,7 +50,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from aqmlab.inputs.errors import read_utf8
-from aqmlab.scenario.model import Scenario, ScenarioError, error_from_validation
+from aqmlab.scenario import Scenario, ScenarioError, error_from_validation
 
 __all__ = ["Sweep", "Run", "load_sweep", "parse_sweep", "SweepError"]
 
@@ -238,7 +238,7 @@ class Sweep:
                     key = f"sweep.{_quote(ax.name)} → {key}"
                     break
             raise SweepError(f"{err.detail} (at {where})", file=self.file, key=key) from None
-        from aqmlab.scenario.lower import check_with_engine
+        from aqmlab.scenario import check_with_engine
 
         try:
             check_with_engine(scenario, file=None)

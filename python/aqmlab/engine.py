@@ -1,0 +1,71 @@
+"""The one door to the Rust engine (`aqmlab._native`, built from crates/py): every call from
+Python into the simulator, its checks and its descriptions goes through this module.
+
+The engine speaks JSON strings and plain Python values (crates/py/src/lib.rs); the functions
+here are its own, re-exported under the names the rest of the package uses, plus the
+descriptions cached by kind (they never change within a process).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from aqmlab import _native
+
+__all__ = [
+    "PACKET_BYTES",
+    "VERSION",
+    "build_id",
+    "ccs",
+    "check",
+    "check_cc",
+    "convergence",
+    "describe_aqms",
+    "describe_ccs",
+    "estimate",
+    "events",
+    "flow_plan",
+    "harm",
+    "host_defaults",
+    "lower_aqm",
+    "qdiscs",
+    "run",
+    "tables_from_records",
+    "windowed_jain",
+]
+
+#: The wire size of a full-sized packet, bytes (the engine's own constant, crates/sim).
+PACKET_BYTES: int = _native.PACKET_BYTES
+#: The engine's version (the crate's, as built).
+VERSION: str = _native.__version__
+
+check = _native.check
+check_cc = _native.check_cc
+estimate = _native.estimate
+flow_plan = _native.flow_plan
+run = _native.run
+tables_from_records = _native.tables_from_records
+ccs = _native.ccs
+qdiscs = _native.qdiscs
+describe_ccs = _native.describe_ccs
+lower_aqm = _native.lower_aqm
+windowed_jain = _native.windowed_jain
+events = _native.events
+convergence = _native.convergence
+harm = _native.harm
+host_defaults = _native.host_defaults
+
+
+@functools.cache
+def describe_aqms() -> dict[str, dict[str, Any]]:
+    """Every discipline's description (kind, summary, source, one_of, options), by kind: the
+    engine's own, from which validation and lowering are built."""
+    return {d["kind"]: d for d in _native.describe_aqms()}
+
+
+def build_id() -> str:
+    """First 16 hex digits of the SHA-256 of the engine's shared library: which build ran."""
+    return hashlib.sha256(Path(_native.__file__).read_bytes()).hexdigest()[:16]
