@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import aqmlab
+
 
 def _list(what: str) -> str:
     env = dict(os.environ, COLUMNS="200")
@@ -30,3 +32,26 @@ def test_list_aqms_covers_every_kind() -> None:
     for kind in _native.qdiscs():
         assert f"│ {kind}" in out, kind
     assert "sch_red.c" in out and "sch_choke.c" in out
+
+
+def test_the_native_stub_declares_what_the_module_has() -> None:
+    # python/aqmlab/_native.pyi is what type checkers see of the compiled module: every name
+    # the module exports is declared there, with the same parameters, and nothing more.
+    import ast
+    import inspect
+    from pathlib import Path
+
+    import aqmlab._native as native
+
+    stub = ast.parse((Path(aqmlab.__file__).parent / "_native.pyi").read_text())
+    declared: dict[str, list[str] | None] = {}
+    for node in stub.body:
+        if isinstance(node, ast.FunctionDef):
+            declared[node.name] = [a.arg for a in node.args.args + node.args.kwonlyargs]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            declared[node.target.id] = None
+    exported = {n for n in dir(native) if not n.startswith("__")} | {"__version__"}
+    assert set(declared) == exported
+    for name, params in declared.items():
+        if params is not None:
+            assert list(inspect.signature(getattr(native, name)).parameters) == params, name

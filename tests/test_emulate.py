@@ -263,7 +263,7 @@ def _emulate_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, 
     class Result:
         summary = {**base, "counters": {**base["counters"], "sched_fifo": True, **counters}}
 
-    monkeypatch.setattr(cli, "_emulate", lambda *a, **k: Result())
+    monkeypatch.setattr(cli, "run_emulator", lambda *a, **k: Result())
     r = CliRunner().invoke(app, ["emulate", str(scen), "-o", str(tmp_path / f"out-{name}")])
     assert r.exit_code == 0, r.output
     return r.output

@@ -92,7 +92,7 @@ def test_cbr_class() -> None:
     assert (c["cc"], c["cbr_rate_bps"], c["name"]) == (None, 50_000_000, "cbr-20ms")
 
 
-def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
+def test_gsp_threshold_is_the_delay_target_at_line_rate() -> None:
     # Fejes et al. 2019: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
     # (5 ms); target 3.75 ms ⇒ θ = 3.75e-3 × 100e6 / 8 = 46 875 B.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
@@ -104,7 +104,7 @@ def test_gsp_threshold_from_a_delay_target_as_seed_004() -> None:
     assert b["delay_target_ns"] == 3_750_000
 
 
-def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
+def test_ckcd_thresholds_are_clamped_to_the_buffer() -> None:
     # Liu et al. (CKCD): 100 Mbit/s, 80-packet buffer, RTT 20 ms ⇒ BDP = 100e6 × 0.02 / 8 / 1500 = 166.7
     # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (clamped to the buffer, aqmlab's choice: otherwise the enqueue phase never runs);
     # d_max = 80 × 1500 × 8 / 100e6 = 9.6 ms.
@@ -115,7 +115,7 @@ def test_ckcd_thresholds_clamped_to_the_buffer_as_seed_001() -> None:
     assert (a["d_ns"], a["delta_ns"], a["omega"], a["threshold"], a["k"]) == (5_000_000, 100_000_000, 0.002, "paper", None)
 
 
-def test_codel_as_seed_001() -> None:
+def test_codel_lowers_to_the_linux_defaults_with_the_given_limit() -> None:
     # Liu et al. (CKCD): "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     b = s.engine_config()["bottleneck"]
@@ -132,7 +132,7 @@ def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
                  "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "ce_threshold_ns": None, "mtu_bytes": 1514}
 
 
-def test_pie_as_seed_004() -> None:
+def test_pie_target_from_the_buffer_time_and_sch_pie_defaults() -> None:
     # Fejes et al. 2019: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
     # (10 ms) ⇒ target 7.5 ms; the rest are sch_pie's defaults (tupdate 15 ms, alpha 2,
     # beta 20 in 1/16 Hz, limit 1000).
@@ -143,7 +143,7 @@ def test_pie_as_seed_004() -> None:
     }
 
 
-def test_pi2_as_seed_003() -> None:
+def test_pi2_target_is_k_times_the_rtt_with_the_given_gains() -> None:
     # Fejes et al. 2020 §III: target K·RTT (K = 0.5 of 5 ms ⇒ 2.5 ms), tupdate 10 ms, α 0.16,
     # β 3.2, any ECT scalable (Linux DCTCP sends ECT(0)).
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms",
@@ -192,7 +192,7 @@ def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> Non
     assert again.canonical() == canon and again.hash() == s.hash()
 
 
-def test_csaqm_as_seed_003_with_a_weighted_marker() -> None:
+def test_csaqm_target_bytes_and_weighted_marker_in_class_order() -> None:
     # Fejes et al. 2020: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
     # CTV every 5 ms. Weights by class name, unlisted classes 1, in class order.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": {"kind": "csaqm", "target": "0.5rtt"}},
@@ -228,12 +228,19 @@ def test_disciplines_without_values_have_no_marker_and_keep_their_hash() -> None
     assert "marker" not in s.canonical()
 
 
+def _refuse_an_option() -> None:
+    from aqmlab.scenario import AqmOptionError
+
+    raise AqmOptionError("target", "must be positive")
+
+
 def test_an_aqm_option_error_survives_the_trip_back_from_a_worker_process() -> None:
     # A sweep's worker raises it and the process pool pickles it to the parent, which prints
-    # the key and the reason: both must come back as they were.
-    import pickle
+    # the key and the reason: both must come back as they were, raised in a real worker.
+    from concurrent.futures import ProcessPoolExecutor
 
     from aqmlab.scenario import AqmOptionError
 
-    e = pickle.loads(pickle.dumps(AqmOptionError("target", "must be positive")))
+    with ProcessPoolExecutor(1) as pool:
+        e = pool.submit(_refuse_an_option).exception()
     assert (type(e), e.key, e.message, str(e)) == (AqmOptionError, "target", "must be positive", "bottleneck.aqm.target: must be positive")

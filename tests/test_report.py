@@ -261,3 +261,44 @@ def test_a_sweep_report_with_joins_and_leaves_gains_the_convergence_figures(tmp_
 def test_a_sweep_without_joins_or_leaves_has_no_convergence_section(report):
     # The module's sweep: every flow starts at 0 s and runs to the end.
     assert "Convergence" not in (report / "site" / "report.html").read_text()
+
+
+FINITE = """
+name = "finite"
+duration = "3s"
+[bottleneck]
+rate = "20Mbps"
+buffer = "1bdp"
+[[workload]]
+cc = "cubic"
+rtt = "10ms"
+rate = "40/s"
+size = { dist = "uniform", min = "2KB", max = "60KB" }
+[measure]
+fct_bins = ["20KB"]
+[sweep]
+seed = [1, 2]
+"""
+
+
+def test_the_completion_time_tables_are_the_runs_own_bins_and_nearest_rank_quantiles(tmp_path):
+    # The scenario's own bins (one edge at 20 KB: "<20KB", "≥20KB"), and each bin's p50/p99
+    # the nearest-rank quantile (the ⌈q·n⌉-th smallest) of the run's completed flows,
+    # computed here from fct.parquet.
+    import math
+
+    import pyarrow.parquet as pq
+
+    aqmlab.run_sweep(parse_sweep(FINITE), tmp_path / "sweep", jobs=2)
+    r = _cli(["report", str(tmp_path / "sweep")])
+    assert r.exit_code == 0, r.stderr
+    html = (tmp_path / "sweep" / "report.html").read_text()
+    assert "<th>&lt;20KB</th>" in html and "<th>≥20KB</th>" in html and "100KB" not in html
+    run_dir = sorted((tmp_path / "sweep" / "runs").iterdir())[0]
+    f = pq.read_table(run_dir / "fct.parquet").to_pandas()
+    small = sorted(f[f["completed"] & (f["size_bytes"] < 20_000)]["fct_s"])
+    assert len(small) > 5
+    p50, p99 = (small[math.ceil(q * len(small)) - 1] for q in (0.5, 0.99))
+    # The table's row for that run's small flows: completed count, mean, p50, p99 (4 digits).
+    cells = f"<td>{len(small)}</td>" + r"\s*<td>[^<]*</td>\s*<td>[^<]*</td>\s*" + f"<td>{p50:.4g}</td>" + r"\s*" + f"<td>{p99:.4g}</td>"
+    assert re.search(cells, html), (p50, p99)

@@ -40,7 +40,7 @@ def _unit(o: dict[str, Any]) -> str:
 
 def option_table(about: dict[str, Any]) -> str:
     """A discipline's options as a Markdown table (docs/scenario.md holds one per discipline;
-    tests/test_docs_options.py checks that they are these)."""
+    tests/test_aqm_options.py checks that they are these)."""
     if not about["options"]:
         return "No options."
     rows = ["| option | unit | default | range | meaning | source |", "|---|---|---|---|---|---|"]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import typer
 
 from . import atlas as atlas_cmds
+from . import compare as compare_cmds
 from . import emulate as emulate_cmds
 from . import fidelity as fidelity_cmds
+from . import harm as harm_cmds
 from . import listing
+from . import router as router_cmds
 from . import run as run_cmds
 from . import search as search_cmds
 from . import sweep as sweep_cmds
@@ -25,13 +28,13 @@ app.command("sweep")(sweep_cmds.sweep)
 app.command("reproduce")(sweep_cmds.reproduce)
 app.command("report")(sweep_cmds.report)
 app.command("plot")(sweep_cmds.plot)
-app.command("harm")(sweep_cmds.harm_cmd)
+app.command("harm")(harm_cmds.harm_cmd)
 app.command("search")(search_cmds.search)
 app.command("atlas")(atlas_cmds.atlas)
 app.command("emulate")(emulate_cmds.emulate_cmd)
-app.command("compare")(emulate_cmds.compare)
+app.command("compare")(compare_cmds.compare)
 app.command("fidelity")(fidelity_cmds.fidelity)
-app.command("router", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(emulate_cmds.router)
+app.command("router", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(router_cmds.router)
 app.add_typer(listing.app, name="list")
 
 

@@ -204,28 +204,3 @@ def plot(
     output.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=150, bbox_inches="tight")
     out.print(f"figure: {output}", highlight=False)
-
-
-def harm_cmd(
-    file: Annotated[Path, typer.Argument(help="Scenario TOML file with two or more flow classes")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Directory for the runs and harm.json (reused on a second call)")],
-) -> None:
-    """Harm (Ware et al., HotNets 2019) each class suffers, against its solo baseline."""
-    from aqmlab.analysis.harm import harm
-    from aqmlab.scenario import load_scenario
-
-    try:
-        s = load_scenario(file)
-    except ScenarioError as e:
-        fail(e)
-        raise
-    if len([f for f in s.flows if f.cc != "cbr"]) < 2:
-        fail(ScenarioError("harm needs at least two TCP flow classes", file=str(file), key="flows"))
-    df, ran = harm(s, output)
-    t = Table(title=f"harm in {s.name} (vs each class's solo baseline; {ran} run(s) simulated, the rest reused)", title_justify="left")
-    for col in ("class", "goodput", "baseline", "throughput harm", "delay", "baseline delay", "delay harm"):
-        t.add_column(col, justify="left" if col == "class" else "right")
-    for _, r in df.iterrows():
-        t.add_row(r["class"], f"{r['goodput_bps'] / 1e6:.1f} Mbps", f"{r['baseline_goodput_bps'] / 1e6:.1f} Mbps", f"{r['throughput_harm']:+.3f}", f"{r['sojourn_mean_ms']:.2f} ms", f"{r['baseline_sojourn_mean_ms']:.2f} ms", f"{r['delay_harm']:+.3f}")
-    out.print(t)
-    out.print(f"harm table: {output / 'harm.json'}", highlight=False)

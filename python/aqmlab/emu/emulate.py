@@ -56,8 +56,8 @@ MAX_CLASSES = 199
 #: Router policy-routing table (contract: `lookup 100`).
 TABLE = 100
 #: Time from the decision on t0 to t0: covers starting the router (TUN attach) and the Python
-#: traffic processes (≈ 0.2 s each, measured on the 2-core machine kind); a startup slower than
-#: this is refused, never run with shifted starts.
+#: traffic processes (a fraction of a second each); a startup slower than this is refused,
+#: never run with shifted starts.
 STARTUP_MARGIN_S = 2.5
 #: The router drains 200 ms after the scenario's end (contract); allow its exit this long.
 ROUTER_EXIT_GRACE_S = 5.0
@@ -695,10 +695,10 @@ def _check_bpf_run(cc: str, stats: dict[str, Any]) -> None:
 def notsent_lowat(rate_bps: int) -> int:
     """The senders' TCP_NOTSENT_LOWAT, bytes: what a socket holds unsent, so that a sender
     descheduled for a while still keeps its flow busy — at least 256 KB, and 32 ms of the
-    bottleneck rate (4 MB at 1 Gbit/s). Measured on the 2-core machine under load (bench/README.md
-    §Emulator): with 256 KB (2 ms at 1 Gbit/s) one BBR flow, which keeps little queue, left the
-    link idle 2–12 % of the time; with 4 MB, 0.1–2.7 %. A flow that stops writing still sends
-    up to this much after its stop."""
+    bottleneck rate (4 MB at 1 Gbit/s): with only 2 ms of the rate unsent, one BBR flow, which
+    keeps little queue, left the link idle for part of the run (bench/README.md §Emulator, the
+    `TCP_NOTSENT_LOWAT` table). A flow that stops writing still sends up to this much after its
+    stop."""
     return max(256 * 1024, rate_bps * 32 // 8 // 1000)
 
 

@@ -27,7 +27,7 @@ FIN, which says that every byte arrived: the flow is done, its last ``TCP_INFO``
 its socket closed. ``TCP_INFO`` of every connected socket is read at each measurement tick
 t0 + k·interval (a done flow shows once more, from its last reading, as the simulator's time
 series). A CBR flow is a connected UDP socket sending the simulator's datagrams
-(crates/sim/src/tcp/sender.rs `transmit_cbr`): 1472 payload bytes (1500 on the wire), datagram
+(crates/sim/src/tcp/cbr.rs `CbrSender::transmit`): 1472 payload bytes (1500 on the wire), datagram
 k due at start + ⌊k·1500·8·10⁹ / rate⌋ ns, every datagram whose time has come sent at once, none
 due at or after its stop or the run's end; a finite one's last datagram carries the rest.
 
@@ -211,9 +211,9 @@ class Loop:
             wake = min(timers[0][0], t_end) if timers else t_end
             # select(2) on the epoll descriptor: microsecond timeouts (epoll_wait rounds up to
             # whole milliseconds), woken by any registered socket's readiness. A long wait ends
-            # 1 ms early and the rest is waited again: measured on the 2-core VM, a 10 ms
-            # select overshoots by ≈ 120 µs, a 1 ms one by ≈ 50 µs (with the timer slack at
-            # 1 ns, `set_timer_slack`). At least every 50 ms, so that a signal's stop() is seen.
+            # 1 ms early and the rest is waited again, since a long select overshoots by more
+            # than a short one even at 1 ns of timer slack (`set_timer_slack`; the figures in
+            # bench/README.md §Emulator). At least every 50 ms, so that a signal's stop() is seen.
             left = wake - now
             timeout = left if left <= 2_000_000 else min(left - 1_000_000, 50_000_000)
             try:
@@ -437,7 +437,7 @@ class Sender:
         self.send_cbr(f)
 
     def send_cbr(self, f: CbrFlow) -> None:
-        """Every datagram whose time has come (crates/sim/src/tcp/sender.rs transmit_cbr), then
+        """Every datagram whose time has come (crates/sim/src/tcp/cbr.rs `CbrSender::transmit`), then
         a timer for the next one."""
         s = f.sock
         if s is None:
