@@ -149,7 +149,11 @@ impl HostConfig {
 
     /// The ideal host: every packet sent and received on its own, at exact times, no NIC.
     pub fn ideal() -> Self {
-        HostConfig { ideal: true, offloads: false, ..Self::linux() }
+        HostConfig {
+            ideal: true,
+            offloads: false,
+            ..Self::linux()
+        }
     }
 
     /// Linux's receiver: the largest packet GRO hands TCP, bytes of IP packet. Without
@@ -172,10 +176,16 @@ impl HostConfig {
             return Err("host.nic_rate: must be positive".into());
         }
         if self.gso_max_bytes < mtu {
-            return Err(format!("host.gso_max_size: {} B is less than one {mtu} B packet", self.gso_max_bytes));
+            return Err(format!(
+                "host.gso_max_size: {} B is less than one {mtu} B packet",
+                self.gso_max_bytes
+            ));
         }
         if self.gro_max_bytes < mtu {
-            return Err(format!("host.gro_max_size: {} B is less than one {mtu} B packet", self.gro_max_bytes));
+            return Err(format!(
+                "host.gro_max_size: {} B is less than one {mtu} B packet",
+                self.gro_max_bytes
+            ));
         }
         if self.min_tso_segs == 0 {
             return Err("host.min_tso_segs: must be at least 1".into());
@@ -187,11 +197,17 @@ impl HostConfig {
             return Err("host.stall: ideal hosts never stall".into());
         }
         if self.stall_ns > 0 && self.stall_ns >= self.stall_every_ns {
-            return Err(format!("host.stall: {} ns is not shorter than stall_every ({} ns)", self.stall_ns, self.stall_every_ns));
+            return Err(format!(
+                "host.stall: {} ns is not shorter than stall_every ({} ns)",
+                self.stall_ns, self.stall_every_ns
+            ));
         }
         // sk_pacing_shift is a u8 in Linux; beyond 32 the burst target is below one byte for any rate.
         if self.pacing_shift > 32 {
-            return Err(format!("host.pacing_shift: {} must be at most 32", self.pacing_shift));
+            return Err(format!(
+                "host.pacing_shift: {} must be at most 32",
+                self.pacing_shift
+            ));
         }
         Ok(())
     }
@@ -234,17 +250,30 @@ impl MarkerConfig {
             return Err("marker.rate_window: must be positive".into());
         }
         if !self.class_weights.is_empty() && self.class_weights.len() != classes.len() {
-            return Err(format!("marker.weights: {} weights for {} flow classes", self.class_weights.len(), classes.len()));
+            return Err(format!(
+                "marker.weights: {} weights for {} flow classes",
+                self.class_weights.len(),
+                classes.len()
+            ));
         }
-        if let Some(w) = self.class_weights.iter().find(|w| !(w.is_finite() && **w > 0.0)) {
+        if let Some(w) = self
+            .class_weights
+            .iter()
+            .find(|w| !(w.is_finite() && **w > 0.0))
+        {
             return Err(format!("marker.weights: {w} must be positive"));
         }
         if !self.class_curves.is_empty() && self.class_curves.len() != classes.len() {
-            return Err(format!("marker.curves: {} curves for {} flow classes", self.class_curves.len(), classes.len()));
+            return Err(format!(
+                "marker.curves: {} curves for {} flow classes",
+                self.class_curves.len(),
+                classes.len()
+            ));
         }
         for (c, points) in self.class_curves.iter().enumerate() {
             if let Some(points) = points {
-                Tvf::check_curve(points).map_err(|e| format!("marker.curves.{}: {e}", classes[c]))?;
+                Tvf::check_curve(points)
+                    .map_err(|e| format!("marker.curves.{}: {e}", classes[c]))?;
             }
         }
         Ok(())
@@ -257,7 +286,11 @@ fn default_rate_window() -> u64 {
 
 impl Default for MarkerConfig {
     fn default() -> Self {
-        MarkerConfig { rate_window_ns: default_rate_window(), class_weights: Vec::new(), class_curves: Vec::new() }
+        MarkerConfig {
+            rate_window_ns: default_rate_window(),
+            class_weights: Vec::new(),
+            class_curves: Vec::new(),
+        }
     }
 }
 
@@ -283,7 +316,9 @@ impl MeasureConfig {
         if self.hist_bin_ns == 0 {
             return Err("measure.hist_bin: must be positive".into());
         }
-        if self.fct_bins_bytes.windows(2).any(|w| w[0] >= w[1]) || self.fct_bins_bytes.first() == Some(&0) {
+        if self.fct_bins_bytes.windows(2).any(|w| w[0] >= w[1])
+            || self.fct_bins_bytes.first() == Some(&0)
+        {
             return Err("measure.fct_bins: must be increasing positive sizes".into());
         }
         Ok(())
@@ -291,12 +326,21 @@ impl MeasureConfig {
 }
 
 /// The run-wide checks of the bottleneck's part, before any class is looked at.
-pub fn check_run(duration_ns: u64, warmup_ns: u64, bottleneck: &BottleneckConfig, n_classes: usize) -> Result<(), String> {
+pub fn check_run(
+    duration_ns: u64,
+    warmup_ns: u64,
+    bottleneck: &BottleneckConfig,
+    n_classes: usize,
+) -> Result<(), String> {
     if duration_ns == 0 {
         return Err("duration: must be positive".into());
     }
     if warmup_ns >= duration_ns {
-        return Err(format!("warmup: must be shorter than duration ({} s ≥ {} s)", warmup_ns as f64 / 1e9, duration_ns as f64 / 1e9));
+        return Err(format!(
+            "warmup: must be shorter than duration ({} s ≥ {} s)",
+            warmup_ns as f64 / 1e9,
+            duration_ns as f64 / 1e9
+        ));
     }
     if bottleneck.rate_bps == 0 {
         return Err("bottleneck.rate: must be positive".into());
@@ -358,7 +402,12 @@ impl LinkConfig {
     /// The range checks of `sim::EngineConfig::check` that concern the bottleneck, with the
     /// same messages.
     pub fn check(&self) -> Result<(), String> {
-        check_run(self.duration_ns, self.warmup_ns, &self.bottleneck, self.classes.len())?;
+        check_run(
+            self.duration_ns,
+            self.warmup_ns,
+            &self.bottleneck,
+            self.classes.len(),
+        )?;
         for (i, c) in self.classes.iter().enumerate() {
             check_rtt(i, c.rtt_ns)?;
         }
@@ -375,7 +424,10 @@ impl LinkConfig {
     /// The marker every flow gets, if the discipline reads packet values: the configured one,
     /// else equal sharing.
     pub fn marker(&self) -> Option<MarkerConfig> {
-        self.bottleneck.aqm.reads_packet_values().then(|| self.marker.clone().unwrap_or_default())
+        self.bottleneck
+            .aqm
+            .reads_packet_values()
+            .then(|| self.marker.clone().unwrap_or_default())
     }
 }
 
@@ -395,24 +447,52 @@ mod tests {
     #[test]
     fn the_traffic_keys_of_a_class_are_not_read_but_unknown_run_keys_are_refused() {
         let c = LinkConfig::from_json(&engine("", r#", "whatever": [1]"#)).unwrap();
-        assert_eq!((c.classes[0].name.as_str(), c.classes[0].rtt_ns), ("a", 10_000_000));
+        assert_eq!(
+            (c.classes[0].name.as_str(), c.classes[0].rtt_ns),
+            ("a", 10_000_000)
+        );
         assert_eq!(c.measure.fct_bins_bytes, vec![100_000, 1_000_000]);
         // PPV without a marker section: equal sharing at the default window.
         assert_eq!(c.marker().unwrap().rate_window_ns, DEFAULT_RATE_WINDOW_NS);
-        assert!(LinkConfig::from_json(&engine(r#", "extra": 1"#, "")).unwrap_err().contains("unknown field `extra`"));
+        assert!(LinkConfig::from_json(&engine(r#", "extra": 1"#, ""))
+            .unwrap_err()
+            .contains("unknown field `extra`"));
     }
 
     #[test]
     fn each_check_names_its_key() {
         let err = |e: String| LinkConfig::from_json(&e).unwrap_err();
-        assert_eq!(err(engine("", "").replace("\"duration_ns\": 1000000000", "\"duration_ns\": 0")), "duration: must be positive");
-        assert_eq!(err(engine("", "").replace("\"warmup_ns\": 0", "\"warmup_ns\": 1000000000")), "warmup: must be shorter than duration (1 s ≥ 1 s)");
-        assert_eq!(err(engine("", "").replace("12000000", "0")), "bottleneck.rate: must be positive");
-        assert_eq!(err(engine("", "").replace("10000000,", "0,")), "flows[0].rtt: must be positive");
-        assert_eq!(err(engine(r#", "marker": {"class_weights": [1, 2]}"#, "")), "marker.weights: 2 weights for 1 flow classes");
-        assert!(err(engine(r#", "marker": {"class_curves": [[[1e6, 10.0], [1e7, 20.0]]]}"#, "")).starts_with("marker.curves.a: "));
-        assert_eq!(err(engine("", "").replace("\"hist_bin_ns\": 1000000", "\"hist_bin_ns\": 0")), "measure.hist_bin: must be positive");
-        let taildrop = engine(r#", "marker": {}"#, "").replace(r#""kind": "ppv""#, r#""kind": "taildrop""#);
+        assert_eq!(
+            err(engine("", "").replace("\"duration_ns\": 1000000000", "\"duration_ns\": 0")),
+            "duration: must be positive"
+        );
+        assert_eq!(
+            err(engine("", "").replace("\"warmup_ns\": 0", "\"warmup_ns\": 1000000000")),
+            "warmup: must be shorter than duration (1 s ≥ 1 s)"
+        );
+        assert_eq!(
+            err(engine("", "").replace("12000000", "0")),
+            "bottleneck.rate: must be positive"
+        );
+        assert_eq!(
+            err(engine("", "").replace("10000000,", "0,")),
+            "flows[0].rtt: must be positive"
+        );
+        assert_eq!(
+            err(engine(r#", "marker": {"class_weights": [1, 2]}"#, "")),
+            "marker.weights: 2 weights for 1 flow classes"
+        );
+        assert!(err(engine(
+            r#", "marker": {"class_curves": [[[1e6, 10.0], [1e7, 20.0]]]}"#,
+            ""
+        ))
+        .starts_with("marker.curves.a: "));
+        assert_eq!(
+            err(engine("", "").replace("\"hist_bin_ns\": 1000000", "\"hist_bin_ns\": 0")),
+            "measure.hist_bin: must be positive"
+        );
+        let taildrop =
+            engine(r#", "marker": {}"#, "").replace(r#""kind": "ppv""#, r#""kind": "taildrop""#);
         assert!(err(taildrop).starts_with("marker: only the ppv and csaqm"));
     }
 }

@@ -91,14 +91,26 @@ impl Tvf {
     /// The default log-linear TVF scaled by the class weight `weight`.
     pub fn log_linear(weight: f64) -> Tvf {
         let hi_bps = weight * X_MAX_BPS;
-        Tvf { weight, lo_bps: weight * X_MIN_BPS, hi_bps, ln_hi: ln(hi_bps), ln_points: Vec::new() }
+        Tvf {
+            weight,
+            lo_bps: weight * X_MIN_BPS,
+            hi_bps,
+            ln_hi: ln(hi_bps),
+            ln_points: Vec::new(),
+        }
     }
 
     /// A custom TVF through `points` (throughput bit/s, value); see [`Tvf::check_curve`].
     pub fn curve(points: &[(f64, f64)]) -> Tvf {
         let ln_points: Vec<(f64, f64)> = points.iter().map(|&(x, v)| (ln(x), v)).collect();
         let (lo_bps, hi_bps) = (points[0].0, points[points.len() - 1].0);
-        Tvf { weight: 1.0, lo_bps, hi_bps, ln_hi: ln(hi_bps), ln_points }
+        Tvf {
+            weight: 1.0,
+            lo_bps,
+            hi_bps,
+            ln_hi: ln(hi_bps),
+            ln_points,
+        }
     }
 
     /// Why `points` is not a valid curve, if it is not: at least two points, throughputs
@@ -118,7 +130,10 @@ impl Tvf {
         }
         for w in points.windows(2) {
             if !(w[1].0 > w[0].0 && w[1].1 < w[0].1) {
-                return Err(format!("throughputs must increase and values decrease ({:?} then {:?})", w[0], w[1]));
+                return Err(format!(
+                    "throughputs must increase and values decrease ({:?} then {:?})",
+                    w[0], w[1]
+                ));
             }
         }
         Ok(())
@@ -177,7 +192,13 @@ pub struct FlowMarker {
 
 impl FlowMarker {
     pub fn new(tvf: Tvf, window_ns: Nanos, rng: Rng) -> Self {
-        FlowMarker { tvf, clock: SlotClock::new(window_ns), rate: SlotRate::default(), rng, ln_8r: f64::NEG_INFINITY }
+        FlowMarker {
+            tvf,
+            clock: SlotClock::new(window_ns),
+            rate: SlotRate::default(),
+            rng,
+            ln_8r: f64::NEG_INFINITY,
+        }
     }
 
     /// The value of a packet of `wire_len` bytes sent at `now`: V_c(u·8R), u ~ U(0, 1).
@@ -185,7 +206,11 @@ impl FlowMarker {
     pub fn value_for(&mut self, wire_len: u32, now: Nanos) -> u32 {
         if self.rate.add(&self.clock, wire_len, now) {
             let r = self.rate.last();
-            self.ln_8r = if r > 0.0 { LN_8 + ln(r) } else { f64::NEG_INFINITY };
+            self.ln_8r = if r > 0.0 {
+                LN_8 + ln(r)
+            } else {
+                f64::NEG_INFINITY
+            };
         }
         // ln(u·8R) = ln 8R − E with E = −ln u ~ Exp(1).
         self.tvf.value_of_ln(self.ln_8r - exp1(&mut self.rng))
@@ -231,13 +256,24 @@ mod tests {
         let c3 = Tvf::curve(&[(3.0 * X_MIN_BPS, PV_MAX as f64), (3.0 * X_MAX_BPS, 1.0)]);
         for k in 0..200 {
             let x = 10f64.powf(3.0 + 9.0 * k as f64 / 200.0);
-            assert!(w3.value(x).abs_diff(c3.value(x)) <= 1, "x = {x}: {} vs {}", w3.value(x), c3.value(x));
+            assert!(
+                w3.value(x).abs_diff(c3.value(x)) <= 1,
+                "x = {x}: {} vs {}",
+                w3.value(x),
+                c3.value(x)
+            );
         }
         assert!(Tvf::check_curve(&[(1e6, 100.0)]).is_err());
-        assert!(Tvf::check_curve(&[(1e6, 100.0), (1e7, 200.0)]).unwrap_err().contains("decrease"));
+        assert!(Tvf::check_curve(&[(1e6, 100.0), (1e7, 200.0)])
+            .unwrap_err()
+            .contains("decrease"));
         assert!(Tvf::check_curve(&[(1e6, 100.0), (1e5, 50.0)]).is_err());
-        assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)]).unwrap_err().contains("positive"));
-        assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)]).unwrap_err().contains("[1, 65535]"));
+        assert!(Tvf::check_curve(&[(0.0, 100.0), (1e5, 50.0)])
+            .unwrap_err()
+            .contains("positive"));
+        assert!(Tvf::check_curve(&[(1e6, 70_000.0), (1e7, 50.0)])
+            .unwrap_err()
+            .contains("[1, 65535]"));
     }
 
     #[test]
@@ -245,10 +281,17 @@ mod tests {
         // R = 0 during the first slot (100 ms / 64 = 1.5625 ms): 1500-byte packets every
         // 120 µs, the 14 sent in it get PV_MAX; then R ≈ 14 packets' worth over the slot
         // (≈ 208 kB/s, 1.7 Mbit/s), and most of the next packets get less.
-        let mut m = FlowMarker::new(Tvf::log_linear(1.0), DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(9));
+        let mut m = FlowMarker::new(
+            Tvf::log_linear(1.0),
+            DEFAULT_RATE_WINDOW_NS,
+            aqm::rng_from_seed(9),
+        );
         let values: Vec<u32> = (0..40u64).map(|k| m.value_for(1500, k * 120_000)).collect();
         assert!(values[..14].iter().all(|&v| v == PV_MAX), "{values:?}");
-        assert!(values[14..].iter().filter(|&&v| v < PV_MAX).count() > 20, "{values:?}");
+        assert!(
+            values[14..].iter().filter(|&&v| v < PV_MAX).count() > 20,
+            "{values:?}"
+        );
     }
 
     #[test]
@@ -256,7 +299,11 @@ mod tests {
         // The marker requirement (ppv.elte.hu): a flow at R = 100 Mbit/s, threshold at the value
         // of 25 Mbit/s: a quarter of its packets are worth at least that. 100 000 packets:
         // σ = √(0.25·0.75/1e5) ≈ 0.0014; allow ±0.006.
-        let mut m = FlowMarker::new(Tvf::log_linear(1.0), DEFAULT_RATE_WINDOW_NS, aqm::rng_from_seed(3));
+        let mut m = FlowMarker::new(
+            Tvf::log_linear(1.0),
+            DEFAULT_RATE_WINDOW_NS,
+            aqm::rng_from_seed(3),
+        );
         let ctv = m.tvf.value(25e6);
         let mut above = 0;
         let n = 100_000u64;

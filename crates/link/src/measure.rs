@@ -31,12 +31,18 @@ pub const MARK_REASONS: [(MarkReason, &str); 7] = [
 
 #[inline]
 pub fn drop_index(r: DropReason) -> usize {
-    DROP_REASONS.iter().position(|(x, _)| *x == r).expect("every reason is listed")
+    DROP_REASONS
+        .iter()
+        .position(|(x, _)| *x == r)
+        .expect("every reason is listed")
 }
 
 #[inline]
 pub fn mark_index(r: MarkReason) -> usize {
-    MARK_REASONS.iter().position(|(x, _)| *x == r).expect("every reason is listed")
+    MARK_REASONS
+        .iter()
+        .position(|(x, _)| *x == r)
+        .expect("every reason is listed")
 }
 
 /// Bottleneck-wide counters.
@@ -130,17 +136,33 @@ impl QueueMeasure {
     /// Iterate non-empty bins as (lower edge ns, width ns, count).
     fn bins(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
         // Bins above the one holding the maximum are empty: skip them (there are 10^6 fine bins).
-        let fine_end = if self.sojourn_count == 0 { 0 } else { ((self.sojourn_max_ns / FINE_BIN_NS) as usize + 1).min(FINE_BINS) };
-        let fine = self.fine[..fine_end].iter().enumerate().filter(|(_, &c)| c > 0).map(|(i, &c)| (i as u64 * FINE_BIN_NS, FINE_BIN_NS, c as u64));
+        let fine_end = if self.sojourn_count == 0 {
+            0
+        } else {
+            ((self.sojourn_max_ns / FINE_BIN_NS) as usize + 1).min(FINE_BINS)
+        };
+        let fine = self.fine[..fine_end]
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (i as u64 * FINE_BIN_NS, FINE_BIN_NS, c as u64));
         let base = FINE_BINS as u64 * FINE_BIN_NS;
-        let coarse =
-            self.coarse.iter().enumerate().filter(|(_, &c)| c > 0).map(move |(j, &c)| (base + j as u64 * COARSE_BIN_NS, COARSE_BIN_NS, c));
+        let coarse = self
+            .coarse
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(move |(j, &c)| (base + j as u64 * COARSE_BIN_NS, COARSE_BIN_NS, c));
         fine.chain(coarse)
     }
 
     /// The histogram of the window's sojourns (non-empty bins), with the quantile rule.
     pub fn hist(&self) -> SojournHist {
-        SojournHist { bins: self.bins().collect(), count: self.sojourn_count, max_ns: self.sojourn_max_ns }
+        SojournHist {
+            bins: self.bins().collect(),
+            count: self.sojourn_count,
+            max_ns: self.sojourn_max_ns,
+        }
     }
 
     /// The q-quantile of the sojourn distribution, ns ([`SojournHist::quantile_ns`]: exact to
@@ -171,7 +193,11 @@ impl QueueMeasure {
     }
 
     /// Close the interval at `now`, crediting the elapsed part of a transmission in progress.
-    pub fn take_interval(&mut self, now: Nanos, in_tx: Option<(u32, Nanos, Nanos)>) -> (u128, u64, u64, f64, u64, u64) {
+    pub fn take_interval(
+        &mut self,
+        now: Nanos,
+        in_tx: Option<(u32, Nanos, Nanos)>,
+    ) -> (u128, u64, u64, f64, u64, u64) {
         if let Some((bytes, start, end)) = in_tx {
             let from = start.max(self.iv_start);
             if now > from && end > start {
@@ -243,7 +269,14 @@ impl SojournHist {
         b.sort_unstable();
         let count = b.iter().map(|&(_, c)| c).sum();
         let max_ns = max_ns.unwrap_or_else(|| b.last().map_or(0, |&(i, _)| (i + 1) * bin_ns - 1));
-        SojournHist { bins: b.into_iter().map(|(i, c)| (i * bin_ns, bin_ns, c)).collect(), count, max_ns }
+        SojournHist {
+            bins: b
+                .into_iter()
+                .map(|(i, c)| (i * bin_ns, bin_ns, c))
+                .collect(),
+            count,
+            max_ns,
+        }
     }
 
     /// The q-quantile, ns: the midpoint of the bin holding the ⌈q·n⌉-th smallest sample, never
@@ -276,7 +309,10 @@ impl SojournHist {
             let k = ((lo / bin_ns) as usize).min(n - 1);
             out[k] += c;
         }
-        out.into_iter().enumerate().map(|(k, c)| (k as u64 * bin_ns, c)).collect()
+        out.into_iter()
+            .enumerate()
+            .map(|(k, c)| (k as u64 * bin_ns, c))
+            .collect()
     }
 }
 
@@ -343,9 +379,18 @@ mod tests {
         assert_eq!(h.quantile_ns(1.0), Some(100_000_000.0));
         // 10 ms bins: 1..9 ms in the first, 100 ms alone in the last.
         let r = h.rebinned(10_000_000);
-        assert_eq!((r[0], r[r.len() - 1], r.iter().map(|(_, c)| c).sum::<u64>()), ((0, 9), (100_000_000, 1), 100));
+        assert_eq!(
+            (r[0], r[r.len() - 1], r.iter().map(|(_, c)| c).sum::<u64>()),
+            ((0, 9), (100_000_000, 1), 100)
+        );
         // Without the exact maximum, the top of the highest bin bounds it: bin 3 of 1 µs.
-        assert_eq!(SojournHist::from_indexed(1000, &[(3, 2)], None).max_ns, 3999);
-        assert_eq!(SojournHist::from_indexed(1000, &[], None).quantile_ns(0.5), None);
+        assert_eq!(
+            SojournHist::from_indexed(1000, &[(3, 2)], None).max_ns,
+            3999
+        );
+        assert_eq!(
+            SojournHist::from_indexed(1000, &[], None).quantile_ns(0.5),
+            None
+        );
     }
 }

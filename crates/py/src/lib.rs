@@ -136,8 +136,8 @@ fn result_to_py<'py>(py: Python<'py>, result: &sim::RunResult) -> PyResult<Bound
     Ok(out)
 }
 
-/// The emulator's summary and tables, computed by the simulator's own code (`link::collect`)
-/// from its records (`link::emu::record`: the engine config, the router's report, the
+/// The emulator's summary and tables, computed by the simulator's own code (`results::collect`)
+/// from its records (`results::emu::record`: the engine config, the router's report, the
 /// receiver's and senders' measurements and the testbed's addresses, as one JSON object).
 /// Returns what `run` returns, plus `types` (table → column → Arrow type name), since a
 /// column the emulator cannot fill is all null and carries no type of its own.
@@ -145,8 +145,8 @@ fn result_to_py<'py>(py: Python<'py>, result: &sim::RunResult) -> PyResult<Bound
 #[pyfunction]
 fn tables_from_records<'py>(py: Python<'py>, records_json: &str) -> PyResult<Bound<'py, PyDict>> {
     let input: serde_json::Value = serde_json::from_str(records_json).map_err(|e| PyValueError::new_err(format!("emulator records: {e}")))?;
-    let record = link::emu::record(&input).map_err(PyValueError::new_err)?;
-    let result = link::collect(record);
+    let record = results::emu::record(&input).map_err(PyValueError::new_err)?;
+    let result = results::collect(record);
     let out = result_to_py(py, &result)?;
     let types = PyDict::new(py);
     for (name, table) in &result.tables {
@@ -208,24 +208,24 @@ fn lower_aqm<'py>(py: Python<'py>, options_json: &str, link_json: &str) -> PyRes
     Ok((json_to_py(py, &config)?, lowered.delay_target_ns))
 }
 
-/// A flows table's columns (flow, start_s, stop_s) as `link::convergence` schedules.
-fn spans(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>)) -> PyResult<Vec<link::convergence::Span>> {
+/// A flows table's columns (flow, start_s, stop_s) as `results::convergence` schedules.
+fn spans(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>)) -> PyResult<Vec<results::convergence::Span>> {
     let (flow, start, stop) = flows;
     if flow.len() != start.len() || flow.len() != stop.len() {
         return Err(PyValueError::new_err("flows: flow, start_s and stop_s differ in length"));
     }
-    Ok(flow.into_iter().zip(start).zip(stop).map(|((flow, start_s), stop_s)| link::convergence::Span { flow, start_s, stop_s }).collect())
+    Ok(flow.into_iter().zip(start).zip(stop).map(|((flow, start_s), stop_s)| results::convergence::Span { flow, start_s, stop_s }).collect())
 }
 
 /// A time series' columns (t_s, flow, throughput_bps), checked for equal lengths.
-fn series<'a>(t_s: &'a [f64], flow: &'a [i64], throughput_bps: &'a [f64]) -> PyResult<link::convergence::Series<'a>> {
+fn series<'a>(t_s: &'a [f64], flow: &'a [i64], throughput_bps: &'a [f64]) -> PyResult<results::convergence::Series<'a>> {
     if t_s.len() != flow.len() || t_s.len() != throughput_bps.len() {
         return Err(PyValueError::new_err("timeseries: t_s, flow and throughput_bps differ in length"));
     }
-    Ok(link::convergence::Series { t_s, flow, throughput_bps })
+    Ok(results::convergence::Series { t_s, flow, throughput_bps })
 }
 
-/// The windowed Jain index (`link::convergence::windowed_jain`): from the time series' columns
+/// The windowed Jain index (`results::convergence::windowed_jain`): from the time series' columns
 /// and, optionally, the flows table's `(flow, start_s, stop_s)`, returns `(t_s, jain)` lists,
 /// jain None where every active flow's mean is 0.
 #[pyfunction]
@@ -239,17 +239,17 @@ fn windowed_jain(
 ) -> PyResult<(Vec<f64>, Vec<Option<f64>>)> {
     let ts = series(&t_s, &flow, &throughput_bps)?;
     let flows = flows.map(spans).transpose()?;
-    Ok(link::convergence::windowed_jain(ts, window_s, flows.as_deref()).into_iter().unzip())
+    Ok(results::convergence::windowed_jain(ts, window_s, flows.as_deref()).into_iter().unzip())
 }
 
-/// The joins and leaves (`link::convergence::events`) of a flows table `(flow, start_s,
+/// The joins and leaves (`results::convergence::events`) of a flows table `(flow, start_s,
 /// stop_s)` before `end_s`: a list of `(event, flow, event_s, active_after)`.
 #[pyfunction]
 fn events(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>), end_s: f64) -> PyResult<Vec<(&'static str, i64, f64, usize)>> {
-    Ok(link::convergence::events(&spans(flows)?, end_s).into_iter().map(|e| (e.kind.name(), e.flow, e.event_s, e.active_after)).collect())
+    Ok(results::convergence::events(&spans(flows)?, end_s).into_iter().map(|e| (e.kind.name(), e.flow, e.event_s, e.active_after)).collect())
 }
 
-/// Convergence after each join or leave (`link::convergence::convergence`): a list of
+/// Convergence after each join or leave (`results::convergence::convergence`): a list of
 /// `(event, flow, event_s, active_after, converged_s or None)`.
 #[pyfunction]
 fn convergence(
@@ -262,19 +262,19 @@ fn convergence(
     hold_s: f64,
 ) -> PyResult<Vec<(&'static str, i64, f64, usize, Option<f64>)>> {
     let ts = series(&t_s, &flow, &throughput_bps)?;
-    let c = link::convergence::convergence(ts, &spans(flows)?, threshold, window_s, hold_s);
+    let c = results::convergence::convergence(ts, &spans(flows)?, threshold, window_s, hold_s);
     Ok(c.into_iter().map(|c| (c.event.kind.name(), c.event.flow, c.event.event_s, c.event.active_after, c.converged_s)).collect())
 }
 
-/// Harm (`link::metrics::throughput_harm`, `delay_harm`; Ware et al., HotNets 2019) of a class
+/// Harm (`results::metrics::throughput_harm`, `delay_harm`; Ware et al., HotNets 2019) of a class
 /// against its solo baseline: `(throughput_harm, delay_harm)`, each None where undefined (a
 /// zero denominator) or where an input is None.
 #[pyfunction]
 fn harm(mixed_goodput: Option<f64>, base_goodput: Option<f64>, mixed_sojourn_mean: Option<f64>, base_sojourn_mean: Option<f64>) -> (Option<f64>, Option<f64>) {
     let both = |a: Option<f64>, b: Option<f64>| a.zip(b);
     (
-        both(mixed_goodput, base_goodput).and_then(|(m, b)| link::metrics::throughput_harm(m, b)),
-        both(mixed_sojourn_mean, base_sojourn_mean).and_then(|(m, b)| link::metrics::delay_harm(m, b)),
+        both(mixed_goodput, base_goodput).and_then(|(m, b)| results::metrics::throughput_harm(m, b)),
+        both(mixed_sojourn_mean, base_sojourn_mean).and_then(|(m, b)| results::metrics::delay_harm(m, b)),
     )
 }
 

@@ -39,24 +39,63 @@ fn aqm_for_a(kind: &str) -> serde_json::Value {
         "dualpi2" => json!({"kind": "dualpi2", "limit": 833}),
         "fq_codel" => json!({"kind": "fq_codel", "limit": 833, "memory_limit": 1_250_000u64}),
         "choke" => json!({"kind": "choke", "limit": 833, "bandwidth": 1_000_000_000u64}),
-        "ckcd" => json!({"kind": "ckcd", "rate_bps": 1_000_000_000u64, "q_min": 277.0, "q_max": 833.0, "d_max_ns": 10_000_000u64}),
+        "ckcd" => {
+            json!({"kind": "ckcd", "rate_bps": 1_000_000_000u64, "q_min": 277.0, "q_max": 833.0, "d_max_ns": 10_000_000u64})
+        }
         "gsp" => json!({"kind": "gsp", "threshold_bytes": 937_500u64, "limit_bytes": 1_250_000u64}),
         // PPV owns the 1-BDP buffer; both read the values of the default (equal-share) marker,
         // whose per-packet cost is part of theirs. CSAQM: target 0.75 × the buffer, as GSP.
         "ppv" => json!({"kind": "ppv", "limit_bytes": 1_250_000u64}),
-        "csaqm" => json!({"kind": "csaqm", "target_bytes": 937_500u64, "interval_ns": 5_000_000u64}),
+        "csaqm" => {
+            json!({"kind": "csaqm", "target_bytes": 937_500u64, "interval_ns": 5_000_000u64})
+        }
         other => panic!("unknown discipline {other:?}"),
     }
 }
 
 fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
-    let (rate, rtt_ns, ccs, buffer_bytes, aqm, secs): (u64, u64, Vec<(&str, u32)>, u64, serde_json::Value, u64) = match name {
+    let (rate, rtt_ns, ccs, buffer_bytes, aqm, secs): (
+        u64,
+        u64,
+        Vec<(&str, u32)>,
+        u64,
+        serde_json::Value,
+        u64,
+    ) = match name {
         // BDP = 1e9/8 × 0.010 = 1 250 000 B.
-        "a" => (1_000_000_000, 10_000_000, vec![("cubic", 20)], 1_250_000, json!({"kind": "taildrop"}), 30),
+        "a" => (
+            1_000_000_000,
+            10_000_000,
+            vec![("cubic", 20)],
+            1_250_000,
+            json!({"kind": "taildrop"}),
+            30,
+        ),
         // K = 0.17 × 1e10/8 × 0.005 = 1 062 500 B; buffer 500 ms = 625 000 000 B.
-        "b" => (10_000_000_000, 5_000_000, vec![("dctcp", 100)], 625_000_000, json!({"kind": "step", "threshold_bytes": 1_062_500u64}), 10),
-        "c" => (1_000_000_000, 10_000_000, vec![(c_cc, 10), ("cubic", 10)], 1_250_000, json!({"kind": "taildrop"}), 30),
-        "d" => (40_000_000, 7_000_000, vec![("cubic", 2)], 1_600_000, json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": false, "bandwidth": 40_000_000u64}), 60),
+        "b" => (
+            10_000_000_000,
+            5_000_000,
+            vec![("dctcp", 100)],
+            625_000_000,
+            json!({"kind": "step", "threshold_bytes": 1_062_500u64}),
+            10,
+        ),
+        "c" => (
+            1_000_000_000,
+            10_000_000,
+            vec![(c_cc, 10), ("cubic", 10)],
+            1_250_000,
+            json!({"kind": "taildrop"}),
+            30,
+        ),
+        "d" => (
+            40_000_000,
+            7_000_000,
+            vec![("cubic", 2)],
+            1_600_000,
+            json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": false, "bandwidth": 40_000_000u64}),
+            60,
+        ),
         other => panic!("unknown scenario {other:?} (expected a, b, c or d)"),
     };
     let mut classes: Vec<serde_json::Value> = ccs
@@ -100,10 +139,17 @@ fn peak_rss_mb() -> Option<f64> {
 fn main() {
     // `--config` prints the scenario's engine config (JSON) instead of running it.
     let dump = std::env::args().any(|a| a == "--config");
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--config").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--config")
+        .collect();
     let name = args.first().cloned().unwrap_or_else(|| "a".into());
     let arg2 = args.get(1).cloned();
-    let mut cfg = scenario(&name, arg2.as_deref().unwrap_or(if name == "d" { "dynamic" } else { "bbr2" }));
+    let mut cfg = scenario(
+        &name,
+        arg2.as_deref()
+            .unwrap_or(if name == "d" { "dynamic" } else { "bbr2" }),
+    );
     let mut label = name.clone();
     match (name.as_str(), arg2) {
         ("a", Some(kind)) => {
@@ -112,7 +158,9 @@ fn main() {
         }
         ("c", cc) => label = format!("c/{}", cc.as_deref().unwrap_or("bbr2")),
         ("d", which) => label = format!("d/{}", which.as_deref().unwrap_or("dynamic")),
-        (_, Some(_)) => panic!("only scenarios a (a discipline), c (a CC) and d (bulk) take a second argument"),
+        (_, Some(_)) => {
+            panic!("only scenarios a (a discipline), c (a CC) and d (bulk) take a second argument")
+        }
         _ => {}
     }
     let cfg = cfg.to_string();

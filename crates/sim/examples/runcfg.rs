@@ -11,7 +11,7 @@
 //! The digest is an FNV-1a hash of the summary and counters (serde_json, whose floats print
 //! in shortest round-trip form) and of every table (`Debug`, likewise exact for f64), so two
 //! builds that print the same `summary=`/`tables=` digests returned bit-identical results
-//! (`bench/identical.sh` compares them). `events=` is printed apart: an optimisation may
+//! (`bench/perf/identical.sh` compares them). `events=` is printed apart: an optimisation may
 //! legitimately change how many heap entries a run pops without changing any result.
 
 fn fnv1a(h: &mut u64, bytes: &[u8]) {
@@ -43,7 +43,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().expect("usage: runcfg CONFIG.json [SECS]");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let mut cfg: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
     if let Some(secs) = args.next() {
         let secs: f64 = secs.parse().expect("SECS is a number of seconds");
         let dur = (secs * 1e9) as u64;
@@ -57,7 +58,10 @@ fn main() {
     let pkts = r.counters["bottleneck_pkts"].as_u64().unwrap();
     let events = r.counters["events"].as_u64().unwrap();
     let mut counters = r.counters.clone();
-    counters.as_object_mut().expect("counters are an object").remove("events");
+    counters
+        .as_object_mut()
+        .expect("counters are an object")
+        .remove("events");
     // NODIGEST=1 skips the digest (its formatting would weigh in an instruction count).
     let (summary, tables) = if std::env::var_os("NODIGEST").is_some() {
         ("-".to_string(), "-".to_string())

@@ -90,39 +90,77 @@ pub struct WorkloadConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SizeDist {
-    Fixed { bytes: u64 },
-    Uniform { lo: u64, hi: u64 },
-    Exponential { mean: f64 },
+    Fixed {
+        bytes: u64,
+    },
+    Uniform {
+        lo: u64,
+        hi: u64,
+    },
+    Exponential {
+        mean: f64,
+    },
     /// Bounded Pareto on [lo, hi] with shape `alpha` (inverse-CDF sampling).
-    Pareto { alpha: f64, lo: u64, hi: u64 },
+    Pareto {
+        alpha: f64,
+        lo: u64,
+        hi: u64,
+    },
     /// exp(N(mu, sigma²)) bytes.
-    Lognormal { mu: f64, sigma: f64 },
+    Lognormal {
+        mu: f64,
+        sigma: f64,
+    },
     /// An empirical CDF: (size in bytes, cumulative probability) points, increasing in both,
     /// the last at probability 1; sizes between points are interpolated linearly (the format
     /// of the published web-search / data-mining flow-size CDFs).
-    Empirical { points: Vec<(f64, f64)> },
+    Empirical {
+        points: Vec<(f64, f64)>,
+    },
 }
 
 impl SizeDist {
     pub fn check(&self) -> Result<(), String> {
         match *self {
             SizeDist::Fixed { bytes: 0 } => Err("bytes: must be positive".into()),
-            SizeDist::Uniform { lo, hi } if lo == 0 || lo > hi => Err(format!("uniform: needs 0 < lo <= hi (got {lo}, {hi})")),
-            SizeDist::Exponential { mean } if !(mean >= 1.0 && mean.is_finite()) => Err(format!("mean: {mean} must be at least 1 byte")),
-            SizeDist::Pareto { alpha, lo, hi } if !(alpha > 0.0 && alpha.is_finite()) || lo == 0 || lo >= hi => Err(format!("pareto: needs alpha > 0 and 0 < lo < hi (got alpha {alpha}, {lo}, {hi})")),
-            SizeDist::Lognormal { mu, sigma } if !(mu.is_finite() && sigma > 0.0 && sigma.is_finite()) => Err(format!("lognormal: needs a finite mu and sigma > 0 (got {mu}, {sigma})")),
+            SizeDist::Uniform { lo, hi } if lo == 0 || lo > hi => {
+                Err(format!("uniform: needs 0 < lo <= hi (got {lo}, {hi})"))
+            }
+            SizeDist::Exponential { mean } if !(mean >= 1.0 && mean.is_finite()) => {
+                Err(format!("mean: {mean} must be at least 1 byte"))
+            }
+            SizeDist::Pareto { alpha, lo, hi }
+                if !(alpha > 0.0 && alpha.is_finite()) || lo == 0 || lo >= hi =>
+            {
+                Err(format!(
+                    "pareto: needs alpha > 0 and 0 < lo < hi (got alpha {alpha}, {lo}, {hi})"
+                ))
+            }
+            SizeDist::Lognormal { mu, sigma }
+                if !(mu.is_finite() && sigma > 0.0 && sigma.is_finite()) =>
+            {
+                Err(format!(
+                    "lognormal: needs a finite mu and sigma > 0 (got {mu}, {sigma})"
+                ))
+            }
             SizeDist::Empirical { ref points } => {
                 if points.len() < 2 {
                     return Err("empirical: needs at least two (size, cdf) points".into());
                 }
                 for w in points.windows(2) {
                     if !(w[1].0 >= w[0].0 && w[1].1 >= w[0].1) {
-                        return Err(format!("empirical: sizes and probabilities must not decrease ({:?} then {:?})", w[0], w[1]));
+                        return Err(format!(
+                            "empirical: sizes and probabilities must not decrease ({:?} then {:?})",
+                            w[0], w[1]
+                        ));
                     }
                 }
                 let (first, last) = (points[0], points[points.len() - 1]);
                 if first.0 < 1.0 || first.1 < 0.0 || (last.1 - 1.0).abs() > 1e-9 {
-                    return Err("empirical: sizes must be ≥ 1 byte, probabilities in [0, 1] ending at 1".into());
+                    return Err(
+                        "empirical: sizes must be ≥ 1 byte, probabilities in [0, 1] ending at 1"
+                            .into(),
+                    );
                 }
                 Ok(())
             }
@@ -185,7 +223,10 @@ impl StartConfig {
         match *self {
             StartConfig::Fixed { at_ns } => (at_ns, at_ns),
             StartConfig::Uniform { lo_ns, hi_ns } => (lo_ns, hi_ns),
-            StartConfig::Staggered { first_ns, spacing_ns } => {
+            StartConfig::Staggered {
+                first_ns,
+                spacing_ns,
+            } => {
                 let t = first_ns.saturating_add(i.saturating_mul(spacing_ns));
                 (t, t)
             }
@@ -195,14 +236,20 @@ impl StartConfig {
 
 impl EngineConfig {
     pub fn from_json(s: &str) -> Result<Self, String> {
-        let cfg: EngineConfig = serde_json::from_str(s).map_err(|e| format!("engine config: {e}"))?;
+        let cfg: EngineConfig =
+            serde_json::from_str(s).map_err(|e| format!("engine config: {e}"))?;
         cfg.check()?;
         Ok(cfg)
     }
 
     /// Range checks the type system cannot express. Messages name the dotted key.
     pub fn check(&self) -> Result<(), String> {
-        link::config::check_run(self.duration_ns, self.warmup_ns, &self.bottleneck, self.classes.len())?;
+        link::config::check_run(
+            self.duration_ns,
+            self.warmup_ns,
+            &self.bottleneck,
+            self.classes.len(),
+        )?;
         for (i, c) in self.classes.iter().enumerate() {
             link::config::check_rtt(i, c.rtt_ns)?;
             if let StartConfig::Uniform { lo_ns, hi_ns } = c.start {
@@ -233,19 +280,30 @@ impl EngineConfig {
                 }
             }
             match (&c.cc, c.cbr_rate_bps) {
-                (Some(cc), None) => cc.validate().map_err(|e| format!("flows[{i}].cc_params.{e}"))?,
+                (Some(cc), None) => cc
+                    .validate()
+                    .map_err(|e| format!("flows[{i}].cc_params.{e}"))?,
                 (None, Some(r)) if r > 0 => {}
                 (None, Some(_)) => return Err(format!("flows[{i}].rate: must be positive")),
-                _ => return Err(format!("flows[{i}].cc: a class is either TCP (a cc) or CBR (a rate)")),
+                _ => {
+                    return Err(format!(
+                        "flows[{i}].cc: a class is either TCP (a cc) or CBR (a rate)"
+                    ))
+                }
             }
             if c.size_bytes == Some(0) {
                 return Err(format!("flows[{i}].size: must be positive"));
             }
             if let Some(wl) = &c.workload {
                 if !(wl.rate_per_s > 0.0 && wl.rate_per_s.is_finite()) {
-                    return Err(format!("flows[{i}].workload.rate: {} must be positive", wl.rate_per_s));
+                    return Err(format!(
+                        "flows[{i}].workload.rate: {} must be positive",
+                        wl.rate_per_s
+                    ));
                 }
-                wl.size.check().map_err(|e| format!("flows[{i}].workload.size.{e}"))?;
+                wl.size
+                    .check()
+                    .map_err(|e| format!("flows[{i}].workload.size.{e}"))?;
                 if c.count != 0 || c.size_bytes.is_some() || c.cc.is_none() {
                     return Err(format!("flows[{i}]: a workload class has TCP flows and no count or size of its own"));
                 }
@@ -285,32 +343,84 @@ mod tests {
             "host": {"offloads": true, "nic_rate_bps": 1000000000}}"#;
         let e = EngineConfig::from_json(json).unwrap();
         let l = link::LinkConfig::from_json(json).unwrap();
-        assert_eq!((l.seed, l.duration_ns, l.warmup_ns), (e.seed, e.duration_ns, e.warmup_ns));
-        assert_eq!(l.classes.iter().map(|c| (c.name.as_str(), c.rtt_ns)).collect::<Vec<_>>(), [("a", 10_000_000), ("b", 30_000_000), ("c", 20_000_000)]);
+        assert_eq!(
+            (l.seed, l.duration_ns, l.warmup_ns),
+            (e.seed, e.duration_ns, e.warmup_ns)
+        );
+        assert_eq!(
+            l.classes
+                .iter()
+                .map(|c| (c.name.as_str(), c.rtt_ns))
+                .collect::<Vec<_>>(),
+            [("a", 10_000_000), ("b", 30_000_000), ("c", 20_000_000)]
+        );
         assert_eq!(l.bottleneck.buffer_bytes, Some(50_000));
         assert_eq!(l.marker().unwrap().class_weights, [1.0, 2.0, 3.0]);
         assert_eq!(l.measure.fct_bins_bytes, e.measure.fct_bins_bytes);
         // Both read the hosts alike; the knobs left out take Linux's defaults.
-        assert_eq!(e.host, HostConfig { nic_rate_bps: 1_000_000_000, ..HostConfig::linux() });
+        assert_eq!(
+            e.host,
+            HostConfig {
+                nic_rate_bps: 1_000_000_000,
+                ..HostConfig::linux()
+            }
+        );
         assert_eq!(l.host.as_ref(), Some(&e.host));
         // The same bottleneck errors, word for word.
         let bad = json.replace("\"rate_window_ns\": 50000000", "\"rate_window_ns\": 0");
-        assert_eq!(EngineConfig::from_json(&bad).unwrap_err(), "marker.rate_window: must be positive");
-        assert_eq!(link::LinkConfig::from_json(&bad).unwrap_err(), "marker.rate_window: must be positive");
+        assert_eq!(
+            EngineConfig::from_json(&bad).unwrap_err(),
+            "marker.rate_window: must be positive"
+        );
+        assert_eq!(
+            link::LinkConfig::from_json(&bad).unwrap_err(),
+            "marker.rate_window: must be positive"
+        );
         let bad = json.replace("\"nic_rate_bps\": 1000000000", "\"gso_max_bytes\": 1000");
-        assert_eq!(EngineConfig::from_json(&bad).unwrap_err(), "host.gso_max_size: 1000 B is less than one 1500 B packet");
-        assert_eq!(link::LinkConfig::from_json(&bad).unwrap_err(), "host.gso_max_size: 1000 B is less than one 1500 B packet");
+        assert_eq!(
+            EngineConfig::from_json(&bad).unwrap_err(),
+            "host.gso_max_size: 1000 B is less than one 1500 B packet"
+        );
+        assert_eq!(
+            link::LinkConfig::from_json(&bad).unwrap_err(),
+            "host.gso_max_size: 1000 B is less than one 1500 B packet"
+        );
         // The engine needs the hosts stated; an unknown host key is refused.
         let (head, _) = json.split_once(",\n            \"host\"").unwrap();
-        assert!(EngineConfig::from_json(&format!("{head}}}")).unwrap_err().contains("missing field `host`"));
-        assert!(EngineConfig::from_json(&json.replace("\"offloads\": true", "\"offloads\": true, \"tso\": 1")).unwrap_err().contains("unknown field `tso`"));
+        assert!(EngineConfig::from_json(&format!("{head}}}"))
+            .unwrap_err()
+            .contains("missing field `host`"));
+        assert!(EngineConfig::from_json(
+            &json.replace("\"offloads\": true", "\"offloads\": true, \"tso\": 1")
+        )
+        .unwrap_err()
+        .contains("unknown field `tso`"));
         // Ideal hosts have no offloads; without offloads a receiver merges nothing (a GRO
         // limit of one 1500 B packet: 1500 + 1448 is over it), with them up to gro_max_size.
         let both = json.replace("\"offloads\": true", "\"offloads\": true, \"ideal\": true");
-        assert_eq!(EngineConfig::from_json(&both).unwrap_err(), "host.ideal: ideal hosts have no offloads (offloads must be false)");
-        let ideal = EngineConfig::from_json(&json.replace("\"offloads\": true", "\"offloads\": false, \"ideal\": true")).unwrap();
-        assert_eq!(ideal.host, HostConfig { nic_rate_bps: 1_000_000_000, ..HostConfig::ideal() });
-        assert_eq!(HostConfig { offloads: false, ..HostConfig::linux() }.gro_limit(1500), 1500);
+        assert_eq!(
+            EngineConfig::from_json(&both).unwrap_err(),
+            "host.ideal: ideal hosts have no offloads (offloads must be false)"
+        );
+        let ideal = EngineConfig::from_json(
+            &json.replace("\"offloads\": true", "\"offloads\": false, \"ideal\": true"),
+        )
+        .unwrap();
+        assert_eq!(
+            ideal.host,
+            HostConfig {
+                nic_rate_bps: 1_000_000_000,
+                ..HostConfig::ideal()
+            }
+        );
+        assert_eq!(
+            HostConfig {
+                offloads: false,
+                ..HostConfig::linux()
+            }
+            .gro_limit(1500),
+            1500
+        );
         assert_eq!(HostConfig::linux().gro_limit(1500), 65_536);
     }
 }

@@ -168,7 +168,11 @@ impl Scheduler {
     /// `(time, seq)`, as [`Scheduler::schedule`].
     #[inline]
     pub fn schedule_head(&mut self, at: Nanos, event: Event) {
-        assert!(at >= self.now, "event {event:?} scheduled in the past ({at} < {})", self.now);
+        assert!(
+            at >= self.now,
+            "event {event:?} scheduled in the past ({at} < {})",
+            self.now
+        );
         let ch = Self::channel(event);
         let slot = match self.slot_of.get(ch) {
             Some(&s) if s != u32::MAX => s as usize,
@@ -176,7 +180,10 @@ impl Scheduler {
         };
         let k = key(at, self.next_seq);
         self.next_seq += 1;
-        assert!(self.head_key[slot] == EMPTY, "{event:?}: its channel already has a pending head");
+        assert!(
+            self.head_key[slot] == EMPTY,
+            "{event:?}: its channel already has a pending head"
+        );
         self.head_key[slot] = k;
         self.head_event[slot] = event;
         if k < self.first_key {
@@ -219,7 +226,11 @@ impl Scheduler {
     /// Schedule `event` at absolute time `at` (≥ now).
     #[inline]
     pub fn schedule(&mut self, at: Nanos, event: Event) {
-        assert!(at >= self.now, "event {event:?} scheduled in the past ({at} < {})", self.now);
+        assert!(
+            at >= self.now,
+            "event {event:?} scheduled in the past ({at} < {})",
+            self.now
+        );
         let seq = self.next_seq;
         self.next_seq += 1;
         self.heap.push(Entry { at, seq, event });
@@ -257,8 +268,11 @@ impl Scheduler {
 
     /// Move the clock forward to `t` (no event may be pending before it).
     pub fn advance_to(&mut self, t: Nanos) {
-        debug_assert!(self.heap.peek().is_none_or(|e| e.at >= t));
-        debug_assert!(self.head_key.iter().all(|&k| k == EMPTY || (k >> 64) as Nanos >= t));
+        debug_assert!(self.heap.peek().map_or(true, |e| e.at >= t));
+        debug_assert!(self
+            .head_key
+            .iter()
+            .all(|&k| k == EMPTY || (k >> 64) as Nanos >= t));
         if t > self.now {
             self.now = t;
         }
@@ -297,7 +311,7 @@ impl TimerSlot {
     #[inline]
     pub fn arm(&mut self, sched: &mut Scheduler, at: Nanos, event: Event) {
         self.deadline = Some(at);
-        if self.queued_at.is_none_or(|q| at < q) {
+        if self.queued_at.map_or(true, |q| at < q) {
             sched.schedule(at, event);
             self.queued_at = Some(at);
         }
@@ -322,7 +336,7 @@ impl TimerSlot {
                 true
             }
             Some(d) => {
-                if self.queued_at.is_none_or(|q| d < q) {
+                if self.queued_at.map_or(true, |q| d < q) {
                     sched.schedule(d, event);
                     self.queued_at = Some(d);
                 }

@@ -29,9 +29,9 @@ use crate::measure::FlowMeasure;
 use crate::packet::{AckPkt, DataPkt, MSS_BYTES, MTU_BYTES};
 use crate::results::{QueueRow, SampleRow};
 use crate::world::{Flow, PlannedFlow};
-use link::record::{FlowRecord, SampleRecord};
+use results::record::{FlowRecord, SampleRecord};
 
-/// Columns of the result tables that grow with the run (`link::tables::collect`): the time
+/// Columns of the result tables that grow with the run (`results::tables::collect`): the time
 /// series (one row per flow and interval), the queue table (one row per interval), the flows
 /// table (one row per flow) and the fct table (one row per finite flow). A test checks them
 /// against a real run's tables.
@@ -41,7 +41,7 @@ pub const FLOWS_COLUMNS: u64 = 41;
 pub const FCT_COLUMNS: u64 = 7;
 
 /// Bytes of one table cell in each of its three forms: the engine's column
-/// (`link::tables::Column::OptF64`, the widest numeric kind), the Python list the FFI makes
+/// (`results::tables::Column::OptF64`, the widest numeric kind), the Python list the FFI makes
 /// (an 8-byte list slot and a 24-byte CPython float object, `sys.getsizeof(1.0)`), and the
 /// DataFrame column (8 bytes per cell).
 pub const CELL_BYTES: u64 = size_of::<Option<f64>>() as u64 + 8 + 24 + 8;
@@ -103,7 +103,8 @@ pub fn mean_size(d: &SizeDist) -> f64 {
             if (alpha - 1.0).abs() < 1e-12 {
                 l * h / (h - l) * (h / l).ln()
             } else {
-                l.powf(alpha) / (1.0 - (l / h).powf(alpha)) * alpha / (alpha - 1.0) * (l.powf(1.0 - alpha) - h.powf(1.0 - alpha))
+                l.powf(alpha) / (1.0 - (l / h).powf(alpha)) * alpha / (alpha - 1.0)
+                    * (l.powf(1.0 - alpha) - h.powf(1.0 - alpha))
             }
         }
         // E[exp(N(μ, σ²))] = exp(μ + σ²/2).
@@ -126,7 +127,10 @@ fn schedule_mid(s: &StartConfig, count: u64) -> f64 {
     match *s {
         StartConfig::Fixed { at_ns } => at_ns as f64,
         StartConfig::Uniform { lo_ns, hi_ns } => (lo_ns as f64 + hi_ns as f64) / 2.0,
-        StartConfig::Staggered { first_ns, spacing_ns } => first_ns as f64 + spacing_ns as f64 * count.saturating_sub(1) as f64 / 2.0,
+        StartConfig::Staggered {
+            first_ns,
+            spacing_ns,
+        } => first_ns as f64 + spacing_ns as f64 * count.saturating_sub(1) as f64 / 2.0,
     }
 }
 
@@ -155,18 +159,43 @@ fn class_load(c: &ClassConfig, cfg: &EngineConfig) -> ClassLoad {
         let flows = wl.rate_per_s * span_s;
         let size = mean_size(&wl.size);
         let active = finite_flow_ns(size, c.rtt_ns as f64, rate).min(dur);
-        return ClassLoad { flows, active_ns: active, offered_pkts: flows * (size / MSS_BYTES as f64).ceil(), bulk_span: None };
+        return ClassLoad {
+            flows,
+            active_ns: active,
+            offered_pkts: flows * (size / MSS_BYTES as f64).ceil(),
+            bulk_span: None,
+        };
     }
     let n = c.count as f64;
     let start = schedule_mid(&c.start, c.count as u64).min(dur);
-    let end = c.stop.as_ref().map_or(dur, |s| schedule_mid(s, c.count as u64)).clamp(start, dur);
+    let end = c
+        .stop
+        .as_ref()
+        .map_or(dur, |s| schedule_mid(s, c.count as u64))
+        .clamp(start, dur);
     match (c.cbr_rate_bps, c.size_bytes) {
-        (Some(r), _) => ClassLoad { flows: n, active_ns: end - start, offered_pkts: n * r as f64 * (end - start) / 1e9 / (8.0 * MTU_BYTES as f64), bulk_span: None },
+        (Some(r), _) => ClassLoad {
+            flows: n,
+            active_ns: end - start,
+            offered_pkts: n * r as f64 * (end - start) / 1e9 / (8.0 * MTU_BYTES as f64),
+            bulk_span: None,
+        },
         (None, Some(bytes)) => {
-            let active = finite_flow_ns(bytes as f64, c.rtt_ns as f64, rate / n.max(1.0)).min(dur - start);
-            ClassLoad { flows: n, active_ns: active, offered_pkts: n * (bytes as f64 / MSS_BYTES as f64).ceil(), bulk_span: None }
+            let active =
+                finite_flow_ns(bytes as f64, c.rtt_ns as f64, rate / n.max(1.0)).min(dur - start);
+            ClassLoad {
+                flows: n,
+                active_ns: active,
+                offered_pkts: n * (bytes as f64 / MSS_BYTES as f64).ceil(),
+                bulk_span: None,
+            }
         }
-        (None, None) => ClassLoad { flows: n, active_ns: end - start, offered_pkts: 0.0, bulk_span: Some((start, end)) },
+        (None, None) => ClassLoad {
+            flows: n,
+            active_ns: end - start,
+            offered_pkts: 0.0,
+            bulk_span: Some((start, end)),
+        },
     }
 }
 
@@ -187,10 +216,20 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
             hi = hi.max(e);
         }
     }
-    let bulk = if hi > lo { capacity * (hi - lo) / dur } else { 0.0 };
+    let bulk = if hi > lo {
+        capacity * (hi - lo) / dur
+    } else {
+        0.0
+    };
     let offered: f64 = bulk + loads.iter().map(|l| l.offered_pkts).sum::<f64>();
     let carried = offered.min(capacity);
-    let cbr_offered: f64 = cfg.classes.iter().zip(&loads).filter(|(c, _)| c.cbr_rate_bps.is_some()).map(|(_, l)| l.offered_pkts).sum();
+    let cbr_offered: f64 = cfg
+        .classes
+        .iter()
+        .zip(&loads)
+        .filter(|(c, _)| c.cbr_rate_bps.is_some())
+        .map(|(_, l)| l.offered_pkts)
+        .sum();
     let excess = (offered - capacity).max(0.0).min(cbr_offered);
     let offloads = !cfg.host.ideal;
     let host_cost = match (cfg.host.ideal, cfg.host.offloads) {
@@ -198,11 +237,21 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
         (false, true) => OFFLOADS_COST,
         (false, false) => NO_OFFLOADS_COST,
     };
-    let events = (carried + excess) * (EVENTS_PER_PACKET + if offloads { OFFLOADS_EVENTS_PER_PACKET } else { 0.0 });
+    let events = (carried + excess)
+        * (EVENTS_PER_PACKET
+            + if offloads {
+                OFFLOADS_EVENTS_PER_PACKET
+            } else {
+                0.0
+            });
 
     // Flows and their state.
     let flows: f64 = loads.iter().map(|l| l.flows).sum();
-    let marker = if cfg.bottleneck.aqm.reads_packet_values() { size_of::<FlowMarker>() } else { 0 };
+    let marker = if cfg.bottleneck.aqm.reads_packet_values() {
+        size_of::<FlowMarker>()
+    } else {
+        0
+    };
     let per_flow = size_of::<Flow>()
         + size_of::<FlowMeasure>()
         + size_of::<PlannedFlow>()
@@ -214,8 +263,15 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
         + 16
         + size_of::<u64>()
         + if offloads { size_of::<Nic>() + size_of::<Gro>() } else { 0 };
-    let finite: f64 = cfg.classes.iter().zip(&loads).filter(|(c, _)| c.workload.is_some() || c.size_bytes.is_some()).map(|(_, l)| l.flows).sum();
-    let flow_bytes = flows * (per_flow as f64 + (FLOWS_COLUMNS * CELL_BYTES) as f64) + finite * (FCT_COLUMNS * CELL_BYTES) as f64;
+    let finite: f64 = cfg
+        .classes
+        .iter()
+        .zip(&loads)
+        .filter(|(c, _)| c.workload.is_some() || c.size_bytes.is_some())
+        .map(|(_, l)| l.flows)
+        .sum();
+    let flow_bytes = flows * (per_flow as f64 + (FLOWS_COLUMNS * CELL_BYTES) as f64)
+        + finite * (FCT_COLUMNS * CELL_BYTES) as f64;
 
     // The network: the buffer, the forward delay lines (rate × one-way delay of the longest
     // class) and the reverse lines' ACKs (one per two segments), each ring at most twice its
@@ -241,7 +297,13 @@ pub fn estimate(cfg: &EngineConfig) -> Estimate {
     let iv = cfg.measure.interval_ns as f64;
     let (intervals, ts_rows) = if iv > 0.0 && cfg.measure.interval_ns <= cfg.duration_ns {
         let k = (dur / iv).floor();
-        (k, loads.iter().map(|l| l.flows * ((l.active_ns / iv).ceil() + 1.0).min(k)).sum::<f64>())
+        (
+            k,
+            loads
+                .iter()
+                .map(|l| l.flows * ((l.active_ns / iv).ceil() + 1.0).min(k))
+                .sum::<f64>(),
+        )
     } else {
         (0.0, 0.0)
     };
@@ -273,10 +335,12 @@ mod tests {
         let n = 200_000;
         let (a, b) = (lo.ln(), hi.ln());
         let h = (b - a) / n as f64;
-        (0..n).map(|i| {
-            let x = (a + (i as f64 + 0.5) * h).exp();
-            x * pdf(x) * x * h
-        }).sum()
+        (0..n)
+            .map(|i| {
+                let x = (a + (i as f64 + 0.5) * h).exp();
+                x * pdf(x) * x * h
+            })
+            .sum()
     }
 
     #[test]
@@ -284,10 +348,18 @@ mod tests {
         // f(x) = α L^α x^(−α−1) / (1 − (L/H)^α) on [L, H].
         for alpha in [0.5, 1.0, 1.2, 2.5] {
             let (l, h): (f64, f64) = (1000.0, 1_000_000.0);
-            let pdf = |x: f64| alpha * l.powf(alpha) * x.powf(-alpha - 1.0) / (1.0 - (l / h).powf(alpha));
+            let pdf =
+                |x: f64| alpha * l.powf(alpha) * x.powf(-alpha - 1.0) / (1.0 - (l / h).powf(alpha));
             let want = integrate_mean(pdf, l, h);
-            let got = mean_size(&SizeDist::Pareto { alpha, lo: 1000, hi: 1_000_000 });
-            assert!((got / want - 1.0).abs() < 1e-6, "α {alpha}: {got} vs {want}");
+            let got = mean_size(&SizeDist::Pareto {
+                alpha,
+                lo: 1000,
+                hi: 1_000_000,
+            });
+            assert!(
+                (got / want - 1.0).abs() < 1e-6,
+                "α {alpha}: {got} vs {want}"
+            );
         }
     }
 
@@ -295,10 +367,22 @@ mod tests {
     fn empirical_and_simple_means_by_hand() {
         // CDF (100, 0.5), (300, 1): half the mass at 100, half spread evenly on [100, 300]
         // (mean 200): 0.5·100 + 0.5·200 = 150.
-        assert_eq!(mean_size(&SizeDist::Empirical { points: vec![(100.0, 0.5), (300.0, 1.0)] }), 150.0);
+        assert_eq!(
+            mean_size(&SizeDist::Empirical {
+                points: vec![(100.0, 0.5), (300.0, 1.0)]
+            }),
+            150.0
+        );
         // Uniform lo + u(hi − lo + 1), u in [0, 1): mean 10 + 91/2.
         assert_eq!(mean_size(&SizeDist::Uniform { lo: 10, hi: 100 }), 55.5);
         // exp(μ + σ²/2) with μ = 0, σ = 2: e².
-        assert!((mean_size(&SizeDist::Lognormal { mu: 0.0, sigma: 2.0 }) - 2f64.exp()).abs() < 1e-12);
+        assert!(
+            (mean_size(&SizeDist::Lognormal {
+                mu: 0.0,
+                sigma: 2.0
+            }) - 2f64.exp())
+            .abs()
+                < 1e-12
+        );
     }
 }

@@ -35,7 +35,13 @@ pub struct Nic {
 
 impl Nic {
     pub fn new(rate_bps: u64, jitter_ns: Nanos, rng: aqm::Rng) -> Self {
-        Nic { queue: VecDeque::new(), serializer: Serializer::new(rate_bps), jitter_ns, rng, handed: None }
+        Nic {
+            queue: VecDeque::new(),
+            serializer: Serializer::new(rate_bps),
+            jitter_ns,
+            rng,
+            handed: None,
+        }
     }
 
     /// Queue a packet at `now`. If the NIC was idle it sends it once it is ready: returns when
@@ -56,7 +62,10 @@ impl Nic {
     /// is ready; returns the packet and when the next transmission ends.
     #[inline]
     pub fn finish(&mut self, now: Nanos) -> (DataPkt, Option<Nanos>) {
-        let (pkt, _) = self.queue.pop_front().expect("NIC transmission done with an empty queue");
+        let (pkt, _) = self
+            .queue
+            .pop_front()
+            .expect("NIC transmission done with an empty queue");
         match self.queue.front() {
             Some(&(next, ready)) => (pkt, Some(self.start(now, ready, next.wire_len))),
             None => {
@@ -96,7 +105,13 @@ pub struct Gro {
 
 impl Gro {
     pub fn new(interval_ns: Nanos, max_bytes: u32) -> Self {
-        Gro { pending: Vec::with_capacity(8), poll_at: None, last_poll: None, interval_ns, max_bytes }
+        Gro {
+            pending: Vec::with_capacity(8),
+            poll_at: None,
+            last_poll: None,
+            interval_ns,
+            max_bytes,
+        }
     }
 
     /// A packet reaches the receiving NIC at `now`; returns when to poll, if no poll is due yet.
@@ -106,7 +121,9 @@ impl Gro {
         if self.poll_at.is_some() {
             return None;
         }
-        let at = self.last_poll.map_or(now, |l| now.max(l + self.interval_ns));
+        let at = self
+            .last_poll
+            .map_or(now, |l| now.max(l + self.interval_ns));
         self.poll_at = Some(at);
         Some(at)
     }
@@ -224,12 +241,26 @@ impl Stalls {
 }
 
 #[cfg(test)]
+// The GRO packets of a poll are ranges into its packets: a poll of one packet is `[0..n]`, a
+// one-element array of ranges, which is what the tests mean.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use aqm::Ecn;
 
     fn seg(seq: u32) -> DataPkt {
-        DataPkt { flow: 0, seq, payload: MSS_BYTES, wire_len: MSS_BYTES + TCP_IP_HEADER_BYTES, ecn: Ecn::Ect0, flags: 0, hop: 0, enqueue_ns: 0, value: 0, tsval: 7 }
+        DataPkt {
+            flow: 0,
+            seq,
+            payload: MSS_BYTES,
+            wire_len: MSS_BYTES + TCP_IP_HEADER_BYTES,
+            ecn: Ecn::Ect0,
+            flags: 0,
+            hop: 0,
+            enqueue_ns: 0,
+            value: 0,
+            tsval: 7,
+        }
     }
 
     fn units(pkts: &[DataPkt], max: u32) -> Vec<Range<usize>> {
@@ -327,7 +358,10 @@ mod tests {
             end = next;
         }
         assert!(handed_second);
-        assert_eq!(departures.iter().map(|d| d.0).collect::<Vec<_>>(), (0..50).collect::<Vec<_>>());
+        assert_eq!(
+            departures.iter().map(|d| d.0).collect::<Vec<_>>(),
+            (0..50).collect::<Vec<_>>()
+        );
         for (k, &(_, t)) in departures[..30].iter().enumerate() {
             assert_eq!(t, r + (k as u64 + 1) * tx);
         }
@@ -365,8 +399,10 @@ mod tests {
     #[test]
     fn a_stall_holds_what_falls_in_it_until_its_end() {
         let s = Stalls::from_windows(vec![(1_000, 1_500), (4_000, 4_500)]);
-        assert_eq!([0, 999, 1_000, 1_200, 1_499, 1_500, 3_999, 4_000, 4_499, 4_500].map(|t| s.release(t)),
-                   [0, 999, 1_500, 1_500, 1_500, 1_500, 3_999, 4_500, 4_500, 4_500]);
+        assert_eq!(
+            [0, 999, 1_000, 1_200, 1_499, 1_500, 3_999, 4_000, 4_499, 4_500].map(|t| s.release(t)),
+            [0, 999, 1_500, 1_500, 1_500, 1_500, 3_999, 4_500, 4_500, 4_500]
+        );
         assert_eq!(Stalls::default().release(1_200), 1_200);
     }
 
@@ -381,7 +417,12 @@ mod tests {
         assert!(w.iter().all(|&(a, b)| b - a == 1_000_000));
         assert!(w.windows(2).all(|p| p[0].1 <= p[1].0), "windows overlap");
         let mean_gap = (w[w.len() - 1].0 - w[0].0) as f64 / (w.len() - 1) as f64;
-        assert!((mean_gap / 100e6 - 1.0).abs() < 0.03, "mean gap {mean_gap} ns");
-        assert!(Stalls::new(0, 0, 1_000_000_000, &mut rng).windows().is_empty());
+        assert!(
+            (mean_gap / 100e6 - 1.0).abs() < 0.03,
+            "mean gap {mean_gap} ns"
+        );
+        assert!(Stalls::new(0, 0, 1_000_000_000, &mut rng)
+            .windows()
+            .is_empty());
     }
 }

@@ -47,7 +47,12 @@ pub struct DelayLine<P> {
 
 impl<P: Copy> DelayLine<P> {
     pub fn new(id: u32, delay_ns: Nanos) -> Self {
-        DelayLine { id, delay_ns, queue: VecDeque::new(), head_scheduled: false }
+        DelayLine {
+            id,
+            delay_ns,
+            queue: VecDeque::new(),
+            head_scheduled: false,
+        }
     }
 
     /// Put `pkt` on the line; it comes out after the line's delay, or at the end of the host
@@ -116,7 +121,16 @@ pub struct Bottleneck<P: aqm::Packet> {
 
 impl<P: aqm::Packet + Copy> Bottleneck<P> {
     pub fn new(id: u32, rate_bps: u64, limit: PhysicalLimit, qdisc: AnyQdisc<P>) -> Self {
-        Bottleneck { id, rate_bps, limit, qdisc, in_tx: None, serializer: Serializer::new(rate_bps), tx_start_ns: 0, tx_end_ns: 0 }
+        Bottleneck {
+            id,
+            rate_bps,
+            limit,
+            qdisc,
+            in_tx: None,
+            serializer: Serializer::new(rate_bps),
+            tx_start_ns: 0,
+            tx_end_ns: 0,
+        }
     }
 
     /// Offer an arriving packet to the buffer and discipline.
@@ -152,7 +166,10 @@ impl<P: aqm::Packet + Copy> Bottleneck<P> {
     /// (an idle link has no phase to keep).
     #[inline]
     pub fn finish_tx(&mut self) -> P {
-        let pkt = self.in_tx.take().expect("LinkTxDone without a packet in transmission");
+        let pkt = self
+            .in_tx
+            .take()
+            .expect("LinkTxDone without a packet in transmission");
         if self.qdisc.is_empty() {
             self.serializer.idle();
         }

@@ -1,11 +1,11 @@
 //! The simulator's results: its per-flow time-series sample, and the tables and summary types,
-//! which `crates/link` computes from the run's records (`World::into_record`) for both
+//! which `crates/results` computes from the run's records (`World::into_record`) for both
 //! backends.
 
 use crate::cc::CaState;
 
+pub use ::results::tables::{collect, Column, RunResult, Table};
 pub use link::measure::QueueRow;
-pub use link::tables::{collect, Column, RunResult, Table};
 
 /// A per-flow time-series sample.
 #[derive(Clone, Debug)]

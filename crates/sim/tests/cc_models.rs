@@ -25,7 +25,9 @@ fn phases(r: &sim::RunResult) -> Vec<Option<String>> {
 }
 
 fn sojourn_mean_ms(r: &sim::RunResult) -> f64 {
-    r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().expect("sojourn mean")
+    r.summary["metrics"]["sojourn_ms"]["mean"]
+        .as_f64()
+        .expect("sojourn mean")
 }
 
 /// Share of the link's goodput taken by the flows of class 0.
@@ -39,10 +41,22 @@ fn each_model_based_cc_alone_fills_a_deep_buffered_path() {
     // Alone on 100 Mbps, 20 ms with a deep buffer, a model-based CC keeps the link ≥ 95 % busy
     // (BBR pays ≈ 2 % for PROBE_RTT — 200 ms of every 10 s — and paces 1 % below its estimate).
     for cc in ["bbr", "bbr2", "bbr3", "prague"] {
-        let cfg = config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 30.0, 5.0, 1);
+        let cfg = config(
+            100 * MBPS,
+            Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+            None,
+            taildrop(),
+            &[class(cc, 1, 20.0)],
+            30.0,
+            5.0,
+            1,
+        );
         let r = run(&cfg);
         let u = metric(&r, "utilization");
-        println!("{cc}: utilization {u:.4}, mean sojourn {:.2} ms", sojourn_mean_ms(&r));
+        println!(
+            "{cc}: utilization {u:.4}, mean sojourn {:.2} ms",
+            sojourn_mean_ms(&r)
+        );
         assert!(u >= 0.95, "{cc}: utilization {u:.3}");
     }
 }
@@ -53,7 +67,16 @@ fn bbr_enters_probe_rtt_every_ten_seconds_at_four_packets() {
     // PROBE_RTT then holds cwnd at bbr_cwnd_min_target = 4 for ≥ 200 ms and one round. On a
     // path where the flow alone sets the RTT, nothing lowers min_rtt between probes, so
     // episodes recur every 10 s plus the episode itself (≈ 0.2–0.3 s).
-    let cfg = config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class("bbr", 1, 20.0)], 35.0, 0.0, 1);
+    let cfg = config(
+        100 * MBPS,
+        Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        taildrop(),
+        &[class("bbr", 1, 20.0)],
+        35.0,
+        0.0,
+        1,
+    );
     let r = run(&cfg);
     let t = col_f64(&r, "timeseries", "t_s");
     let cwnd = col_u64(&r, "timeseries", "cwnd");
@@ -74,7 +97,10 @@ fn bbr_enters_probe_rtt_every_ten_seconds_at_four_packets() {
     assert_eq!(starts.len(), 3, "{starts:?}");
     for w in starts.windows(2) {
         let gap = w[1] - w[0];
-        assert!((10.0..=10.6).contains(&gap), "gap {gap:.2} s between PROBE_RTT episodes");
+        assert!(
+            (10.0..=10.6).contains(&gap),
+            "gap {gap:.2} s between PROBE_RTT episodes"
+        );
     }
 }
 
@@ -87,13 +113,37 @@ fn several_bbr_flows_keep_a_standing_queue_of_about_one_bdp() {
     // (10–35 ms of queueing on a 20 ms path) — versus ≈ 0 for one paced flow.
     let mut c = class("bbr", 4, 20.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
-    let cfg = config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[c], 30.0, 10.0, 1);
+    let cfg = config(
+        100 * MBPS,
+        Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        taildrop(),
+        &[c],
+        30.0,
+        10.0,
+        1,
+    );
     let r = run(&cfg);
     let q = sojourn_mean_ms(&r);
-    let alone = run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class("bbr", 1, 20.0)], 30.0, 10.0, 1));
+    let alone = run(&config(
+        100 * MBPS,
+        Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        taildrop(),
+        &[class("bbr", 1, 20.0)],
+        30.0,
+        10.0,
+        1,
+    ));
     let q1 = sojourn_mean_ms(&alone);
-    println!("4 bbr: mean sojourn {q:.2} ms; 1 bbr: {q1:.2} ms; utilization {:.4}", metric(&r, "utilization"));
-    assert!((10.0..=35.0).contains(&q), "4 BBR flows: mean sojourn {q:.2} ms");
+    println!(
+        "4 bbr: mean sojourn {q:.2} ms; 1 bbr: {q1:.2} ms; utilization {:.4}",
+        metric(&r, "utilization")
+    );
+    assert!(
+        (10.0..=35.0).contains(&q),
+        "4 BBR flows: mean sojourn {q:.2} ms"
+    );
     assert!(q1 < 5.0, "one paced BBR flow: mean sojourn {q1:.2} ms");
     assert!(metric(&r, "jain") > 0.9);
 }
@@ -104,8 +154,26 @@ fn bbr_takes_most_of_a_shallow_buffer_from_cubic_and_cubic_wins_a_deep_one() {
     // v1 ignores loss, so in a shallow drop-tail buffer it keeps its rate and CUBIC backs off
     // (BBR ≳ 80 % of the link); in a deep buffer CUBIC fills the queue, BBR's min_rtt probe
     // and 2·BDP cap leave it the smaller share (CUBIC > 50 %).
-    let shallow = run(&config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0) / 4), None, taildrop(), &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)], 40.0, 10.0, 1));
-    let deep = run(&config(100 * MBPS, Some(8 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)], 40.0, 10.0, 1));
+    let shallow = run(&config(
+        100 * MBPS,
+        Some(bdp_bytes(100 * MBPS, 20.0) / 4),
+        None,
+        taildrop(),
+        &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)],
+        40.0,
+        10.0,
+        1,
+    ));
+    let deep = run(&config(
+        100 * MBPS,
+        Some(8 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        taildrop(),
+        &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)],
+        40.0,
+        10.0,
+        1,
+    ));
     let (s, d) = (share_of_first_class(&shallow), share_of_first_class(&deep));
     println!("BBR share vs CUBIC: 0.25 BDP {s:.3}, 8 BDP {d:.3}");
     assert!(s > 0.8, "shallow: BBR share {s:.3}");
@@ -116,7 +184,18 @@ fn bbr_takes_most_of_a_shallow_buffer_from_cubic_and_cubic_wins_a_deep_one() {
 fn bbr_runs_are_reproducible_and_the_seed_moves_the_gain_cycle() {
     // The gain cycle's start phase (prandom_u32_max in bbr_reset_probe_bw_mode) comes from the
     // run seed: the same seed gives identical results, another seed a different trajectory.
-    let mk = |seed| config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class("bbr", 3, 20.0)], 5.0, 0.0, seed);
+    let mk = |seed| {
+        config(
+            100 * MBPS,
+            Some(bdp_bytes(100 * MBPS, 20.0)),
+            None,
+            taildrop(),
+            &[class("bbr", 3, 20.0)],
+            5.0,
+            0.0,
+            seed,
+        )
+    };
     let (a, b, c) = (run(&mk(7)), run(&mk(7)), run(&mk(8)));
     assert_eq!(a.table("timeseries"), b.table("timeseries"));
     assert_eq!(a.table("flows"), b.table("flows"));
@@ -128,7 +207,16 @@ fn prague_over_a_1ms_step_fills_the_link_with_a_queue_near_the_threshold() {
     // RFC 9330 §1 / RFC 9332 §1: a scalable CC over an immediate step at 1 ms keeps the link
     // full with about 1 ms of queue. Accept ≥ 95 % utilization and a mean sojourn ≤ 1.5 ms.
     let step = json!({"kind": "step", "threshold_bytes": 12_500u64});
-    let r = run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, step, &[class("prague", 1, 20.0)], 20.0, 5.0, 1));
+    let r = run(&config(
+        100 * MBPS,
+        Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        step,
+        &[class("prague", 1, 20.0)],
+        20.0,
+        5.0,
+        1,
+    ));
     let (u, q) = (metric(&r, "utilization"), sojourn_mean_ms(&r));
     println!("prague over step 1 ms: utilization {u:.4}, mean sojourn {q:.3} ms");
     assert!(u >= 0.95, "utilization {u:.3}");
@@ -144,7 +232,16 @@ fn prague_is_rtt_independent_below_its_25ms_reference_where_dctcp_is_not() {
     // and DCTCP's above 3.
     let ratio = |cc: &str| {
         let aqm = json!({"kind": "dualpi2", "ecn_mask": "any_ect"});
-        let r = run(&config(100 * MBPS, Some(2 * bdp_bytes(100 * MBPS, 20.0)), None, aqm, &[class(cc, 1, 5.0), class(cc, 1, 20.0)], 40.0, 10.0, 1));
+        let r = run(&config(
+            100 * MBPS,
+            Some(2 * bdp_bytes(100 * MBPS, 20.0)),
+            None,
+            aqm,
+            &[class(cc, 1, 5.0), class(cc, 1, 20.0)],
+            40.0,
+            10.0,
+            1,
+        ));
         let g = col_f64(&r, "flows", "goodput_bps");
         g[0] / g[1]
     };
@@ -160,15 +257,44 @@ fn bbr2_and_bbr3_keep_a_lower_queue_than_bbr_and_bbr2_shares_more_evenly_with_cu
     // drains in PROBE_BW:DOWN until inflight ≤ BDP with 15 % headroom, so alone it keeps a
     // smaller queue than v1 (which cruises at cwnd_gain·BDP); and it reacts to loss (β = 0.7),
     // so against CUBIC in a 1-BDP drop-tail buffer its share is nearer the fair 0.5 than v1's.
-    let deep = |cc: &str| run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 30.0, 10.0, 1));
-    let (q1, q2, q3) = (sojourn_mean_ms(&deep("bbr")), sojourn_mean_ms(&deep("bbr2")), sojourn_mean_ms(&deep("bbr3")));
-    let mix = |cc: &str| share_of_first_class(&run(&config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0), class("cubic", 1, 20.0)], 60.0, 10.0, 1)));
+    let deep = |cc: &str| {
+        run(&config(
+            100 * MBPS,
+            Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+            None,
+            taildrop(),
+            &[class(cc, 1, 20.0)],
+            30.0,
+            10.0,
+            1,
+        ))
+    };
+    let (q1, q2, q3) = (
+        sojourn_mean_ms(&deep("bbr")),
+        sojourn_mean_ms(&deep("bbr2")),
+        sojourn_mean_ms(&deep("bbr3")),
+    );
+    let mix = |cc: &str| {
+        share_of_first_class(&run(&config(
+            100 * MBPS,
+            Some(bdp_bytes(100 * MBPS, 20.0)),
+            None,
+            taildrop(),
+            &[class(cc, 1, 20.0), class("cubic", 1, 20.0)],
+            60.0,
+            10.0,
+            1,
+        )))
+    };
     let (s1, s2) = (mix("bbr"), mix("bbr2"));
     println!("alone: mean sojourn bbr {q1:.2} ms, bbr2 {q2:.2} ms, bbr3 {q3:.2} ms; share vs cubic at 1 BDP: bbr {s1:.3}, bbr2 {s2:.3}");
     assert!(q2 < q1, "bbr2 {q2:.2} ms vs bbr {q1:.2} ms");
     // draft-ietf-ccwg-bbr / google/bbr v3: the same bounds, DOWN at 0.9 (v3's source: 232/256).
     assert!(q3 < q1, "bbr3 {q3:.2} ms vs bbr {q1:.2} ms");
-    assert!((s2 - 0.5).abs() < (s1 - 0.5).abs(), "bbr2 share {s2:.3} vs bbr {s1:.3}");
+    assert!(
+        (s2 - 0.5).abs() < (s1 - 0.5).abs(),
+        "bbr2 share {s2:.3} vs bbr {s1:.3}"
+    );
 }
 
 #[test]
@@ -178,8 +304,26 @@ fn fq_codel_gives_bbr_and_cubic_equal_shares_where_taildrop_does_not() {
     // BBR take most of the link (Hock et al., ICNP 2017).
     let buf = Some(bdp_bytes(100 * MBPS, 20.0) / 4);
     let fq = json!({"kind": "fq_codel", "limit": 10240, "memory_limit": 33_554_432u64});
-    let s_fq = share_of_first_class(&run(&config(100 * MBPS, buf, None, fq, &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)], 40.0, 10.0, 1)));
-    let s_td = share_of_first_class(&run(&config(100 * MBPS, buf, None, taildrop(), &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)], 40.0, 10.0, 1)));
+    let s_fq = share_of_first_class(&run(&config(
+        100 * MBPS,
+        buf,
+        None,
+        fq,
+        &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)],
+        40.0,
+        10.0,
+        1,
+    )));
+    let s_td = share_of_first_class(&run(&config(
+        100 * MBPS,
+        buf,
+        None,
+        taildrop(),
+        &[class("bbr", 1, 20.0), class("cubic", 1, 20.0)],
+        40.0,
+        10.0,
+        1,
+    )));
     println!("BBR share vs CUBIC: fq_codel {s_fq:.3}, taildrop {s_td:.3}");
     assert!((0.4..=0.6).contains(&s_fq), "fq_codel: BBR share {s_fq:.3}");
     assert!(s_td > 0.8, "taildrop: BBR share {s_td:.3}");
@@ -197,11 +341,27 @@ fn dualpi2_keeps_prague_in_a_far_shorter_queue_than_cubic_with_comparable_throug
     let aqm = json!({"kind": "dualpi2"});
     let mut cubic = class("cubic", 1, 20.0);
     cubic.ecn = true;
-    let r = run(&config(100 * MBPS, Some(10 * bdp_bytes(100 * MBPS, 20.0)), None, aqm, &[class("prague", 1, 20.0), cubic], 40.0, 10.0, 1));
+    let r = run(&config(
+        100 * MBPS,
+        Some(10 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        aqm,
+        &[class("prague", 1, 20.0), cubic],
+        40.0,
+        10.0,
+        1,
+    ));
     let soj = col_opt(&r, "classes", "sojourn_mean_ms");
     let g = col_f64(&r, "classes", "goodput_bps");
     let (l, c) = (soj[0].unwrap(), soj[1].unwrap());
-    println!("DualPI2: Prague sojourn {l:.2} ms, CUBIC {c:.2} ms; throughput ratio {:.2}", g[0] / g[1]);
+    println!(
+        "DualPI2: Prague sojourn {l:.2} ms, CUBIC {c:.2} ms; throughput ratio {:.2}",
+        g[0] / g[1]
+    );
     assert!(l < 2.0 && c > 5.0 * l, "L {l:.2} ms vs C {c:.2} ms");
-    assert!((1.0 / 4.0..=4.0).contains(&(g[0] / g[1])), "ratio {:.2}", g[0] / g[1]);
+    assert!(
+        (1.0 / 4.0..=4.0).contains(&(g[0] / g[1])),
+        "ratio {:.2}",
+        g[0] / g[1]
+    );
 }

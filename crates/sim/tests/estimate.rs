@@ -8,11 +8,20 @@ use sim::estimate::{estimate, FCT_COLUMNS, FLOWS_COLUMNS, QUEUE_COLUMNS, TIMESER
 
 #[test]
 fn table_widths_are_the_real_tables_widths() {
-    // The estimate counts cells of the tables `link::collect` builds; a real run's tables are
+    // The estimate counts cells of the tables `results::collect` builds; a real run's tables are
     // the independent count.
     let mut fin = class("cubic", 2, 10.0);
     fin.size_bytes = Some(20_000);
-    let cfg = config(10_000_000, Some(100_000), None, json!({"kind": "taildrop"}), &[class("reno", 2, 10.0), fin], 0.5, 0.0, 1);
+    let cfg = config(
+        10_000_000,
+        Some(100_000),
+        None,
+        json!({"kind": "taildrop"}),
+        &[class("reno", 2, 10.0), fin],
+        0.5,
+        0.0,
+        1,
+    );
     let r = run(&cfg);
     let width = |t: &str| r.table(t).columns.len() as u64;
     assert_eq!(width("timeseries"), TIMESERIES_COLUMNS);
@@ -25,7 +34,16 @@ fn table_widths_are_the_real_tables_widths() {
 fn bulk_flows_carry_the_link_capacity_and_the_run_agrees() {
     // 2 Reno flows on 10 Mbit/s for 2 s: 10e6 · 2 / (8 · 1500) = 1666.7 packets at most; the
     // run, after its slow start, carries within 10 % of them.
-    let cfg = config(10_000_000, Some(100_000), None, json!({"kind": "taildrop"}), &[class("reno", 2, 10.0)], 2.0, 0.0, 1);
+    let cfg = config(
+        10_000_000,
+        Some(100_000),
+        None,
+        json!({"kind": "taildrop"}),
+        &[class("reno", 2, 10.0)],
+        2.0,
+        0.0,
+        1,
+    );
     let e = estimate(&sim::EngineConfig::from_json(&cfg).unwrap());
     assert_eq!(e.bottleneck_packets, 1667);
     let r = run(&cfg);
@@ -39,7 +57,16 @@ fn the_world_refuses_a_plan_it_cannot_allocate() {
     // as an error value, not an abort.
     let mut c = class("cubic", u32::MAX, 10.0);
     c.start = json!({"kind": "fixed", "at_ns": 0});
-    let cfg = config(10_000_000, Some(100_000), None, json!({"kind": "taildrop"}), &[c], 0.1, 0.0, 1);
+    let cfg = config(
+        10_000_000,
+        Some(100_000),
+        None,
+        json!({"kind": "taildrop"}),
+        &[c],
+        0.1,
+        0.0,
+        1,
+    );
     let cfg = sim::EngineConfig::from_json(&cfg).unwrap();
     sim::world::check(&cfg).unwrap();
     match sim::World::new(cfg) {

@@ -32,13 +32,25 @@ fn assert_conservation(r: &sim::RunResult) {
     let innet = col_u64(r, "flows", "end_in_network_pkts");
     let flows = r.table("flows");
     for f in 0..sent.len() {
-        assert_eq!(sent[f], recv[f] + dropped[f] + innet[f], "flow {f}: sent = received + dropped + in network");
+        assert_eq!(
+            sent[f],
+            recv[f] + dropped[f] + innet[f],
+            "flow {f}: sent = received + dropped + in network"
+        );
         // Warmup is 0 in these runs, so the per-reason (window) counters cover the whole run.
-        let by_reason: u64 =
-            flows.columns.iter().filter(|(n, _)| n.starts_with("drops_")).map(|(n, _)| flows.u64(n)[f]).sum();
+        let by_reason: u64 = flows
+            .columns
+            .iter()
+            .filter(|(n, _)| n.starts_with("drops_"))
+            .map(|(n, _)| flows.u64(n)[f])
+            .sum();
         assert_eq!(by_reason, dropped[f], "flow {f}: drops by reason");
-        let marks_by_reason: u64 =
-            flows.columns.iter().filter(|(n, _)| n.starts_with("marks_")).map(|(n, _)| flows.u64(n)[f]).sum();
+        let marks_by_reason: u64 = flows
+            .columns
+            .iter()
+            .filter(|(n, _)| n.starts_with("marks_"))
+            .map(|(n, _)| flows.u64(n)[f])
+            .sum();
         assert_eq!(marks_by_reason, marked[f], "flow {f}: marks by reason");
     }
 }
@@ -47,21 +59,50 @@ fn assert_conservation(r: &sim::RunResult) {
 fn conservation_with_tail_drops() {
     // 5 CUBIC flows into a 20-packet buffer at 100 Mbps: plenty of overflow drops, RTOs and
     // recoveries, and a run that ends with packets in flight.
-    let cfg = config(100 * MBPS, None, Some(20), taildrop(), &[class("cubic", 5, 20.0)], 20.0, 0.0, 7);
+    let cfg = config(
+        100 * MBPS,
+        None,
+        Some(20),
+        taildrop(),
+        &[class("cubic", 5, 20.0)],
+        20.0,
+        0.0,
+        7,
+    );
     let r = run(&cfg);
-    assert!(col_u64(&r, "flows", "total_dropped_pkts").iter().sum::<u64>() > 100);
+    assert!(
+        col_u64(&r, "flows", "total_dropped_pkts")
+            .iter()
+            .sum::<u64>()
+            > 100
+    );
     assert_conservation(&r);
 }
 
 #[test]
 fn conservation_with_marks_and_drops() {
     // Random drops and marks on ECN flows of three CCs.
-    let mut classes = vec![class("dctcp", 2, 10.0), class("reno", 2, 30.0), class("cubic", 2, 50.0)];
+    let mut classes = vec![
+        class("dctcp", 2, 10.0),
+        class("reno", 2, 30.0),
+        class("cubic", 2, 50.0),
+    ];
     classes[1].ecn = true;
     classes[2].ecn = true;
-    let cfg = config(200 * MBPS, Some(2_000_000), None, bernoulli(0.002, 0.01), &classes, 10.0, 0.0, 3);
+    let cfg = config(
+        200 * MBPS,
+        Some(2_000_000),
+        None,
+        bernoulli(0.002, 0.01),
+        &classes,
+        10.0,
+        0.0,
+        3,
+    );
     let r = run(&cfg);
-    assert!(col_u64(&r, "flows", "total_marked_pkts").iter().all(|&m| m > 0));
+    assert!(col_u64(&r, "flows", "total_marked_pkts")
+        .iter()
+        .all(|&m| m > 0));
     assert_conservation(&r);
 }
 
@@ -82,13 +123,28 @@ fn reno_matches_mathis_under_random_loss() {
     // flow far below capacity, so the RTT is the 50 ms base RTT and losses come only from the
     // Bernoulli dropper.
     for (p, secs) in [(1e-4, 600.0), (1e-3, 200.0), (1e-2, 200.0)] {
-        let cfg = config(10 * GBPS, None, None, bernoulli(p, 0.0), &[class("reno", 1, 50.0)], secs, 20.0, 11);
+        let cfg = config(
+            10 * GBPS,
+            None,
+            None,
+            bernoulli(p, 0.0),
+            &[class("reno", 1, 50.0)],
+            secs,
+            20.0,
+            11,
+        );
         let r = run(&cfg);
         let w = window_segments(&r, 0.050);
         let oracle = (1.5f64 / p).sqrt();
         let err = (w - oracle).abs() / oracle;
-        println!("reno p={p}: W={w:.1} oracle={oracle:.1} err={:.1}%", err * 100.0);
-        assert!(err < 0.15, "p={p}: W={w:.1} segments/RTT vs Mathis {oracle:.1}");
+        println!(
+            "reno p={p}: W={w:.1} oracle={oracle:.1} err={:.1}%",
+            err * 100.0
+        );
+        assert!(
+            err < 0.15,
+            "p={p}: W={w:.1} segments/RTT vs Mathis {oracle:.1}"
+        );
     }
 }
 
@@ -96,9 +152,22 @@ fn reno_matches_mathis_under_random_loss() {
 fn cubic_matches_rfc9438_response() {
     // RFC 9438 §5.1 with Linux's β = 717/1024 and C = 0.4: W = 1.054·(R/p)^¾ ... precisely
     // W = 1.054·R^0.75/p^0.75, never below the Reno-friendly √(3/(2p)) (RFC 9438 §5.1).
-    for (rtt_ms, p, secs) in [(100.0, 1e-5, 900.0), (100.0, 1e-4, 300.0), (10.0, 1e-3, 120.0)] {
+    for (rtt_ms, p, secs) in [
+        (100.0, 1e-5, 900.0),
+        (100.0, 1e-4, 300.0),
+        (10.0, 1e-3, 120.0),
+    ] {
         let rtt = rtt_ms / 1000.0;
-        let cfg = config(10 * GBPS, None, None, bernoulli(p, 0.0), &[class("cubic", 1, rtt_ms)], secs, 30.0, 5);
+        let cfg = config(
+            10 * GBPS,
+            None,
+            None,
+            bernoulli(p, 0.0),
+            &[class("cubic", 1, rtt_ms)],
+            secs,
+            30.0,
+            5,
+        );
         let r = run(&cfg);
         let w = window_segments(&r, rtt);
         let cubic = 1.054 * f64::powf(rtt, 0.75) / f64::powf(p, 0.75);
@@ -106,7 +175,10 @@ fn cubic_matches_rfc9438_response() {
         let oracle = cubic.max(reno);
         let err = (w - oracle).abs() / oracle;
         println!("cubic rtt={rtt_ms}ms p={p}: W={w:.1} oracle={oracle:.1} (cubic {cubic:.1}, reno {reno:.1}) err={:.1}%", err * 100.0);
-        assert!(err < 0.20, "rtt={rtt_ms} ms p={p}: W={w:.1} vs oracle {oracle:.1}");
+        assert!(
+            err < 0.20,
+            "rtt={rtt_ms} ms p={p}: W={w:.1} vs oracle {oracle:.1}"
+        );
     }
 }
 
@@ -125,7 +197,10 @@ fn dctcp_under_fixed_marking_lands_in_the_linux_band() {
         let w = dctcp_window(p);
         let k = w * p;
         println!("dctcp p={p}: W={w:.1} segments, W·p = {k:.2}");
-        assert!((1.4..=2.0).contains(&k), "p={p}: W·p = {k:.2} outside [1.4, 2.0]");
+        assert!(
+            (1.4..=2.0).contains(&k),
+            "p={p}: W·p = {k:.2} outside [1.4, 2.0]"
+        );
     }
     // Below p ≈ 1/32 Linux's fixed point cannot represent α ≈ p: each window adds
     // g·F = (Dce << 6)/D, truncated, so with F = p·(1 ± noise) and D ≈ W segments the increment
@@ -134,7 +209,10 @@ fn dctcp_under_fixed_marking_lands_in_the_linux_band() {
     // 64·p = 0.64 ⇒ the increment is usually 0). This is Linux's behaviour, not a model error.
     for p in [0.01, 0.02] {
         let w = dctcp_window(p);
-        println!("dctcp p={p}: W={w:.1} segments, W·p = {:.2} (α resolution limit)", w * p);
+        println!(
+            "dctcp p={p}: W={w:.1} segments, W·p = {:.2} (α resolution limit)",
+            w * p
+        );
         assert!(w * p > 2.0, "p={p}: W·p = {:.2}", w * p);
     }
 }
@@ -142,7 +220,16 @@ fn dctcp_under_fixed_marking_lands_in_the_linux_band() {
 fn dctcp_window(p: f64) -> f64 {
     let mut c = class("dctcp", 1, 10.0);
     c.ecn = true;
-    let cfg = config(10 * GBPS, None, None, bernoulli(0.0, p), &[c], 60.0, 10.0, 9);
+    let cfg = config(
+        10 * GBPS,
+        None,
+        None,
+        bernoulli(0.0, p),
+        &[c],
+        60.0,
+        10.0,
+        9,
+    );
     window_segments(&run(&cfg), 0.010)
 }
 
@@ -161,7 +248,16 @@ fn one_flow_fills_the_link_with_a_one_bdp_buffer() {
     // buffer leaves at least one BDP in flight: the link stays busy (the classic rule of thumb,
     // Villamizar & Song 1994). Expect ≥ 95 % utilization after slow start.
     for cc in ["reno", "cubic"] {
-        let cfg = config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[class(cc, 1, 20.0)], 60.0, 10.0, 1);
+        let cfg = config(
+            100 * MBPS,
+            Some(bdp_bytes(100 * MBPS, 20.0)),
+            None,
+            taildrop(),
+            &[class(cc, 1, 20.0)],
+            60.0,
+            10.0,
+            1,
+        );
         let r = run(&cfg);
         let u = metric(&r, "utilization");
         println!("{cc}: utilization {u:.4}");
@@ -173,7 +269,16 @@ fn one_flow_fills_the_link_with_a_one_bdp_buffer() {
 fn ten_cubic_flows_share_fairly() {
     let mut c = class("cubic", 10, 20.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
-    let cfg = config(100 * MBPS, Some(bdp_bytes(100 * MBPS, 20.0)), None, taildrop(), &[c], 60.0, 0.0, 2);
+    let cfg = config(
+        100 * MBPS,
+        Some(bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        taildrop(),
+        &[c],
+        60.0,
+        0.0,
+        2,
+    );
     let r = run(&cfg);
     let j = metric(&r, "jain");
     println!("10 cubic: jain {j:.4}");
@@ -198,7 +303,11 @@ fn reno_favours_the_short_rtt_flow() {
     let r = run(&cfg);
     let g = col_f64(&r, "flows", "goodput_bps");
     let ratio = g[0] / g[1];
-    println!("reno 10ms vs 100ms: {:.1} vs {:.1} Mbps, ratio {ratio:.1}", g[0] / 1e6, g[1] / 1e6);
+    println!(
+        "reno 10ms vs 100ms: {:.1} vs {:.1} Mbps, ratio {ratio:.1}",
+        g[0] / 1e6,
+        g[1] / 1e6
+    );
     assert!((3.0..=100.0).contains(&ratio), "ratio {ratio:.2}");
 }
 
@@ -212,16 +321,31 @@ fn step_keeps_the_dctcp_queue_near_its_threshold() {
     let k_bytes = 106_250u64;
     let mut c = class("dctcp", 10, 5.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
-    let cfg = config(GBPS, Some(62_500_000), None, json!({"kind": "step", "threshold_bytes": k_bytes}), &[c], 20.0, 5.0, 8);
+    let cfg = config(
+        GBPS,
+        Some(62_500_000),
+        None,
+        json!({"kind": "step", "threshold_bytes": k_bytes}),
+        &[c],
+        20.0,
+        5.0,
+        8,
+    );
     let r = run(&cfg);
     let u = metric(&r, "utilization");
     let t = col_f64(&r, "queue", "t_s");
     let b = col_u64(&r, "queue", "backlog_bytes");
-    let xs: Vec<f64> = (0..t.len()).filter(|&i| t[i] >= 5.0).map(|i| b[i] as f64 / 1500.0).collect();
+    let xs: Vec<f64> = (0..t.len())
+        .filter(|&i| t[i] >= 5.0)
+        .map(|i| b[i] as f64 / 1500.0)
+        .collect();
     let mean = xs.iter().sum::<f64>() / xs.len() as f64;
     println!("dctcp step: utilization {u:.4}, mean queue {mean:.1} packets (K = 70.8)");
     assert!(u >= 0.98, "utilization {u:.3}");
-    assert!((31.4..=80.8).contains(&mean), "mean queue {mean:.1} packets outside the fluid model's band");
+    assert!(
+        (31.4..=80.8).contains(&mean),
+        "mean queue {mean:.1} packets outside the fluid model's band"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,7 +358,16 @@ fn same_scenario_and_seed_give_identical_results_on_any_thread() {
     a.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 500_000_000u64});
     let mut b = class("dctcp", 3, 30.0);
     b.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 500_000_000u64});
-    let cfg = config(100 * MBPS, Some(300_000), None, bernoulli(0.0005, 0.005), &[a, b], 10.0, 1.0, 42);
+    let cfg = config(
+        100 * MBPS,
+        Some(300_000),
+        None,
+        bernoulli(0.0005, 0.005),
+        &[a, b],
+        10.0,
+        1.0,
+        42,
+    );
     let first = run(&cfg);
     let handles: Vec<_> = (0..2)
         .map(|_| {
@@ -274,7 +407,10 @@ fn a_finite_flow_completes_in_the_slow_start_rounds_predicted_by_hand() {
     let r = run(&cfg);
     let fct = col_opt(&r, "fct", "fct_s")[0].expect("completes");
     println!("fct {fct:.6} s");
-    assert!((0.400..0.402).contains(&fct), "FCT {fct} s, expected 4 RTT + < 2 ms");
+    assert!(
+        (0.400..0.402).contains(&fct),
+        "FCT {fct} s, expected 4 RTT + < 2 ms"
+    );
     // No loss, no retransmission on an idle path.
     assert_eq!(col_u64(&r, "flows", "retrans_segs")[0], 0);
     assert_eq!(col_u64(&r, "flows", "segs_sent")[0], 100);
@@ -288,18 +424,42 @@ fn a_finite_flow_completes_in_the_slow_start_rounds_predicted_by_hand() {
 fn a_cbr_flow_alone_delivers_its_rate_and_is_conserved_when_overloaded() {
     // 50 Mbit/s of 1500-byte datagrams (1472 B payload) on an idle 100 Mbit/s link: every
     // datagram arrives, goodput = 50e6·1472/1500 = 49.067 Mbit/s over the window.
-    let cfg = config(100 * MBPS, Some(150_000), None, taildrop(), &[cbr(1, 20.0, 50 * MBPS)], 10.0, 1.0, 1);
+    let cfg = config(
+        100 * MBPS,
+        Some(150_000),
+        None,
+        taildrop(),
+        &[cbr(1, 20.0, 50 * MBPS)],
+        10.0,
+        1.0,
+        1,
+    );
     let r = run(&cfg);
     let g = col_f64(&r, "flows", "goodput_bps")[0];
-    assert!((g - 50e6 * 1472.0 / 1500.0).abs() < 0.001 * g, "goodput {g}");
+    assert!(
+        (g - 50e6 * 1472.0 / 1500.0).abs() < 0.001 * g,
+        "goodput {g}"
+    );
     assert_eq!(col_u64(&r, "flows", "total_dropped_pkts")[0], 0);
     // 150 Mbit/s into 100 Mbit/s: a third is dropped, and every datagram is accounted for.
-    let cfg = config(100 * MBPS, Some(150_000), None, taildrop(), &[cbr(1, 20.0, 150 * MBPS)], 10.0, 0.0, 1);
+    let cfg = config(
+        100 * MBPS,
+        Some(150_000),
+        None,
+        taildrop(),
+        &[cbr(1, 20.0, 150 * MBPS)],
+        10.0,
+        0.0,
+        1,
+    );
     let r = run(&cfg);
     assert_conservation(&r);
     let g = col_f64(&r, "flows", "goodput_bps")[0];
     // The link carries 100 Mbit/s of 1500-byte datagrams: goodput 100e6·1472/1500 = 98.13.
-    assert!((g - 100e6 * 1472.0 / 1500.0).abs() < 0.01 * g, "goodput {g}");
+    assert!(
+        (g - 100e6 * 1472.0 / 1500.0).abs() < 0.01 * g,
+        "goodput {g}"
+    );
     let d = col_opt(&r, "flows", "drop_ratio")[0].unwrap();
     assert!((d - 1.0 / 3.0).abs() < 0.01, "drop ratio {d}");
 }
@@ -316,15 +476,32 @@ fn choke_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
     tcp.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     let classes = [tcp, cbr(1, 20.0, 200 * MBPS)];
     let share = |aqm: serde_json::Value| {
-        let r = run(&config(100 * MBPS, None, Some(300), aqm, &classes, 30.0, 5.0, 3));
+        let r = run(&config(
+            100 * MBPS,
+            None,
+            Some(300),
+            aqm,
+            &classes,
+            30.0,
+            5.0,
+            3,
+        ));
         let g = col_f64(&r, "flows", "goodput_bps");
         g[32] / g.iter().sum::<f64>()
     };
     let taildrop_share = share(taildrop());
-    let choke_share = share(json!({"kind": "choke", "limit": 300, "min": 100, "max": 200, "bandwidth": 100 * MBPS}));
+    let choke_share = share(
+        json!({"kind": "choke", "limit": 300, "min": 100, "max": 200, "bandwidth": 100 * MBPS}),
+    );
     println!("cbr share: taildrop {taildrop_share:.3}, choke {choke_share:.3}");
-    assert!(taildrop_share > 0.9, "TailDrop lets the CBR flow take {taildrop_share:.3}");
-    assert!(choke_share < 0.4, "CHOKe leaves the CBR flow {choke_share:.3}");
+    assert!(
+        taildrop_share > 0.9,
+        "TailDrop lets the CBR flow take {taildrop_share:.3}"
+    );
+    assert!(
+        choke_share < 0.4,
+        "CHOKe leaves the CBR flow {choke_share:.3}"
+    );
 }
 
 #[test]
@@ -336,13 +513,25 @@ fn gsp_holds_the_cubic_queue_near_its_threshold() {
     let mut c = class("cubic", 10, 20.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     let aqm = json!({"kind": "gsp", "threshold_bytes": 187_500, "limit_bytes": 250_000});
-    let r = run(&config(100 * MBPS, Some(250_000), None, aqm, &[c], 60.0, 10.0, 6));
+    let r = run(&config(
+        100 * MBPS,
+        Some(250_000),
+        None,
+        aqm,
+        &[c],
+        60.0,
+        10.0,
+        6,
+    ));
     let mean_ms = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
     let u = metric(&r, "utilization");
     let overflow: u64 = col_u64(&r, "flows", "drops_overflow").iter().sum();
     println!("gsp: utilization {u:.4}, mean sojourn {mean_ms:.2} ms (target 15), overflow drops {overflow}");
     assert!(u > 0.99, "utilization {u}");
-    assert!((11.25..=16.5).contains(&mean_ms), "mean sojourn {mean_ms} ms");
+    assert!(
+        (11.25..=16.5).contains(&mean_ms),
+        "mean sojourn {mean_ms} ms"
+    );
     assert_eq!(overflow, 0);
 }
 
@@ -357,10 +546,22 @@ fn ckcd_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
     tcp.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     let classes = [tcp, cbr(1, 20.0, 200 * MBPS)];
     let ckcd = json!({"kind": "ckcd", "rate_bps": 100 * MBPS, "q_min": 100.0, "q_max": 300.0, "d_max_ns": 36_000_000u64});
-    let r = run(&config(100 * MBPS, None, Some(300), ckcd, &classes, 30.0, 5.0, 3));
+    let r = run(&config(
+        100 * MBPS,
+        None,
+        Some(300),
+        ckcd,
+        &classes,
+        30.0,
+        5.0,
+        3,
+    ));
     let g = col_f64(&r, "flows", "goodput_bps");
     let share = g[32] / g.iter().sum::<f64>();
-    println!("ckcd: cbr share {share:.3}, utilization {:.4}", metric(&r, "utilization"));
+    println!(
+        "ckcd: cbr share {share:.3}, utilization {:.4}",
+        metric(&r, "utilization")
+    );
     assert!(share < 0.66, "CBR share {share:.3}");
     assert!(metric(&r, "utilization") > 0.99);
 }
@@ -373,13 +574,28 @@ fn codel_holds_the_cubic_sojourn_near_its_target() {
     let mut c = class("cubic", 10, 20.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     let sojourn = |aqm: serde_json::Value| {
-        let r = run(&config(100 * MBPS, None, Some(1000), aqm, std::slice::from_ref(&c), 60.0, 10.0, 2));
-        (r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap(), metric(&r, "utilization"))
+        let r = run(&config(
+            100 * MBPS,
+            None,
+            Some(1000),
+            aqm,
+            std::slice::from_ref(&c),
+            60.0,
+            10.0,
+            2,
+        ));
+        (
+            r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap(),
+            metric(&r, "utilization"),
+        )
     };
     let (codel, u) = sojourn(json!({"kind": "codel", "limit": 1000}));
     let (taildrop, _) = sojourn(taildrop());
     println!("codel: mean sojourn {codel:.2} ms (target 5), utilization {u:.4}; taildrop {taildrop:.1} ms");
-    assert!((5.0..=10.0).contains(&codel), "CoDel mean sojourn {codel} ms");
+    assert!(
+        (5.0..=10.0).contains(&codel),
+        "CoDel mean sojourn {codel} ms"
+    );
     assert!(u > 0.98);
     assert!(taildrop > 50.0);
 }
@@ -391,18 +607,40 @@ fn fq_codel_evens_out_mixed_ccs_and_rtts_and_isolates_a_cbr_flow() {
     // buffer): TailDrop favours the short-RTT CUBIC flows and fills the buffer; FQ-CoDel
     // should raise Jain's index above 0.95 and keep the mean sojourn near CoDel's 5 ms.
     let classes = [class("cubic", 2, 10.0), class("reno", 2, 80.0)];
-    let go = |aqm: serde_json::Value| run(&config(100 * MBPS, None, Some(1000), aqm, &classes, 60.0, 10.0, 4));
+    let go = |aqm: serde_json::Value| {
+        run(&config(
+            100 * MBPS,
+            None,
+            Some(1000),
+            aqm,
+            &classes,
+            60.0,
+            10.0,
+            4,
+        ))
+    };
     let td = go(taildrop());
     let fq = go(json!({"kind": "fq_codel", "limit": 1000}));
     let (j_td, j_fq) = (metric(&td, "jain"), metric(&fq, "jain"));
-    let d_fq = fq.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
+    let d_fq = fq.summary["metrics"]["sojourn_ms"]["mean"]
+        .as_f64()
+        .unwrap();
     println!("fq_codel: jain {j_fq:.3} (taildrop {j_td:.3}), mean sojourn {d_fq:.2} ms");
     assert!(j_fq > 0.95 && j_fq > j_td);
     assert!(d_fq < 10.0, "mean sojourn {d_fq} ms");
     // An unresponsive 60 Mbit/s CBR flow beside 4 CUBIC flows gets about its fair share
     // (one fifth), not the 60 % it sends.
     let classes = [class("cubic", 4, 20.0), cbr(1, 20.0, 60 * MBPS)];
-    let r = run(&config(100 * MBPS, None, Some(1000), json!({"kind": "fq_codel", "limit": 1000}), &classes, 30.0, 5.0, 4));
+    let r = run(&config(
+        100 * MBPS,
+        None,
+        Some(1000),
+        json!({"kind": "fq_codel", "limit": 1000}),
+        &classes,
+        30.0,
+        5.0,
+        4,
+    ));
     let g = col_f64(&r, "flows", "goodput_bps");
     let share = g[4] / g.iter().sum::<f64>();
     println!("fq_codel: cbr share {share:.3}");
@@ -417,7 +655,16 @@ fn pie_holds_the_cubic_sojourn_at_its_target() {
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     for rate_estimator in [false, true] {
         let aqm = json!({"kind": "pie", "limit": 1000, "dq_rate_estimator": rate_estimator});
-        let r = run(&config(100 * MBPS, None, Some(1000), aqm, std::slice::from_ref(&c), 60.0, 10.0, 2));
+        let r = run(&config(
+            100 * MBPS,
+            None,
+            Some(1000),
+            aqm,
+            std::slice::from_ref(&c),
+            60.0,
+            10.0,
+            2,
+        ));
         let mean = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
         println!("pie (rate estimator {rate_estimator}): mean sojourn {mean:.2} ms (target 15), utilization {:.4}", metric(&r, "utilization"));
         assert!((12.0..=18.0).contains(&mean), "mean sojourn {mean} ms");
@@ -434,9 +681,22 @@ fn pi2_holds_the_dctcp_sojourn_at_its_target() {
     let mut c = class("dctcp", 10, 5.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     let aqm = json!({"kind": "pi2", "target_ns": 2_500_000u64, "tupdate_ns": 10_000_000u64, "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"});
-    let r = run(&config(GBPS, Some(62_500_000), None, aqm, &[c], 30.0, 5.0, 3));
+    let r = run(&config(
+        GBPS,
+        Some(62_500_000),
+        None,
+        aqm,
+        &[c],
+        30.0,
+        5.0,
+        3,
+    ));
     let mean = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
-    println!("pi2: mean sojourn {mean:.3} ms (target 2.5), utilization {:.4}, jain {:.3}", metric(&r, "utilization"), metric(&r, "jain"));
+    println!(
+        "pi2: mean sojourn {mean:.3} ms (target 2.5), utilization {:.4}, jain {:.3}",
+        metric(&r, "utilization"),
+        metric(&r, "jain")
+    );
     assert!((2.25..=2.75).contains(&mean), "mean sojourn {mean} ms");
     assert!(metric(&r, "utilization") > 0.99);
 }
@@ -446,10 +706,22 @@ fn fq_pie_evens_out_mixed_ccs_and_rtts() {
     // sch_fq_pie's purpose (NetDevConf 0x14): per-flow queues give each flow an equal share
     // while each queue's PIE holds its delay near target (15 ms). Same mix as the FQ-CoDel test.
     let classes = [class("cubic", 2, 10.0), class("reno", 2, 80.0)];
-    let r = run(&config(100 * MBPS, None, Some(1000), json!({"kind": "fq_pie", "limit": 1000}), &classes, 60.0, 10.0, 4));
+    let r = run(&config(
+        100 * MBPS,
+        None,
+        Some(1000),
+        json!({"kind": "fq_pie", "limit": 1000}),
+        &classes,
+        60.0,
+        10.0,
+        4,
+    ));
     let j = metric(&r, "jain");
     let d = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
-    println!("fq_pie: jain {j:.3}, mean sojourn {d:.2} ms, utilization {:.4}", metric(&r, "utilization"));
+    println!(
+        "fq_pie: jain {j:.3}, mean sojourn {d:.2} ms, utilization {:.4}",
+        metric(&r, "utilization")
+    );
     assert!(j > 0.95, "Jain {j}");
     assert!(d < 18.0, "mean sojourn {d} ms");
     assert!(metric(&r, "utilization") > 0.98);
@@ -464,9 +736,21 @@ fn dualpi2_brings_dctcp_and_cubic_far_closer_than_a_shared_red_queue() {
     // 10 with RED) and a mean sojourn under 10 ms (RED's thresholds sit at 24–72 ms).
     let classes = [class("dctcp", 2, 7.0), class("cubic", 2, 7.0)];
     let ratio = |aqm: serde_json::Value| {
-        let r = run(&config(40 * MBPS, Some(1_250_000), None, aqm, &classes, 60.0, 10.0, 5));
+        let r = run(&config(
+            40 * MBPS,
+            Some(1_250_000),
+            None,
+            aqm,
+            &classes,
+            60.0,
+            10.0,
+            5,
+        ));
         let g = col_f64(&r, "flows", "goodput_bps");
-        ((g[0] + g[1]) / (g[2] + g[3]), r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap())
+        (
+            (g[0] + g[1]) / (g[2] + g[3]),
+            r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap(),
+        )
     };
     let red = json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": true, "bandwidth": 40 * MBPS});
     let (r_red, d_red) = ratio(red);
@@ -482,7 +766,16 @@ fn dualpi2_brings_dctcp_and_cubic_far_closer_than_a_shared_red_queue() {
 fn dualpi2_pair(scalable: &str, classic: &str, rtt_ms: f64, seed: u64) -> (f64, f64, f64) {
     let classes = [class(scalable, 2, rtt_ms), class(classic, 2, rtt_ms)];
     let aqm = json!({"kind": "dualpi2", "ecn_mask": "any_ect"});
-    let r = run(&config(40 * MBPS, Some(1_250_000), None, aqm, &classes, 60.0, 10.0, seed));
+    let r = run(&config(
+        40 * MBPS,
+        Some(1_250_000),
+        None,
+        aqm,
+        &classes,
+        60.0,
+        10.0,
+        seed,
+    ));
     let g = col_f64(&r, "classes", "goodput_bps");
     let soj = col_opt(&r, "classes", "sojourn_mean_ms");
     (g[0] / g[1], soj[0].unwrap(), soj[1].unwrap())
@@ -507,8 +800,14 @@ fn dualpi2_coupling_equalizes_windows_so_rates_are_equal_where_rtts_are() {
         let (r50, l50, c50) = dualpi2_pair("dctcp", classic, 50.0, 2);
         let pred50 = (50.0 + c50) / (1.22 * (50.0 + l50));
         println!("dctcp/{classic}: 7 ms ratio {r7:.2} (fluid {pred7:.2}; L {l7:.2} ms, C {c7:.2} ms), 50 ms ratio {r50:.2} (fluid {pred50:.2})");
-        assert!(l7 < 1.0 && (12.0..=18.0).contains(&c7), "7 ms: L {l7:.2} ms, C {c7:.2} ms (step 1 ms, target 15 ms)");
-        assert!((0.65..=1.35).contains(&(r7 / pred7)), "7 ms: ratio {r7:.2} vs fluid {pred7:.2}");
+        assert!(
+            l7 < 1.0 && (12.0..=18.0).contains(&c7),
+            "7 ms: L {l7:.2} ms, C {c7:.2} ms (step 1 ms, target 15 ms)"
+        );
+        assert!(
+            (0.65..=1.35).contains(&(r7 / pred7)),
+            "7 ms: ratio {r7:.2} vs fluid {pred7:.2}"
+        );
         assert!((2.0 / 3.0..=1.5).contains(&r50), "50 ms: ratio {r50:.2}");
     }
 }
@@ -549,7 +848,16 @@ fn ppv_evens_out_a_cubic_flow_and_an_unresponsive_cbr_flow_unlike_taildrop() {
     // more than half: expect a share in [0.45, 0.65] (measured 0.584–0.593 over seeds 1–5).
     let classes = [class("cubic", 1, 20.0), cbr(1, 20.0, 150 * MBPS)];
     let share = |aqm: serde_json::Value| {
-        let r = run(&config(100 * MBPS, Some(250_000), None, aqm, &classes, 20.0, 5.0, 3));
+        let r = run(&config(
+            100 * MBPS,
+            Some(250_000),
+            None,
+            aqm,
+            &classes,
+            20.0,
+            5.0,
+            3,
+        ));
         let g = col_f64(&r, "flows", "goodput_bps");
         (g[1] / (g[0] + g[1]), metric(&r, "utilization"))
     };
@@ -569,9 +877,21 @@ fn ppv_brings_bbr_and_cubic_close_in_a_small_buffer() {
     // v1 (the paper ran BBRv2, which backs off on loss and is gentler), so TailDrop's ratio is
     // larger than the paper's; expect BBR/CUBIC above 8 under TailDrop and below 2 under PPV
     // (measured ≈ 19–23 and 1.50–1.56 over seeds 1–5).
-    let classes = [spread(class("cubic", 2, 10.0)), spread(class("bbr", 2, 10.0))];
+    let classes = [
+        spread(class("cubic", 2, 10.0)),
+        spread(class("bbr", 2, 10.0)),
+    ];
     let ratio = |aqm: serde_json::Value| {
-        let r = run(&config(100 * MBPS, Some(25_000), None, aqm, &classes, 20.0, 5.0, 3));
+        let r = run(&config(
+            100 * MBPS,
+            Some(25_000),
+            None,
+            aqm,
+            &classes,
+            20.0,
+            5.0,
+            3,
+        ));
         let g = col_f64(&r, "flows", "goodput_bps");
         ((g[2] + g[3]) / (g[0] + g[1]), metric(&r, "utilization"))
     };
@@ -591,7 +911,16 @@ fn csaqm_holds_the_dctcp_sojourn_near_k_rtt_and_spares_flows_below_their_share()
     // CTV every 5 ms. Expect the mean sojourn within ±30 % of 2.5 ms and a full link
     // (measured 2.59–2.61 ms and 1.000 over seeds 1–5), and equal shares (Jain > 0.99).
     let aqm = json!({"kind": "csaqm", "target_bytes": 312_500});
-    let r = run(&config(GBPS, Some(62_500_000), None, aqm.clone(), &[spread(class("dctcp", 10, 5.0))], 10.0, 3.0, 3));
+    let r = run(&config(
+        GBPS,
+        Some(62_500_000),
+        None,
+        aqm.clone(),
+        &[spread(class("dctcp", 10, 5.0))],
+        10.0,
+        3.0,
+        3,
+    ));
     let mean = r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap();
     let (u, j) = (metric(&r, "utilization"), metric(&r, "jain"));
     println!("csaqm: mean sojourn {mean:.3} ms (target 2.5), utilization {u:.4}, jain {j:.4}");
@@ -603,11 +932,23 @@ fn csaqm_holds_the_dctcp_sojourn_near_k_rtt_and_spares_flows_below_their_share()
     // fair share" (Fejes et al. 2020 §III): a 20 Mbit/s CBR flow (fair share ≈ 100 Mbit/s) beside 9
     // DCTCP flows loses nothing in the window (its Not-ECT packets would be dropped, not
     // marked, below the CTV).
-    let r = run(&config(GBPS, Some(62_500_000), None, aqm, &[spread(class("dctcp", 9, 5.0)), cbr(1, 5.0, 20 * MBPS)], 10.0, 3.0, 3));
+    let r = run(&config(
+        GBPS,
+        Some(62_500_000),
+        None,
+        aqm,
+        &[spread(class("dctcp", 9, 5.0)), cbr(1, 5.0, 20 * MBPS)],
+        10.0,
+        3.0,
+        3,
+    ));
     let value_drops = col_u64(&r, "flows", "drops_value");
     println!("csaqm: cbr value drops in the window {}", value_drops[9]);
     assert_eq!(value_drops[9], 0);
-    assert!(value_drops[..9].iter().all(|&d| d == 0), "DCTCP packets are ECT: marked, never dropped");
+    assert!(
+        value_drops[..9].iter().all(|&d| d == 0),
+        "DCTCP packets are ECT: marked, never dropped"
+    );
 }
 
 #[test]
@@ -620,17 +961,40 @@ fn a_two_to_one_tvf_splits_the_link_two_to_one() {
     // 1.95–2.01.
     let weights = json!({"class_weights": [2.0, 1.0]});
     let cases = [
-        ("ppv", "cubic", 100 * MBPS, 20.0, 250_000u64, json!({"kind": "ppv", "limit_bytes": 250_000})),
-        ("csaqm", "dctcp", GBPS, 5.0, 62_500_000u64, json!({"kind": "csaqm", "target_bytes": 312_500})),
+        (
+            "ppv",
+            "cubic",
+            100 * MBPS,
+            20.0,
+            250_000u64,
+            json!({"kind": "ppv", "limit_bytes": 250_000}),
+        ),
+        (
+            "csaqm",
+            "dctcp",
+            GBPS,
+            5.0,
+            62_500_000u64,
+            json!({"kind": "csaqm", "target_bytes": 312_500}),
+        ),
     ];
     for (name, cc, rate, rtt, buffer, aqm) in cases {
         let classes = [spread(class(cc, 2, rtt)), spread(class(cc, 2, rtt))];
-        let cfg = with_marker(&config(rate, Some(buffer), None, aqm, &classes, 20.0, 5.0, 5), weights.clone());
+        let cfg = with_marker(
+            &config(rate, Some(buffer), None, aqm, &classes, 20.0, 5.0, 5),
+            weights.clone(),
+        );
         let r = run(&cfg);
         let g = col_f64(&r, "flows", "goodput_bps");
         let ratio = (g[0] + g[1]) / (g[2] + g[3]);
-        println!("{name}: gold/silver {ratio:.3}, utilization {:.4}", metric(&r, "utilization"));
-        assert!((1.6..=2.4).contains(&ratio), "{name}: gold/silver {ratio:.3}");
+        println!(
+            "{name}: gold/silver {ratio:.3}, utilization {:.4}",
+            metric(&r, "utilization")
+        );
+        assert!(
+            (1.6..=2.4).contains(&ratio),
+            "{name}: gold/silver {ratio:.3}"
+        );
         // The marker draws from per-flow streams of the run seed: a rerun is identical.
         assert_eq!(run(&cfg).tables, r.tables);
     }
@@ -638,11 +1002,42 @@ fn a_two_to_one_tvf_splits_the_link_two_to_one() {
 
 #[test]
 fn a_marker_is_refused_for_a_discipline_that_ignores_values() {
-    let cfg = with_marker(&config(100 * MBPS, Some(250_000), None, taildrop(), &[class("cubic", 1, 20.0)], 1.0, 0.0, 1), json!({}));
-    let err = sim::run_json(&cfg, &mut |_| true).expect_err("refused").to_string();
+    let cfg = with_marker(
+        &config(
+            100 * MBPS,
+            Some(250_000),
+            None,
+            taildrop(),
+            &[class("cubic", 1, 20.0)],
+            1.0,
+            0.0,
+            1,
+        ),
+        json!({}),
+    );
+    let err = sim::run_json(&cfg, &mut |_| true)
+        .expect_err("refused")
+        .to_string();
     assert!(err.starts_with("marker: only the ppv and csaqm"), "{err}");
     let ppv = json!({"kind": "ppv", "limit_bytes": 250_000});
-    let cfg = with_marker(&config(100 * MBPS, Some(250_000), None, ppv, &[class("cubic", 1, 20.0)], 1.0, 0.0, 1), json!({"class_weights": [1.0, 2.0]}));
-    let err = sim::run_json(&cfg, &mut |_| true).expect_err("refused").to_string();
-    assert!(err.starts_with("marker.weights: 2 weights for 1 flow classes"), "{err}");
+    let cfg = with_marker(
+        &config(
+            100 * MBPS,
+            Some(250_000),
+            None,
+            ppv,
+            &[class("cubic", 1, 20.0)],
+            1.0,
+            0.0,
+            1,
+        ),
+        json!({"class_weights": [1.0, 2.0]}),
+    );
+    let err = sim::run_json(&cfg, &mut |_| true)
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        err.starts_with("marker.weights: 2 weights for 1 flow classes"),
+        "{err}"
+    );
 }

@@ -1,7 +1,7 @@
 """Convergence: how long after a flow joins or leaves the shares settle (the flows of Liu et al.
 (CKCD) Fig. 8 join in turn).
 
-Computed by the measurement crate (`link::convergence`, whose documentation carries the full
+Computed by the results crate (`results::convergence`, whose documentation carries the full
 definition, window and tolerances included); this module only converts frames to columns and
 back. Definition (documented, configurable): at each time-series sample t, the *windowed Jain index*
 is Jain's index over the flows active at t of their mean throughput over (t − window, t]. A

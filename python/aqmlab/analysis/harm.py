@@ -7,7 +7,7 @@ counts, RTTs and start times — "A against its own kind in the same setting"). 
 where more is better (throughput), harm = (baseline − mixed) / baseline; for one where less is
 better (queueing delay), harm = (mixed − baseline) / mixed. 0 means no harm; negative values
 mean A does better than against its own kind (the formulas are the measurement crate's,
-`link::metrics::throughput_harm` and `delay_harm`; this module runs the baselines and stores
+`results::metrics::throughput_harm` and `delay_harm`; this module runs the baselines and stores
 the table). Baselines are ordinary runs stored under their
 scenario hash, so they are run once and reused.
 """

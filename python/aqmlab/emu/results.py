@@ -1,6 +1,6 @@
 """The emulator's results, computed by the simulator's own code: the router's report and what
 the senders and the receiver measured (``_emulate``, ``_traffic``) go to
-``engine.tables_from_records`` (crates/link: the simulator's metrics and table builders),
+``engine.tables_from_records`` (crates/results: the simulator's metrics and table builders),
 whose summary and tables this module wraps as a `Result`, with the raw TCP_INFO samples beside.
 Only I/O here: no metric is computed in Python."""
 

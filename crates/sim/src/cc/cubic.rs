@@ -68,16 +68,25 @@ impl Default for Params {
 impl Params {
     pub fn validate(&self) -> Result<(), String> {
         if self.beta == 0 || self.beta >= BICTCP_BETA_SCALE {
-            return Err(format!("beta: {} must be in 1..=1023 (units of 1/1024)", self.beta));
+            return Err(format!(
+                "beta: {} must be in 1..=1023 (units of 1/1024)",
+                self.beta
+            ));
         }
         if self.bic_scale == 0 {
             return Err("bic_scale: must be positive".into());
         }
         if self.hystart_detect > 3 {
-            return Err(format!("hystart_detect: {} must be 0..=3", self.hystart_detect));
+            return Err(format!(
+                "hystart_detect: {} must be 0..=3",
+                self.hystart_detect
+            ));
         }
         if !HZ_CHOICES.contains(&self.hz) {
-            return Err(format!("hz: {} is not a CONFIG_HZ choice (100, 250, 300 or 1000)", self.hz));
+            return Err(format!(
+                "hz: {} is not a CONFIG_HZ choice (100, 250, 300 or 1000)",
+                self.hz
+            ));
         }
         Ok(())
     }
@@ -185,7 +194,8 @@ impl Cubic {
             let t = ((now - self.epoch_start.unwrap() + delay_min_j) << BICTCP_HZ) / hz;
             let offs = t.abs_diff(self.k);
             // delta = C·(t − K)³ in segments: cube_rtt_scale·offs³ >> (10 + 3·BICTCP_HZ).
-            let delta = (self.params.cube_rtt_scale() as u128 * (offs as u128).pow(3)) >> (10 + 3 * BICTCP_HZ);
+            let delta = (self.params.cube_rtt_scale() as u128 * (offs as u128).pow(3))
+                >> (10 + 3 * BICTCP_HZ);
             let delta = delta.min(u32::MAX as u128) as u64;
             let target = if t < self.k {
                 (self.origin_point as u64).saturating_sub(delta)
@@ -241,7 +251,8 @@ impl CongestionControl for Cubic {
         self.epoch_start = None;
         self.last_max_cwnd = if cwnd < self.last_max_cwnd && self.params.fast_convergence {
             // W_max = cwnd·(1 + β)/2.
-            ((cwnd as u64 * (BICTCP_BETA_SCALE + self.params.beta) as u64) / (2 * BICTCP_BETA_SCALE) as u64) as u32
+            ((cwnd as u64 * (BICTCP_BETA_SCALE + self.params.beta) as u64)
+                / (2 * BICTCP_BETA_SCALE) as u64) as u32
         } else {
             cwnd
         };
@@ -380,7 +391,10 @@ mod tests {
         // (2500), so only the Reno-friendly part runs and cnt stays 23; at HZ = 1000 the cubic
         // term is recomputed: t = ⌊(103 << 10)/1000⌋ = 105, delta 27, cnt = ⌊71/2⌋ = 35.
         for (hz, cnt) in [(250, 23), (1000, 35)] {
-            let mut c = Cubic::new(Params { hz, ..Params::default() });
+            let mut c = Cubic::new(Params {
+                hz,
+                ..Params::default()
+            });
             c.last_max_cwnd = 100;
             c.delay_min_us = 100_000;
             c.update(&tp_at(10_000, 70), 70, 1);
@@ -393,7 +407,12 @@ mod tests {
     #[test]
     fn hz_must_be_a_config_hz_choice() {
         assert!(Params::default().validate().is_ok());
-        let e = Params { hz: 200, ..Params::default() }.validate().unwrap_err();
+        let e = Params {
+            hz: 200,
+            ..Params::default()
+        }
+        .validate()
+        .unwrap_err();
         assert!(e.starts_with("hz: 200"), "{e}");
     }
 
@@ -439,7 +458,10 @@ mod tests {
         c.delay_min_us = 1000;
         let mut t = tp_at(0, 10);
         c.set_state(&mut t, CaState::Loss);
-        assert_eq!((c.last_max_cwnd, c.delay_min_us, c.epoch_start), (0, 0, None));
+        assert_eq!(
+            (c.last_max_cwnd, c.delay_min_us, c.epoch_start),
+            (0, 0, None)
+        );
     }
 
     #[test]
@@ -447,18 +469,42 @@ mod tests {
         // delay_min = 20 ms ⇒ threshold clamp(20/8 = 2.5 ms, 4, 16) = 4 ms. Eight samples
         // are taken first; the ninth sample's round minimum 25 ms > 24 ms ends slow start with
         // ssthresh = cwnd. No exit below cwnd 16 (hystart_low_window).
-        let mut c = Cubic::new(Params { hystart_detect: 2, ..Params::default() });
+        let mut c = Cubic::new(Params {
+            hystart_detect: 2,
+            ..Params::default()
+        });
         let mut t = tp_at(0, 10);
         t.ssthresh = u32::MAX / 2;
         c.init(&mut t);
-        c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(20_000), in_flight: 0 });
+        c.pkts_acked(
+            &mut t,
+            &AckSample {
+                pkts_acked: 1,
+                rtt_us: Some(20_000),
+                in_flight: 0,
+            },
+        );
         for _ in 0..20 {
-            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(30_000), in_flight: 0 });
+            c.pkts_acked(
+                &mut t,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: Some(30_000),
+                    in_flight: 0,
+                },
+            );
         }
         assert!(!c.hystart.found, "inactive below 16 segments");
         t.cwnd = 32;
         for i in 0..9 {
-            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(25_000), in_flight: 0 });
+            c.pkts_acked(
+                &mut t,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: Some(25_000),
+                    in_flight: 0,
+                },
+            );
             assert_eq!(c.hystart.found, i == 8, "sample {i}");
         }
         assert_eq!(t.ssthresh, 32);
@@ -466,13 +512,30 @@ mod tests {
 
     #[test]
     fn hystart_does_not_exit_while_the_rtt_stays_within_the_threshold() {
-        let mut c = Cubic::new(Params { hystart_detect: 2, ..Params::default() });
+        let mut c = Cubic::new(Params {
+            hystart_detect: 2,
+            ..Params::default()
+        });
         let mut t = tp_at(0, 32);
         t.ssthresh = u32::MAX / 2;
         c.init(&mut t);
         for _ in 0..50 {
-            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(20_000), in_flight: 0 });
-            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(23_900), in_flight: 0 });
+            c.pkts_acked(
+                &mut t,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: Some(20_000),
+                    in_flight: 0,
+                },
+            );
+            c.pkts_acked(
+                &mut t,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: Some(23_900),
+                    in_flight: 0,
+                },
+            );
         }
         assert!(!c.hystart.found);
     }
@@ -490,7 +553,10 @@ mod tests {
         // the third fires, on the first ACK more than 10 131 µs after 35 ms: k = 51 (45.5 ms),
         // cwnd 61. (Counting rounds only from cwnd 16, k = 6, gives rounds from 23 and 31 ms
         // and an exit at 41.5 ms, k = 43, cwnd 53.)
-        let mut c = Cubic::new(Params { hystart_detect: 1, ..Params::default() });
+        let mut c = Cubic::new(Params {
+            hystart_detect: 1,
+            ..Params::default()
+        });
         let mut t = tp_at(0, 10);
         t.ssthresh = TCP_INFINITE_SSTHRESH;
         t.pacing_rate = 1_000_000_000;
@@ -502,7 +568,14 @@ mod tests {
             t.now_ns = 20_000_000 + k * 500_000;
             t.snd_una = k as u32 + 1;
             t.cwnd = 10 + k as u32;
-            c.pkts_acked(&mut t, &AckSample { pkts_acked: 1, rtt_us: Some(20_000), in_flight: 0 });
+            c.pkts_acked(
+                &mut t,
+                &AckSample {
+                    pkts_acked: 1,
+                    rtt_us: Some(20_000),
+                    in_flight: 0,
+                },
+            );
             if c.hystart.found {
                 exit = Some((k, t.ssthresh));
                 break;
@@ -517,7 +590,10 @@ mod tests {
         // Unpaced: threshold = (delay_min + ack_delay)/2 with ack_delay = min(1 ms, 4·64 KB /
         // rate) = 1 ms at 100 MB/s ⇒ (20 + 1)/2 = 10.5 ms. ACKs 1 ms apart from the round
         // start: the first one past 10.5 ms (at 11 ms) ends slow start.
-        let mut c = Cubic::new(Params { hystart_detect: 1, ..Params::default() });
+        let mut c = Cubic::new(Params {
+            hystart_detect: 1,
+            ..Params::default()
+        });
         let mut t = tp_at(0, 32);
         t.ssthresh = u32::MAX / 2;
         t.pacing_rate = 100_000_000;
@@ -526,7 +602,16 @@ mod tests {
         c.delay_min_us = 20_000;
         for ms in 1..=11 {
             t.now_ns = ms * 1_000_000;
-            c.hystart.update(&mut t, 20_000, 20_000, &HyStartParams { detect: 1, low_window: 16, ack_delta_us: 2000 });
+            c.hystart.update(
+                &mut t,
+                20_000,
+                20_000,
+                &HyStartParams {
+                    detect: 1,
+                    low_window: 16,
+                    ack_delta_us: 2000,
+                },
+            );
             assert_eq!(c.hystart.found, ms == 11, "at {ms} ms");
         }
     }

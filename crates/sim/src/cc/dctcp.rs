@@ -28,17 +28,26 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { shift_g: 4, alpha_on_init: DCTCP_MAX_ALPHA }
+        Params {
+            shift_g: 4,
+            alpha_on_init: DCTCP_MAX_ALPHA,
+        }
     }
 }
 
 impl Params {
     pub fn validate(&self) -> Result<(), String> {
         if self.shift_g > 10 {
-            return Err(format!("shift_g: {} must be 0..=10 (as the Linux module parameter)", self.shift_g));
+            return Err(format!(
+                "shift_g: {} must be 0..=10 (as the Linux module parameter)",
+                self.shift_g
+            ));
         }
         if self.alpha_on_init > DCTCP_MAX_ALPHA {
-            return Err(format!("alpha_on_init: {} must be 0..=1024", self.alpha_on_init));
+            return Err(format!(
+                "alpha_on_init: {} must be 0..=1024",
+                self.alpha_on_init
+            ));
         }
         Ok(())
     }
@@ -59,7 +68,14 @@ pub struct Dctcp {
 impl Dctcp {
     pub fn new(params: Params) -> Self {
         let alpha = params.alpha_on_init.min(DCTCP_MAX_ALPHA);
-        Dctcp { params, alpha, next_seq: 0, old_delivered: 0, old_delivered_ce: 0, loss_cwnd: 0 }
+        Dctcp {
+            params,
+            alpha,
+            next_seq: 0,
+            old_delivered: 0,
+            old_delivered_ce: 0,
+            loss_cwnd: 0,
+        }
     }
 
     /// `dctcp_reset`: start a new observation window.
@@ -183,7 +199,10 @@ mod tests {
     #[test]
     fn alpha_below_16_drops_to_zero() {
         // min_not_zero quirk: 15 >> 4 = 0, so the whole α is subtracted.
-        let mut d = Dctcp::new(Params { alpha_on_init: 15, ..Params::default() });
+        let mut d = Dctcp::new(Params {
+            alpha_on_init: 15,
+            ..Params::default()
+        });
         let mut t = tp(10);
         d.init(&mut t);
         window(&mut d, &mut t, 10, 0);
@@ -193,7 +212,10 @@ mod tests {
     #[test]
     fn fully_marked_window_adds_g() {
         // α = 512, F = 1: 512 − 32 + (10 << 6)/10 = 480 + 64 = 544.
-        let mut d = Dctcp::new(Params { alpha_on_init: 512, ..Params::default() });
+        let mut d = Dctcp::new(Params {
+            alpha_on_init: 512,
+            ..Params::default()
+        });
         let mut t = tp(10);
         d.init(&mut t);
         window(&mut d, &mut t, 10, 10);
@@ -229,7 +251,10 @@ mod tests {
 
     #[test]
     fn entering_recovery_halves_whatever_alpha_says() {
-        let mut d = Dctcp::new(Params { alpha_on_init: 0, ..Params::default() });
+        let mut d = Dctcp::new(Params {
+            alpha_on_init: 0,
+            ..Params::default()
+        });
         let mut t = tp(100);
         t.ssthresh = d.ssthresh(&t);
         assert_eq!(t.ssthresh, 100);
@@ -243,7 +268,19 @@ mod tests {
 
     #[test]
     fn params_are_range_checked() {
-        assert!(Params { shift_g: 11, ..Params::default() }.validate().unwrap_err().starts_with("shift_g:"));
-        assert!(Params { alpha_on_init: 2000, ..Params::default() }.validate().unwrap_err().starts_with("alpha_on_init:"));
+        assert!(Params {
+            shift_g: 11,
+            ..Params::default()
+        }
+        .validate()
+        .unwrap_err()
+        .starts_with("shift_g:"));
+        assert!(Params {
+            alpha_on_init: 2000,
+            ..Params::default()
+        }
+        .validate()
+        .unwrap_err()
+        .starts_with("alpha_on_init:"));
     }
 }

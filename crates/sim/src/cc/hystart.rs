@@ -70,7 +70,13 @@ impl HyStart {
     /// run only from `low_window` segments up (the order of Linux ≥ 5.7, so that the rounds
     /// stay aligned with the flights the window sends: a round first started at cwnd 16
     /// would end mid-flight, and the gap between two flights would cut its ACK train).
-    pub fn update(&mut self, tp: &mut TcpState, delay_us: u32, delay_min_us: u32, p: &HyStartParams) {
+    pub fn update(
+        &mut self,
+        tp: &mut TcpState,
+        delay_us: u32,
+        delay_min_us: u32,
+        p: &HyStartParams,
+    ) {
         if tp.snd_una > self.end_seq {
             self.reset(tp);
         }

@@ -472,13 +472,41 @@ impl CcConfig {
     pub fn describe() -> serde_json::Value {
         let d = |name: &str, source: &str, params: serde_json::Value| serde_json::json!({"name": name, "source": source, "params": params});
         serde_json::json!([
-            d("reno", "Linux net/ipv4/tcp_cong.c (RFC 5681)", serde_json::to_value(reno::Params::default()).unwrap()),
-            d("cubic", "Linux net/ipv4/tcp_cubic.c v2.3 with HyStart (RFC 9438)", serde_json::to_value(cubic::Params::default()).unwrap()),
-            d("dctcp", "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)", serde_json::to_value(dctcp::Params::default()).unwrap()),
-            d("bbr", bbr::SOURCE, serde_json::to_value(bbr::Params::default()).unwrap()),
-            d("bbr2", bbr2::SOURCE, serde_json::to_value(bbr2::Params::default()).unwrap()),
-            d("bbr3", bbr3::SOURCE, serde_json::to_value(bbr3::Params::default()).unwrap()),
-            d("prague", prague::SOURCE, serde_json::to_value(prague::Params::default()).unwrap()),
+            d(
+                "reno",
+                "Linux net/ipv4/tcp_cong.c (RFC 5681)",
+                serde_json::to_value(reno::Params::default()).unwrap()
+            ),
+            d(
+                "cubic",
+                "Linux net/ipv4/tcp_cubic.c v2.3 with HyStart (RFC 9438)",
+                serde_json::to_value(cubic::Params::default()).unwrap()
+            ),
+            d(
+                "dctcp",
+                "Linux net/ipv4/tcp_dctcp.c with the 5.1 loss halving (RFC 8257)",
+                serde_json::to_value(dctcp::Params::default()).unwrap()
+            ),
+            d(
+                "bbr",
+                bbr::SOURCE,
+                serde_json::to_value(bbr::Params::default()).unwrap()
+            ),
+            d(
+                "bbr2",
+                bbr2::SOURCE,
+                serde_json::to_value(bbr2::Params::default()).unwrap()
+            ),
+            d(
+                "bbr3",
+                bbr3::SOURCE,
+                serde_json::to_value(bbr3::Params::default()).unwrap()
+            ),
+            d(
+                "prague",
+                prague::SOURCE,
+                serde_json::to_value(prague::Params::default()).unwrap()
+            ),
         ])
     }
 

@@ -130,19 +130,32 @@ impl Default for Params {
 impl Params {
     pub fn validate(&self) -> Result<(), String> {
         if self.burst_shift > 63 {
-            return Err(format!("burst_shift: {} must be 0..=63 (a shift of a 64-bit rate)", self.burst_shift));
+            return Err(format!(
+                "burst_shift: {} must be 0..=63 (a shift of a 64-bit rate)",
+                self.burst_shift
+            ));
         }
         if self.rtt_target == 0 {
             return Err("rtt_target: 0 must be > 0 (µs)".into());
         }
         if self.rtt_target > u32::MAX >> 3 {
-            return Err(format!("rtt_target: {} must be <= {} µs (the source keeps it ×8 in a u32)", self.rtt_target, u32::MAX >> 3));
+            return Err(format!(
+                "rtt_target: {} must be <= {} µs (the source keeps it ×8 in a u32)",
+                self.rtt_target,
+                u32::MAX >> 3
+            ));
         }
         if self.alpha_mode > 1 {
-            return Err(format!("alpha_mode: {} must be 0 (half cwnd at the first mark) or 1 (α starts at 1)", self.alpha_mode));
+            return Err(format!(
+                "alpha_mode: {} must be 0 (half cwnd at the first mark) or 1 (α starts at 1)",
+                self.alpha_mode
+            ));
         }
         if self.cwnd_mode > 2 {
-            return Err(format!("cwnd_mode: {} must be 0 (fractional window), 1 (rate based) or 2 (switch)", self.cwnd_mode));
+            return Err(format!(
+                "cwnd_mode: {} must be 0 (fractional window), 1 (rate based) or 2 (switch)",
+                self.cwnd_mode
+            ));
         }
         Ok(())
     }
@@ -356,7 +369,10 @@ impl Prague {
         let mtu = mss_to_mtu(tp.mss);
         let h = self.hsrtt_us >> HSRTT_SHIFT;
         let rtt = if h != 0 { h } else { srtt8(tp) as u64 };
-        div_round_up(mul_u64_u64_shr(self.rate_bytes, rtt, RTT2SEC_SHIFT - CWND_UNIT), mtu)
+        div_round_up(
+            mul_u64_u64_shr(self.rate_bytes, rtt, RTT2SEC_SHIFT - CWND_UNIT),
+            mtu,
+        )
     }
 
     /// `prague_frac_cwnd_to_pacing_rate`: mtu·frac_cwnd/srtt, ≥ MINIMUM_RATE.
@@ -377,11 +393,12 @@ impl Prague {
     /// `prague_ai_ack_increase`: RTT independence scales the classical 1/W per ACK increase.
     fn ai_ack_increase(&mut self, tp: &TcpState) {
         let rtt = srtt8(tp);
-        let increase = if self.round < self.params.rtt_transition || rtt == 0 || rtt > (MAX_SCALED_RTT << 3) {
-            Self::unscaled_ai_ack_increase()
-        } else {
-            self.rate_scaled_ai_ack_increase(rtt)
-        };
+        let increase =
+            if self.round < self.params.rtt_transition || rtt == 0 || rtt > (MAX_SCALED_RTT << 3) {
+                Self::unscaled_ai_ack_increase()
+            } else {
+                self.rate_scaled_ai_ack_increase(rtt)
+            };
         self.ai_ack_increase = increase;
     }
 
@@ -547,7 +564,9 @@ impl Prague {
     /// `prague_enter_cwr`: frac_cwnd·(1 − α/2), at most once per target RTT when
     /// RTT-independent.
     fn enter_cwr(&mut self, tp: &TcpState) {
-        if self.is_rtt_indep(tp) && (self.target_rtt() >> 3) as u64 > stamp_us_delta(tp.now_us(), self.cwr_stamp) {
+        if self.is_rtt_indep(tp)
+            && (self.target_rtt() >> 3) as u64 > stamp_us_delta(tp.now_us(), self.cwr_stamp)
+        {
             return;
         }
         self.cwr_stamp = tp.now_us();
@@ -559,7 +578,10 @@ impl Prague {
             self.frac_cwnd = self.pacing_rate_to_frac_cwnd(tp);
         } else {
             // Unbias the rounding by adding 1/2 (u64 arithmetic as the source).
-            let reduction = alpha.wrapping_mul(self.frac_cwnd).wrapping_add(PRAGUE_MAX_ALPHA) >> (PRAGUE_ALPHA_BITS + 1);
+            let reduction = alpha
+                .wrapping_mul(self.frac_cwnd)
+                .wrapping_add(PRAGUE_MAX_ALPHA)
+                >> (PRAGUE_ALPHA_BITS + 1);
             self.frac_cwnd -= reduction;
             self.rate_bytes = self.frac_cwnd_to_pacing_rate(tp);
         }
@@ -596,7 +618,11 @@ impl CongestionControl for Prague {
         }
         self.alpha_stamp = tp.now_us();
         self.alpha_mode = self.params.alpha_mode & 0x01 != 0;
-        self.upscaled_alpha = if !self.alpha_mode { 0 } else { PRAGUE_MAX_ALPHA << PRAGUE_SHIFT_G };
+        self.upscaled_alpha = if !self.alpha_mode {
+            0
+        } else {
+            PRAGUE_MAX_ALPHA << PRAGUE_SHIFT_G
+        };
         self.frac_cwnd = (tp.cwnd as u64) << CWND_UNIT;
         self.max_tso_burst = 1;
 
@@ -616,7 +642,11 @@ impl CongestionControl for Prague {
         let mtu = mss_to_mtu(tp.mss) as u32;
         self.mtu_cache = if mtu != 0 { mtu } else { MTU_SYS as u32 };
         // Default as 1 µs.
-        self.hsrtt_us = if s != 0 { (s as u64) << HSRTT_SHIFT } else { 1 << (HSRTT_SHIFT + 3) };
+        self.hsrtt_us = if s != 0 {
+            (s as u64) << HSRTT_SHIFT
+        } else {
+            1 << (HSRTT_SHIFT + 3)
+        };
         self.cwnd_mode_transit = (self.params.cwnd_mode & 0x02) >> 1 != 0;
         self.cwnd_mode = (self.params.cwnd_mode & 0x01) as u8;
 
@@ -723,7 +753,11 @@ impl CongestionControl for Prague {
             phase: Some(self.phase(tp)),
             bw_bps: Some(tp.pacing_rate as f64 * 8.0),
             inflight_hi: None,
-            alpha: if self.reno_fallback { None } else { Some(self.alpha()) },
+            alpha: if self.reno_fallback {
+                None
+            } else {
+                Some(self.alpha())
+            },
         }
     }
 }
@@ -753,7 +787,12 @@ mod tests {
     }
 
     fn rs(acked: u32, ce: u32) -> RateSample {
-        RateSample { acked_sacked: acked, ece_delta: ce, is_ece: ce > 0, ..RateSample::default() }
+        RateSample {
+            acked_sacked: acked,
+            ece_delta: ce,
+            is_ece: ce > 0,
+            ..RateSample::default()
+        }
     }
 
     /// One ACK delivering `acked` segments of which `ce` CE, then the sender refills cwnd.
@@ -808,7 +847,13 @@ mod tests {
         assert!(!p.saw_ce);
         assert_eq!(p.upscaled_alpha, 0);
         let mut t = tp(100, 100, 20_000);
-        let p = prague(Params { alpha_mode: 1, ..Params::default() }, &mut t);
+        let p = prague(
+            Params {
+                alpha_mode: 1,
+                ..Params::default()
+            },
+            &mut t,
+        );
         assert_eq!(p.upscaled_alpha, PRAGUE_MAX_ALPHA << 4);
         assert_eq!(p.alpha(), 1.0);
     }
@@ -989,7 +1034,7 @@ mod tests {
         assert!(!p.in_loss);
         p.update_cwnd(&mut t, &rs(1, 0));
         assert_eq!(p.frac_cwnd, (50 << 20) + 20_972); // round(2^20/50 = 20971.52)
-        // An RTO halves too (CA_EVENT_LOSS), and undo restores (rate kept, cwnd = max).
+                                                      // An RTO halves too (CA_EVENT_LOSS), and undo restores (rate kept, cwnd = max).
         let rate = p.rate_bytes;
         p.cwnd_event(&mut t, CaEvent::Loss);
         assert!(p.in_loss);
@@ -1073,7 +1118,13 @@ mod tests {
         assert_eq!(p.cwnd_mode, 0);
         // Mode 0 never switches.
         let mut t = tp(4, 4, 20_000);
-        let mut p = prague(Params { cwnd_mode: 0, ..Params::default() }, &mut t);
+        let mut p = prague(
+            Params {
+                cwnd_mode: 0,
+                ..Params::default()
+            },
+            &mut t,
+        );
         p.saw_ce = true;
         p.cong_control(&mut t, &rs(0, 0));
         assert_eq!(p.cwnd_mode, 0);
@@ -1088,20 +1139,28 @@ mod tests {
             let mut x: u64 = 12345;
             let mut trace = Vec::new();
             for _ in 0..5000 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let acked = 1 + (x >> 60) as u32 % 3;
-                let ce = u32::from((x >> 40).is_multiple_of(10));
+                let ce = u32::from((x >> 40) % 10 == 0);
                 t.now_ns += 100_000;
                 t.max_packets_out = t.cwnd;
                 if ce > 0 && t.ca_state == CaState::Open {
                     p.set_state(&mut t, CaState::Cwr);
                     t.ca_state = CaState::Cwr;
-                } else if t.ca_state == CaState::Cwr && (x >> 20).is_multiple_of(7) {
+                } else if t.ca_state == CaState::Cwr && (x >> 20) % 7 == 0 {
                     p.set_state(&mut t, CaState::Open);
                     t.ca_state = CaState::Open;
                 }
                 ack(&mut p, &mut t, acked, ce);
-                trace.push((t.cwnd, t.ssthresh, t.pacing_rate, p.upscaled_alpha, p.frac_cwnd));
+                trace.push((
+                    t.cwnd,
+                    t.ssthresh,
+                    t.pacing_rate,
+                    p.upscaled_alpha,
+                    p.frac_cwnd,
+                ));
             }
             trace
         };
@@ -1126,7 +1185,15 @@ mod tests {
     #[test]
     fn params_defaults_serde_and_validation() {
         let d = Params::default();
-        assert_eq!((d.burst_shift, d.max_tso_segs, d.rtt_transition, d.rtt_target), (12, 0, 4, 25_000));
+        assert_eq!(
+            (
+                d.burst_shift,
+                d.max_tso_segs,
+                d.rtt_transition,
+                d.rtt_target
+            ),
+            (12, 0, 4, 25_000)
+        );
         assert_eq!((d.alpha_mode, d.cwnd_mode, d.cwnd_transit), (0, 2, 4));
         assert!(d.validate().is_ok());
         let p: Params = serde_json::from_str(r#"{"rtt_target": 15000}"#).unwrap();
@@ -1136,10 +1203,40 @@ mod tests {
             let e = p.validate().unwrap_err();
             assert!(e.starts_with(name), "{e}");
         };
-        bad(Params { rtt_target: 0, ..d.clone() }, "rtt_target:");
-        bad(Params { rtt_target: u32::MAX, ..d.clone() }, "rtt_target:");
-        bad(Params { burst_shift: 64, ..d.clone() }, "burst_shift:");
-        bad(Params { alpha_mode: 2, ..d.clone() }, "alpha_mode:");
-        bad(Params { cwnd_mode: 3, ..d.clone() }, "cwnd_mode:");
+        bad(
+            Params {
+                rtt_target: 0,
+                ..d.clone()
+            },
+            "rtt_target:",
+        );
+        bad(
+            Params {
+                rtt_target: u32::MAX,
+                ..d.clone()
+            },
+            "rtt_target:",
+        );
+        bad(
+            Params {
+                burst_shift: 64,
+                ..d.clone()
+            },
+            "burst_shift:",
+        );
+        bad(
+            Params {
+                alpha_mode: 2,
+                ..d.clone()
+            },
+            "alpha_mode:",
+        );
+        bad(
+            Params {
+                cwnd_mode: 3,
+                ..d.clone()
+            },
+            "cwnd_mode:",
+        );
     }
 }

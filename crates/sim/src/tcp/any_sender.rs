@@ -116,7 +116,12 @@ impl AnySender {
 
     /// One of the flow's packets left its host's NIC (TSQ; a CBR flow has none).
     #[inline]
-    pub fn on_nic_departure(&mut self, wire_len: u32, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+    pub fn on_nic_departure(
+        &mut self,
+        wire_len: u32,
+        sched: &mut Scheduler,
+        out: &mut Vec<DataPkt>,
+    ) {
         if let AnySender::Tcp(s) = self {
             s.on_nic_departure(wire_len, sched, out);
         }

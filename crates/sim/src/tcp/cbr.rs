@@ -78,7 +78,10 @@ impl CbrSender {
     /// The send timer fired.
     pub fn on_timer(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
-        if self.timer.on_fire(sched, now, Event::PacingTimer(self.flow)) {
+        if self
+            .timer
+            .on_fire(sched, now, Event::PacingTimer(self.flow))
+        {
             self.transmit(sched, out);
         }
     }
@@ -88,7 +91,9 @@ impl CbrSender {
         if self.report.finished_at.is_some() {
             return;
         }
-        let Some(start) = self.report.started_at else { return };
+        let Some(start) = self.report.started_at else {
+            return;
+        };
         let now = sched.now();
         loop {
             if self.total.is_some_and(|n| self.next >= n) {
@@ -97,7 +102,8 @@ impl CbrSender {
             }
             // Datagram k leaves at start + k·1500·8/rate, computed exactly.
             let k = self.next as u128;
-            let at = start + ((k * MTU_BYTES as u128 * 8 * 1_000_000_000) / self.rate_bps as u128) as u64;
+            let at = start
+                + ((k * MTU_BYTES as u128 * 8 * 1_000_000_000) / self.rate_bps as u128) as u64;
             if at > now {
                 self.timer.arm(sched, at, Event::PacingTimer(self.flow));
                 return;
@@ -139,11 +145,26 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn cbr(size_bytes: Option<u64>, rate_bps: u64) -> CbrSender {
-        CbrSender::new(&SenderConfig { flow: 0, size_bytes, ecn: true, fq_pacing: true, handshake_rtt_ns: 20 * MS, tso: None }, rate_bps)
+        CbrSender::new(
+            &SenderConfig {
+                flow: 0,
+                size_bytes,
+                ecn: true,
+                fq_pacing: true,
+                handshake_rtt_ns: 20 * MS,
+                tso: None,
+            },
+            rate_bps,
+        )
     }
 
     /// Run the sender's timer until `t`, collecting what it sends.
-    fn run_until(s: &mut CbrSender, sched: &mut Scheduler, t: Nanos, out: &mut Vec<(Nanos, DataPkt)>) {
+    fn run_until(
+        s: &mut CbrSender,
+        sched: &mut Scheduler,
+        t: Nanos,
+        out: &mut Vec<(Nanos, DataPkt)>,
+    ) {
         let mut buf = vec![];
         while let Some((at, ev)) = sched.pop_until(t) {
             assert_eq!(ev, Event::PacingTimer(0));
@@ -165,8 +186,14 @@ mod tests {
         run_until(&mut s, &mut sched, 3 * MS + 12 * MS, &mut out);
         let times: Vec<Nanos> = out.iter().map(|(t, _)| *t - 3 * MS).collect();
         assert_eq!(times, (0..=10).map(|k| k * 1_200_000).collect::<Vec<_>>());
-        assert!(out.iter().enumerate().all(|(k, (_, p))| p.seq == k as u32 && p.wire_len == 1500 && p.payload == 1472 && p.ecn == Ecn::NotEct));
-        assert_eq!((s.report.stats.segs_sent, s.report.stats.wire_bytes_sent), (11, 11 * 1500));
+        assert!(out.iter().enumerate().all(|(k, (_, p))| p.seq == k as u32
+            && p.wire_len == 1500
+            && p.payload == 1472
+            && p.ecn == Ecn::NotEct));
+        assert_eq!(
+            (s.report.stats.segs_sent, s.report.stats.wire_bytes_sent),
+            (11, 11 * 1500)
+        );
     }
 
     #[test]

@@ -56,7 +56,8 @@ impl Sender {
             bytes += gso_max >> r;
         }
         bytes = bytes.min(gso_max);
-        ((bytes / self.tp.mss as u64) as u32).max(self.cc.min_tso_segs(&self.tp).unwrap_or(min_segs))
+        ((bytes / self.tp.mss as u64) as u32)
+            .max(self.cc.min_tso_segs(&self.tp).unwrap_or(min_segs))
     }
 
     /// `tcp_small_queue_check` before an skb of `segs` segments: whether the bytes this flow
@@ -65,7 +66,9 @@ impl Sender {
     /// (`tcp_rtx_queue_empty_or_single_skb`).
     fn tsq_throttles(&self, segs: u32, shift: u32) -> bool {
         let skb_bytes = segs as u64 * crate::packet::MTU_BYTES as u64;
-        let limit = (2 * skb_bytes).max(self.tp.pacing_rate.checked_shr(shift).unwrap_or(0)).min(TSQ_LIMIT_OUTPUT_BYTES);
+        let limit = (2 * skb_bytes)
+            .max(self.tp.pacing_rate.checked_shr(shift).unwrap_or(0))
+            .min(TSQ_LIMIT_OUTPUT_BYTES);
         self.nic_bytes > limit && self.tp.packets_out > segs
     }
 
@@ -87,7 +90,11 @@ impl Sender {
         let nxt = self.tp.snd_nxt;
         if self.wq_head_end <= nxt {
             // The head was sent whole: the next skb (or a fresh one) is the head.
-            self.wq_head_end = if self.wq_next_end > nxt { self.wq_next_end } else { nxt.saturating_add(goal) };
+            self.wq_head_end = if self.wq_next_end > nxt {
+                self.wq_next_end
+            } else {
+                nxt.saturating_add(goal)
+            };
             self.wq_next_end = self.wq_head_end;
         }
         if self.wq_next_end <= self.wq_head_end {
@@ -114,7 +121,13 @@ impl Sender {
     /// data"), when a third of cwnd is open (`tcp_tso_win_divisor`), or when the tail fits
     /// (the FIN-carrying skb of a finite flow). The receive window never limits
     /// (docs/model.md), so a deferral is always cwnd-limited (`*is_cwnd_limited = true`).
-    pub(super) fn tso_should_defer(&self, now: Nanos, max_segs: u32, skb_segs: u32, tail: bool) -> bool {
+    pub(super) fn tso_should_defer(
+        &self,
+        now: Nanos,
+        max_segs: u32,
+        skb_segs: u32,
+        tail: bool,
+    ) -> bool {
         if self.tp.ca_state >= CaState::Recovery {
             return false;
         }
@@ -131,7 +144,9 @@ impl Sender {
         if open * mss >= self.tp.cwnd as u64 * mss / TSO_WIN_DIVISOR {
             return false;
         }
-        let Some(head) = self.segs.front() else { return false };
+        let Some(head) = self.segs.front() else {
+            return false;
+        };
         let srtt_ns = self.rtt.srtt() * 1000;
         let expected_ack = head.sent_ns + srtt_ns;
         let threshold = (srtt_ns / 2).min(1_000_000);
@@ -140,13 +155,19 @@ impl Sender {
         }
         // Deferring: cwnd-limited while the open window is no larger than the skb; a tail
         // that fits carries the FIN of a finite flow and goes now.
-        let skb_bytes = (skb_segs as u64 - 1) * mss + self.payload_of(self.tp.snd_nxt + skb_segs - 1) as u64;
+        let skb_bytes =
+            (skb_segs as u64 - 1) * mss + self.payload_of(self.tp.snd_nxt + skb_segs - 1) as u64;
         !(tail && open * mss > skb_bytes)
     }
 
     /// One of this flow's packets left the NIC (`tcp_wfree`): TSQ's count drops, and a
     /// throttled flow transmits again (`tcp_tsq_handler`).
-    pub fn on_nic_departure(&mut self, wire_len: u32, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
+    pub fn on_nic_departure(
+        &mut self,
+        wire_len: u32,
+        sched: &mut Scheduler,
+        out: &mut Vec<DataPkt>,
+    ) {
         self.nic_bytes -= wire_len as u64;
         if self.tsq_throttled {
             self.tsq_throttled = false;
@@ -168,12 +189,17 @@ impl Sender {
         let mut deferred = false;
         loop {
             if self.tp.paced && self.data_segs_out >= UNPACED_INITIAL_SEGS && self.wstamp_ns > now {
-                self.pacing_timer.arm(sched, self.wstamp_ns, Event::PacingTimer(self.flow));
+                self.pacing_timer
+                    .arm(sched, self.wstamp_ns, Event::PacingTimer(self.flow));
                 break;
             }
             // With TSO every skb is autosized, paced or not; an ideal host sends an unpaced
             // window at once.
-            let max_segs = if self.tp.paced || self.tso.is_some() { self.tso_segs() } else { u32::MAX };
+            let max_segs = if self.tp.paced || self.tso.is_some() {
+                self.tso_segs()
+            } else {
+                u32::MAX
+            };
             let mut burst = max_segs;
             if let Some(t) = self.tso {
                 if self.next_lost().is_none() && self.has_new_data() {
@@ -185,8 +211,11 @@ impl Sender {
                     if inflight >= self.tp.cwnd {
                         break;
                     }
-                    let quota = (self.tp.cwnd - inflight).min((self.tp.cwnd >> 1).max(1)).min(max_segs);
-                    let (head, tail) = self.write_queue_head(self.size_goal(t.gso_max_bytes), quota);
+                    let quota = (self.tp.cwnd - inflight)
+                        .min((self.tp.cwnd >> 1).max(1))
+                        .min(max_segs);
+                    let (head, tail) =
+                        self.write_queue_head(self.size_goal(t.gso_max_bytes), quota);
                     if head > 1 && self.tso_should_defer(now, max_segs, head, tail) {
                         deferred = true;
                         break;
@@ -285,7 +314,13 @@ impl Sender {
         } else {
             TxSnapshot::default()
         };
-        self.segs.push_back(Seg { sent_ns: now, flags: 0, prev: NONE, next: NONE, tx });
+        self.segs.push_back(Seg {
+            sent_ns: now,
+            flags: 0,
+            prev: NONE,
+            next: NONE,
+            tx,
+        });
         self.tp.snd_nxt += 1;
         self.tp.packets_out += 1;
         self.ts_push_tail(seq);
@@ -343,7 +378,11 @@ impl Sender {
         self.report.stats.retrans_segs += 1;
         // tcp_ecn_send: retransmissions are Not-ECT unless the CC needs ECN
         // (TCP_CONG_NEEDS_ECN: DCTCP, Prague) — not for CE-event-only CCs such as BBRv2.
-        let ecn = if self.ecn_ok && matches!(self.ecn_use, EcnUse::Dctcp | EcnUse::L4s) { self.ect() } else { Ecn::NotEct };
+        let ecn = if self.ecn_ok && matches!(self.ecn_use, EcnUse::Dctcp | EcnUse::L4s) {
+            self.ect()
+        } else {
+            Ecn::NotEct
+        };
         self.make_pkt(seq, ecn, flags::RETRANS, now)
     }
 
@@ -385,7 +424,11 @@ impl Sender {
 
     /// `tcp_update_pacing_rate` (CCs without `cong_control`).
     pub(super) fn update_pacing_rate(&mut self) {
-        let ratio = if self.tp.cwnd < self.tp.ssthresh / 2 { PACING_SS_RATIO } else { PACING_CA_RATIO };
+        let ratio = if self.tp.cwnd < self.tp.ssthresh / 2 {
+            PACING_SS_RATIO
+        } else {
+            PACING_CA_RATIO
+        };
         let w = self.tp.cwnd.max(self.tp.packets_out) as u64;
         let srtt_us = self.rtt.srtt().max(1);
         self.tp.pacing_rate = self.tp.mss as u64 * ratio * w * 1_000_000 / (100 * srtt_us);
@@ -394,7 +437,10 @@ impl Sender {
     /// The pacing timer fired (`tcp_pace_kick`).
     pub fn on_pacing_timer(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
-        if self.pacing_timer.on_fire(sched, now, Event::PacingTimer(self.flow)) {
+        if self
+            .pacing_timer
+            .on_fire(sched, now, Event::PacingTimer(self.flow))
+        {
             self.transmit(sched, out);
         }
     }

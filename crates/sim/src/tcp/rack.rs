@@ -32,7 +32,14 @@ impl Rack {
     /// `tcp_rack_advance`: the segment ending at `end_seq`, last sent at `xmit_ns`, was
     /// delivered at `now`.
     #[inline]
-    pub fn advance(&mut self, ever_retrans: bool, end_seq: u32, xmit_ns: Nanos, now: Nanos, min_rtt_us: u32) {
+    pub fn advance(
+        &mut self,
+        ever_retrans: bool,
+        end_seq: u32,
+        xmit_ns: Nanos,
+        now: Nanos,
+        min_rtt_us: u32,
+    ) {
         let rtt_us = (now - xmit_ns) / 1000;
         if ever_retrans && rtt_us < min_rtt_us as u64 {
             // Ambiguous: probably the original, not the retransmission, was delivered.
@@ -69,7 +76,12 @@ impl Sender {
     /// segment and older than its RTT plus the reordering window are lost. Returns the
     /// longest remaining wait for the others (µs), 0 if none.
     pub(super) fn rack_detect_loss(&mut self, now: Nanos) -> u64 {
-        let reo_wnd = Rack::reo_wnd_us(self.tp.ca_state, self.sacked_out, self.tp.min_rtt_us, self.rtt.srtt()) as i64;
+        let reo_wnd = Rack::reo_wnd_us(
+            self.tp.ca_state,
+            self.sacked_out,
+            self.tp.min_rtt_us,
+            self.rtt.srtt(),
+        ) as i64;
         let mut timeout: i64 = 0;
         let mut seq = self.ts_head;
         while seq != NONE {
@@ -155,7 +167,10 @@ mod tests {
         s.on_ack(&ack(0, &[(1, 4)], false), &mut sched, &mut out);
         assert_eq!(s.tp.ca_state, CaState::Recovery);
         assert_eq!(s.tp.ssthresh, 5);
-        assert_eq!(out.first().map(|p| (p.seq, p.flags & flags::RETRANS != 0)), Some((0, true)));
+        assert_eq!(
+            out.first().map(|p| (p.seq, p.flags & flags::RETRANS != 0)),
+            Some((0, true))
+        );
     }
 
     #[test]
@@ -171,13 +186,18 @@ mod tests {
         out.clear();
         s.on_ack(&ack(0, &[(9, 10)], false), &mut sched, &mut out);
         assert_eq!(s.tp.ca_state, CaState::Disorder);
-        let retrans: Vec<_> = out.iter().filter(|p| p.flags & flags::RETRANS != 0).collect();
+        let retrans: Vec<_> = out
+            .iter()
+            .filter(|p| p.flags & flags::RETRANS != 0)
+            .collect();
         assert!(retrans.is_empty());
         out.clear();
         run_sender_timers(&mut s, &mut sched, 10 * MS + 4_499_000, &mut out);
         assert!(out.iter().all(|p| p.flags & flags::RETRANS == 0), "not yet");
         run_sender_timers(&mut s, &mut sched, 10 * MS + 4_500_000, &mut out);
         assert_eq!(s.tp.ca_state, CaState::Recovery);
-        assert!(out.iter().any(|p| p.seq == 0 && p.flags & flags::RETRANS != 0));
+        assert!(out
+            .iter()
+            .any(|p| p.seq == 0 && p.flags & flags::RETRANS != 0));
     }
 }

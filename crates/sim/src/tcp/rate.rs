@@ -38,9 +38,17 @@ pub(super) fn skb_sent(tp: &mut TcpState, inflight: u32, now: Nanos) -> TxSnapsh
 /// was newly cum-acked or SACKed; keep the snapshot of the most recently sent one delivered by
 /// this ACK (`tcp_skb_sent_after`: later send time, then higher sequence).
 #[inline]
-pub(super) fn skb_delivered(tp: &mut TcpState, rs: &mut RateSample, end_seq: u32, ever_retrans: bool, sent_ns: Nanos, tx: TxSnapshot) {
+pub(super) fn skb_delivered(
+    tp: &mut TcpState,
+    rs: &mut RateSample,
+    end_seq: u32,
+    ever_retrans: bool,
+    sent_ns: Nanos,
+    tx: TxSnapshot,
+) {
     let tx_us = sent_ns / 1000;
-    let sent_after = tx_us > tp.first_tx_mstamp_us || (tx_us == tp.first_tx_mstamp_us && end_seq > rs.last_end_seq);
+    let sent_after = tx_us > tp.first_tx_mstamp_us
+        || (tx_us == tp.first_tx_mstamp_us && end_seq > rs.last_end_seq);
     if rs.prior_mstamp_us.is_none() || sent_after {
         rs.prior_delivered_ce = tx.delivered_ce;
         rs.prior_delivered = tx.delivered;
@@ -119,7 +127,15 @@ mod tests {
         }
         assert_eq!(rs.last_end_seq, 5);
         gen(&mut tp, &mut rs, 5, 0);
-        assert_eq!((rs.delivered, rs.snd_interval_us, rs.rcv_interval_us, rs.interval_us), (5, 2_000, 12_000, 12_000));
+        assert_eq!(
+            (
+                rs.delivered,
+                rs.snd_interval_us,
+                rs.rcv_interval_us,
+                rs.interval_us
+            ),
+            (5, 2_000, 12_000, 12_000)
+        );
         assert_eq!(tp.delivered_mstamp_us, 12_000);
     }
 

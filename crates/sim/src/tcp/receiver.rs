@@ -163,7 +163,8 @@ impl Receiver {
     pub fn new_cbr(flow: u32, size_bytes: Option<u64>, base_rtt_ns: Nanos) -> Self {
         let mut r = Receiver::new(flow, EcnFeedback::Off, None, base_rtt_ns);
         r.cbr = true;
-        r.total_segs = size_bytes.map(|b| b.div_ceil(crate::packet::CBR_PAYLOAD_BYTES as u64) as u32);
+        r.total_segs =
+            size_bytes.map(|b| b.div_ceil(crate::packet::CBR_PAYLOAD_BYTES as u64) as u32);
         r
     }
 
@@ -227,7 +228,14 @@ impl Receiver {
     /// `tcp_data_queue` for one segment, without the ACK decision. `first` is false for the
     /// second and later segments of a GRO packet, which Linux receives in the same skb: the
     /// ATO estimate (`tcp_event_data_recv`) is updated once per skb.
-    fn receive(&mut self, pkt: &DataPkt, first: bool, now: Nanos, sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
+    fn receive(
+        &mut self,
+        pkt: &DataPkt,
+        first: bool,
+        now: Nanos,
+        sched: &mut Scheduler,
+        out: &mut Vec<AckPkt>,
+    ) {
         self.segs_received += 1;
         let seq = pkt.seq;
         // RFC 7323 §4.3: TS.Recent from a segment with SEG.SEQ <= Last.ACK.sent.
@@ -237,7 +245,9 @@ impl Receiver {
         // tcp_ecn_accept_cwr: CWR clears DEMAND_CWR and asks for an immediate ACK ("the
         // sender's cwnd may be very low"). A DCTCP receiver then re-derives DEMAND_CWR from
         // the CE state of this segment (dctcp_ece_ack_cwr), so only the ACK remains.
-        if pkt.flags & flags::CWR != 0 && matches!(self.ecn, EcnFeedback::Classic | EcnFeedback::Dctcp) {
+        if pkt.flags & flags::CWR != 0
+            && matches!(self.ecn, EcnFeedback::Classic | EcnFeedback::Dctcp)
+        {
             self.demand_cwr = false;
             self.ack_now = true;
         }
@@ -320,7 +330,14 @@ impl Receiver {
             self.ofo[i].touched = t;
             i
         } else {
-            self.ofo.insert(i, OfoRange { start: seq, end: seq + 1, touched: t });
+            self.ofo.insert(
+                i,
+                OfoRange {
+                    start: seq,
+                    end: seq + 1,
+                    touched: t,
+                },
+            );
             i
         };
         // Coalesce with the next range if they now touch.
@@ -331,7 +348,13 @@ impl Receiver {
     }
 
     /// `tcp_event_data_recv`: ATO estimation, quick-ACK at start and after idle, ECN.
-    fn event_data_recv(&mut self, pkt: &DataPkt, now: Nanos, sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
+    fn event_data_recv(
+        &mut self,
+        pkt: &DataPkt,
+        now: Nanos,
+        sched: &mut Scheduler,
+        out: &mut Vec<AckPkt>,
+    ) {
         self.ack_scheduled = true;
         if self.ato_ns == 0 {
             // The first data segment: initialize the delayed-ACK engine.
@@ -438,7 +461,8 @@ impl Receiver {
         }
         // 5 % of the RTT, at most tcp_comp_sack_delay_ns.
         let delay = TCP_COMP_SACK_DELAY_NS.min(self.srtt_ns / 20);
-        self.comp_sack.arm(sched, now + delay, Event::CompSackTimer(self.flow));
+        self.comp_sack
+            .arm(sched, now + delay, Event::CompSackTimer(self.flow));
     }
 
     /// `tcp_send_delayed_ack`.
@@ -484,7 +508,10 @@ impl Receiver {
     /// The compressed-SACK timer fired (`tcp_compressed_ack_kick`).
     pub fn on_comp_sack_timer(&mut self, sched: &mut Scheduler, out: &mut Vec<AckPkt>) {
         let now = sched.now();
-        if !self.comp_sack.on_fire(sched, now, Event::CompSackTimer(self.flow)) {
+        if !self
+            .comp_sack
+            .on_fire(sched, now, Event::CompSackTimer(self.flow))
+        {
             return;
         }
         if self.compressed_ack > 0 {

@@ -60,8 +60,8 @@ impl RttEstimator {
             if m < 0 {
                 m = -m; // m is now abs(error)
                 m -= (self.mdev_us >> 2) as i64; // similar update on mdev
-                // Eifel-like damping: when the RTT falls, mdev grows 8× more slowly
-                // (comment of tcp_rtt_estimator).
+                                                 // Eifel-like damping: when the RTT falls, mdev grows 8× more slowly
+                                                 // (comment of tcp_rtt_estimator).
                 if m > 0 {
                     m >>= 3;
                 }
@@ -135,7 +135,12 @@ mod tests {
             una += 10;
             e.sample(if i % 2 == 0 { 50_000 } else { 450_000 }, una, una + 10);
         }
-        assert!(e.rto_us > e.srtt() + 400_000, "rto {} srtt {}", e.rto_us, e.srtt());
+        assert!(
+            e.rto_us > e.srtt() + 400_000,
+            "rto {} srtt {}",
+            e.rto_us,
+            e.srtt()
+        );
     }
 
     #[test]

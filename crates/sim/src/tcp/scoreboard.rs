@@ -200,13 +200,31 @@ impl Sender {
 
     /// `tcp_sacktag_one`: segment `seq` is newly SACKed.
     fn sacktag_one(&mut self, seq: u32, now: Nanos, count_ce: bool, st: &mut SackState) {
-        let Seg { flags: mut f, sent_ns: sent, tx, .. } = *self.seg(seq);
+        let Seg {
+            flags: mut f,
+            sent_ns: sent,
+            tx,
+            ..
+        } = *self.seg(seq);
         if f & sb::SACKED != 0 {
             return;
         }
-        self.rack.advance(f & sb::EVER_RETRANS != 0, seq + 1, sent, now, self.tp.min_rtt_us);
+        self.rack.advance(
+            f & sb::EVER_RETRANS != 0,
+            seq + 1,
+            sent,
+            now,
+            self.tp.min_rtt_us,
+        );
         if self.rate_sampling {
-            rate::skb_delivered(&mut self.tp, &mut self.rs, seq + 1, f & sb::EVER_RETRANS != 0, sent, tx);
+            rate::skb_delivered(
+                &mut self.tp,
+                &mut self.rs,
+                seq + 1,
+                f & sb::EVER_RETRANS != 0,
+                sent,
+                tx,
+            );
         }
         if f & sb::RETRANS_OUT != 0 {
             // A retransmission not tagged lost (a TLP) is believed still in flight.

@@ -18,7 +18,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::cc::{AckEvent, AckSample, AnyCc, CaEvent, CaState, CongestionControl, EcnUse, RateSample, TcpState, TCP_INFINITE_SSTHRESH};
+use crate::cc::{
+    AckEvent, AckSample, AnyCc, CaEvent, CaState, CongestionControl, EcnUse, RateSample, TcpState,
+    TCP_INFINITE_SSTHRESH,
+};
 use crate::engine::{Nanos, Scheduler, TimerSlot};
 use crate::packet::{AckPkt, DataPkt, ETH_HEADER_BYTES, MSS_BYTES, TCP_IP_HEADER_BYTES};
 use crate::tcp::minmax::MinMax;
@@ -189,7 +192,11 @@ impl Sender {
             tlp_retrans: false,
             cwnd_usage_seq: 0,
             wstamp_ns: 0,
-            pacing_overhead_bytes: if cfg.fq_pacing { TCP_IP_HEADER_BYTES + ETH_HEADER_BYTES } else { 0 },
+            pacing_overhead_bytes: if cfg.fq_pacing {
+                TCP_IP_HEADER_BYTES + ETH_HEADER_BYTES
+            } else {
+                0
+            },
             data_segs_out: 0,
             last_ce_count: 0,
             report: SenderReport::default(),
@@ -238,7 +245,7 @@ impl Sender {
     }
 
     pub(super) fn has_new_data(&self) -> bool {
-        self.total_segs.is_none_or(|n| self.tp.snd_nxt < n)
+        self.total_segs.map_or(true, |n| self.tp.snd_nxt < n)
     }
 
     pub(super) fn sync_tp(&mut self, now: Nanos) {
@@ -297,8 +304,15 @@ impl Sender {
         let prior_inflight = self.inflight();
         let prior_packets_out = self.tp.packets_out;
         let prior_sacked = self.sacked_out;
-        self.rs = RateSample { prior_in_flight: prior_inflight, ..RateSample::default() };
-        let mut ece = matches!(self.ecn_use, EcnUse::Classic | EcnUse::Dctcp | EcnUse::WantsCeEvents) && self.ecn_ok && ack.ece;
+        self.rs = RateSample {
+            prior_in_flight: prior_inflight,
+            ..RateSample::default()
+        };
+        let mut ece = matches!(
+            self.ecn_use,
+            EcnUse::Classic | EcnUse::Dctcp | EcnUse::WantsCeEvents
+        ) && self.ecn_ok
+            && ack.ece;
 
         // AccECN: the CE counter's increase (`tcp_accecn_process`; draft-ietf-tcpm-accurate-ecn).
         let mut ce_delta = 0;
@@ -321,7 +335,12 @@ impl Sender {
         let snd_una_advanced = ack.ack > self.tp.snd_una;
         while self.tp.snd_una < ack.ack {
             let seq = self.tp.snd_una;
-            let Seg { flags: f, sent_ns: sent, tx, .. } = *self.seg(seq);
+            let Seg {
+                flags: f,
+                sent_ns: sent,
+                tx,
+                ..
+            } = *self.seg(seq);
             self.ts_remove(seq);
             if f & sb::RETRANS_OUT != 0 {
                 self.retrans_out -= 1;
@@ -339,10 +358,23 @@ impl Sender {
                 if count_ce {
                     self.tp.delivered_ce += 1;
                 }
-                self.rack.advance(f & sb::EVER_RETRANS != 0, seq + 1, sent, now, self.tp.min_rtt_us);
+                self.rack.advance(
+                    f & sb::EVER_RETRANS != 0,
+                    seq + 1,
+                    sent,
+                    now,
+                    self.tp.min_rtt_us,
+                );
                 // A SACKed segment already gave its sample (Linux zeroes its tx stamp).
                 if self.rate_sampling {
-                    rate::skb_delivered(&mut self.tp, &mut self.rs, seq + 1, f & sb::EVER_RETRANS != 0, sent, tx);
+                    rate::skb_delivered(
+                        &mut self.tp,
+                        &mut self.rs,
+                        seq + 1,
+                        f & sb::EVER_RETRANS != 0,
+                        sent,
+                        tx,
+                    );
                 }
             }
             if f & sb::LOST != 0 {
@@ -404,8 +436,21 @@ impl Sender {
 
         let rtt_sample = ca_rtt_us.map(|v| v.min(u32::MAX as u64) as u32);
         self.rs.rtt_us = rtt_sample.map_or(-1, |v| v as i64);
-        self.cc.pkts_acked(&mut self.tp, &AckSample { pkts_acked, rtt_us: rtt_sample, in_flight: prior_inflight });
-        self.cc.in_ack_event(&mut self.tp, &AckEvent { ece, snd_una_advanced });
+        self.cc.pkts_acked(
+            &mut self.tp,
+            &AckSample {
+                pkts_acked,
+                rtt_us: rtt_sample,
+                in_flight: prior_inflight,
+            },
+        );
+        self.cc.in_ack_event(
+            &mut self.tp,
+            &AckEvent {
+                ece,
+                snd_una_advanced,
+            },
+        );
 
         let mut set_xmit_timer = snd_una_advanced;
         if let Some(high) = self.tlp_high_seq {
@@ -414,7 +459,8 @@ impl Sender {
             self.process_tlp_ack(ack.ack, snd_una_advanced, sack.newly_sacked > 0);
         }
         // tcp_ack_is_dubious: a dupACK, SACK or ECE information, or a state other than Open.
-        let dubious = !snd_una_advanced || sack.newly_sacked > 0 || ece || self.tp.ca_state != CaState::Open;
+        let dubious =
+            !snd_una_advanced || sack.newly_sacked > 0 || ece || self.tp.ca_state != CaState::Open;
         if dubious && self.fastretrans_alert(ece, sched) {
             // RACK armed its reordering timer: leave the slot to it.
             set_xmit_timer = false;
@@ -576,8 +622,16 @@ impl Sender {
             self.enter_cwr();
         }
         if self.tp.ca_state != CaState::Cwr {
-            let any_retrans = self.retrans_out > 0 || self.segs.front().is_some_and(|s| s.flags & sb::EVER_RETRANS != 0);
-            let s = if self.sacked_out + self.lost_out > 0 || any_retrans { CaState::Disorder } else { CaState::Open };
+            let any_retrans = self.retrans_out > 0
+                || self
+                    .segs
+                    .front()
+                    .is_some_and(|s| s.flags & sb::EVER_RETRANS != 0);
+            let s = if self.sacked_out + self.lost_out > 0 || any_retrans {
+                CaState::Disorder
+            } else {
+                CaState::Open
+            };
             if self.tp.ca_state != s {
                 self.set_ca_state(s);
                 self.high_seq = self.tp.snd_nxt;
@@ -586,7 +640,12 @@ impl Sender {
     }
 
     /// PRR (RFC 6937 §3; `tcp_cwnd_reduction`).
-    pub(super) fn cwnd_reduction(&mut self, newly_acked_sacked: u32, newly_lost: u32, snd_una_advanced: bool) {
+    pub(super) fn cwnd_reduction(
+        &mut self,
+        newly_acked_sacked: u32,
+        newly_lost: u32,
+        snd_una_advanced: bool,
+    ) {
         if newly_acked_sacked == 0 || self.tp.prior_cwnd == 0 {
             return;
         }
@@ -596,11 +655,13 @@ impl Sender {
         let mut sndcnt: i64;
         if delta < 0 {
             // Proportional rate reduction while above ssthresh.
-            let dividend = self.tp.ssthresh as u64 * self.prr_delivered as u64 + self.tp.prior_cwnd as u64 - 1;
+            let dividend =
+                self.tp.ssthresh as u64 * self.prr_delivered as u64 + self.tp.prior_cwnd as u64 - 1;
             sndcnt = (dividend / self.tp.prior_cwnd as u64) as i64 - self.prr_out as i64;
         } else {
             // Slow-start reduction bound once at/below ssthresh (PRR-SSRB).
-            sndcnt = (self.prr_delivered as i64 - self.prr_out as i64).max(newly_acked_sacked as i64);
+            sndcnt =
+                (self.prr_delivered as i64 - self.prr_out as i64).max(newly_acked_sacked as i64);
             if snd_una_advanced && newly_lost == 0 {
                 sndcnt += 1;
             }

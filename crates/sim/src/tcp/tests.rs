@@ -22,21 +22,58 @@ fn cc(name: &str) -> crate::cc::AnyCc {
 }
 
 pub(super) fn sender(name: &str, rtt_ns: Nanos, ecn: bool) -> Sender {
-    Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn, fq_pacing: false, handshake_rtt_ns: rtt_ns, tso: None }, cc(name))
+    Sender::new(
+        &SenderConfig {
+            flow: 0,
+            size_bytes: None,
+            ecn,
+            fq_pacing: false,
+            handshake_rtt_ns: rtt_ns,
+            tso: None,
+        },
+        cc(name),
+    )
 }
 
 pub(super) fn ack(n: u32, sack: &[(u32, u32)], ece: bool) -> AckPkt {
     let mut s = [(0, 0); MAX_SACK_BLOCKS];
     s[..sack.len()].copy_from_slice(sack);
-    AckPkt { flow: 0, ack: n, sack: s, n_sack: sack.len() as u8, ece, ce_count: 0, tsecr: 0, wire_len: ack_wire_len(sack.len()), hop: 0, enqueue_ns: 0 }
+    AckPkt {
+        flow: 0,
+        ack: n,
+        sack: s,
+        n_sack: sack.len() as u8,
+        ece,
+        ce_count: 0,
+        tsecr: 0,
+        wire_len: ack_wire_len(sack.len()),
+        hop: 0,
+        enqueue_ns: 0,
+    }
 }
 
 fn data(seq: u32, ecn: Ecn, f: u8) -> DataPkt {
-    DataPkt { flow: 0, seq, payload: MSS_BYTES, wire_len: 1500, ecn, flags: f, hop: 0, enqueue_ns: 0, value: 0, tsval: 1 }
+    DataPkt {
+        flow: 0,
+        seq,
+        payload: MSS_BYTES,
+        wire_len: 1500,
+        ecn,
+        flags: f,
+        hop: 0,
+        enqueue_ns: 0,
+        value: 0,
+        tsval: 1,
+    }
 }
 
 /// Advance the scheduler to `t`, firing the sender's timers due until then.
-pub(super) fn run_sender_timers(s: &mut Sender, sched: &mut Scheduler, t: Nanos, out: &mut Vec<DataPkt>) {
+pub(super) fn run_sender_timers(
+    s: &mut Sender,
+    sched: &mut Scheduler,
+    t: Nanos,
+    out: &mut Vec<DataPkt>,
+) {
     while let Some((_, ev)) = sched.pop_until(t) {
         match ev {
             Event::SenderTimer(_) => s.on_xmit_timer(sched, out),
@@ -70,7 +107,9 @@ fn initial_window_is_ten_segments() {
     let mut out = vec![];
     s.start(&mut sched, &mut out);
     assert_eq!(seqs(&out), (0..10).collect::<Vec<_>>());
-    assert!(out.iter().all(|p| p.wire_len == 1500 && p.payload == 1448 && p.ecn == Ecn::NotEct));
+    assert!(out
+        .iter()
+        .all(|p| p.wire_len == 1500 && p.payload == 1448 && p.ecn == Ecn::NotEct));
 }
 
 #[test]
@@ -239,10 +278,16 @@ fn a_lone_segment_with_psh_is_acked_at_once() {
     // same odd segment without PSH waits for the 40 ms timer (the test above). The flag lasts
     // until an ACK: the next segment, without PSH, waits again.
     let (mut sched, mut r) = past_quick_acks();
-    assert!(feed(&mut r, &mut sched, 16, Ecn::NotEct, flags::PSH).iter().map(|a| a.ack).eq([17]));
+    assert!(feed(&mut r, &mut sched, 16, Ecn::NotEct, flags::PSH)
+        .iter()
+        .map(|a| a.ack)
+        .eq([17]));
     assert!(feed(&mut r, &mut sched, 17, Ecn::NotEct, 0).is_empty());
     // A pair whose second segment carries PSH is ACKed on its second segment either way.
-    assert!(feed(&mut r, &mut sched, 18, Ecn::NotEct, flags::PSH).iter().map(|a| a.ack).eq([19]));
+    assert!(feed(&mut r, &mut sched, 18, Ecn::NotEct, flags::PSH)
+        .iter()
+        .map(|a| a.ack)
+        .eq([19]));
 }
 
 #[test]
@@ -281,7 +326,10 @@ fn with_more_than_three_holes_the_three_latest_changed_ranges_are_reported_newes
     }
     let a = feed(&mut r, &mut sched, 5, Ecn::NotEct, 0);
     assert_eq!(a.len(), 1);
-    assert_eq!((a[0].ack, a[0].sack_blocks()), (10, &[(22, 23), (12, 15), (20, 21)][..]));
+    assert_eq!(
+        (a[0].ack, a[0].sack_blocks()),
+        (10, &[(22, 23), (12, 15), (20, 21)][..])
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,11 +363,17 @@ fn dctcp_receiver_flushes_a_delayed_ack_at_a_ce_change() {
     let held = feed(&mut r, &mut sched, 16, Ecn::Ect0, 0);
     assert!(held.is_empty());
     let a = feed(&mut r, &mut sched, 17, Ecn::Ce, 0);
-    assert_eq!(a.iter().map(|a| (a.ack, a.ece)).collect::<Vec<_>>(), vec![(17, false), (18, true)]);
+    assert_eq!(
+        a.iter().map(|a| (a.ack, a.ece)).collect::<Vec<_>>(),
+        vec![(17, false), (18, true)]
+    );
     // Two more CE segments: the ordinary every-second-segment rule, with ECE = 1.
     assert!(feed(&mut r, &mut sched, 18, Ecn::Ce, 0).is_empty());
     let a = feed(&mut r, &mut sched, 19, Ecn::Ce, 0);
-    assert_eq!(a.iter().map(|a| (a.ack, a.ece)).collect::<Vec<_>>(), vec![(20, true)]);
+    assert_eq!(
+        a.iter().map(|a| (a.ack, a.ece)).collect::<Vec<_>>(),
+        vec![(20, true)]
+    );
 }
 
 #[test]
@@ -328,7 +382,13 @@ fn accurate_receiver_counts_every_ce_segment() {
     let mut r = receiver(EcnFeedback::Accurate);
     let mut last = 0;
     for seq in 0..10 {
-        for a in feed(&mut r, &mut sched, seq, if seq % 3 == 0 { Ecn::Ce } else { Ecn::Ect1 }, 0) {
+        for a in feed(
+            &mut r,
+            &mut sched,
+            seq,
+            if seq % 3 == 0 { Ecn::Ce } else { Ecn::Ect1 },
+            0,
+        ) {
             last = a.ce_count;
         }
     }
@@ -346,12 +406,26 @@ fn tso_autosize_matches_the_formula_by_hand() {
     // tcp_tso_autosize: bytes = pacing_rate >> shift, plus gso_max >> (min_rtt_us >> 9) while
     // that shift is below 32, capped at gso_max; segments = max(bytes / 1448, min_tso_segs).
     let segs = |rate: u64, min_rtt_us: u32, t: TsoConfig| {
-        let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(t) }, cc("reno"));
+        let mut s = Sender::new(
+            &SenderConfig {
+                flow: 0,
+                size_bytes: None,
+                ecn: false,
+                fq_pacing: false,
+                handshake_rtt_ns: 10 * MS,
+                tso: Some(t),
+            },
+            cc("reno"),
+        );
         s.tp.pacing_rate = rate;
         s.tp.min_rtt_us = min_rtt_us;
         s.tso_segs()
     };
-    let linux = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let linux = TsoConfig {
+        gso_max_bytes: 65_536,
+        pacing_shift: 10,
+        min_tso_segs: 2,
+    };
     // 1 Gbit/s = 125e6 B/s: 125e6 >> 10 = 122 070 B, 10 ms of min_rtt adds 65 536 >> 19 = 0;
     // capped at 65 536 B ⇒ 65 536 / 1448 = 45 segments.
     assert_eq!(segs(125_000_000, 10_000, linux), 45);
@@ -363,9 +437,39 @@ fn tso_autosize_matches_the_formula_by_hand() {
     assert_eq!(segs(1_250_000, 10_000, linux), 2);
     // The knobs: shift 8 at 100 Mbit/s gives 48 828 B ⇒ 33; a 32 KiB GSO limit at 1 Gbit/s
     // gives 32 768 / 1448 = 22; min_tso_segs 4 at 10 Mbit/s gives 4.
-    assert_eq!(segs(12_500_000, 10_000, TsoConfig { pacing_shift: 8, ..linux }), 33);
-    assert_eq!(segs(125_000_000, 10_000, TsoConfig { gso_max_bytes: 32_768, ..linux }), 22);
-    assert_eq!(segs(1_250_000, 10_000, TsoConfig { min_tso_segs: 4, ..linux }), 4);
+    assert_eq!(
+        segs(
+            12_500_000,
+            10_000,
+            TsoConfig {
+                pacing_shift: 8,
+                ..linux
+            }
+        ),
+        33
+    );
+    assert_eq!(
+        segs(
+            125_000_000,
+            10_000,
+            TsoConfig {
+                gso_max_bytes: 32_768,
+                ..linux
+            }
+        ),
+        22
+    );
+    assert_eq!(
+        segs(
+            1_250_000,
+            10_000,
+            TsoConfig {
+                min_tso_segs: 4,
+                ..linux
+            }
+        ),
+        4
+    );
 }
 
 #[test]
@@ -400,8 +504,22 @@ fn tso_deferral_waits_for_an_imminent_ack_when_little_of_the_window_is_open() {
     // last transmission 0.3 ms ago and skbs of 45 segments (1 Gbit/s of pacing rate).
     let mut sched = Scheduler::new();
     let mut out = Vec::new();
-    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
-    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    let tso = TsoConfig {
+        gso_max_bytes: 65_536,
+        pacing_shift: 10,
+        min_tso_segs: 2,
+    };
+    let mut s = Sender::new(
+        &SenderConfig {
+            flow: 0,
+            size_bytes: None,
+            ecn: false,
+            fq_pacing: false,
+            handshake_rtt_ns: 10 * MS,
+            tso: Some(tso),
+        },
+        cc("reno"),
+    );
     s.start(&mut sched, &mut out);
     let k = s.inflight();
     assert!(k >= 2, "{k}");
@@ -436,8 +554,22 @@ fn the_write_queue_head_is_cut_and_grown_as_tcp_write_xmit_does() {
     // [0, 45), [45, 90), [90, 135), … tcp_write_xmit sends at most `quota` segments of the
     // head (tso_fragment leaves the rest as the head), and grows a head smaller than the
     // quota from the next skb (tcp_grow_skb, Linux 6.10+).
-    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
-    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    let tso = TsoConfig {
+        gso_max_bytes: 65_536,
+        pacing_shift: 10,
+        min_tso_segs: 2,
+    };
+    let mut s = Sender::new(
+        &SenderConfig {
+            flow: 0,
+            size_bytes: None,
+            ecn: false,
+            fq_pacing: false,
+            handshake_rtt_ns: 10 * MS,
+            tso: Some(tso),
+        },
+        cc("reno"),
+    );
     assert_eq!(s.size_goal(65_536), 45);
     // A fresh head: the whole first skb, more data behind it.
     assert_eq!(s.write_queue_head(45, 20), (45, false));
@@ -458,7 +590,17 @@ fn the_write_queue_head_is_cut_and_grown_as_tcp_write_xmit_does() {
     assert_eq!(s.write_queue_head(45, 1), (45, false));
 
     // A finite flow of 50 segments: [0, 45) and the tail [45, 50).
-    let mut f = Sender::new(&SenderConfig { flow: 0, size_bytes: Some(50 * MSS_BYTES as u64), ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    let mut f = Sender::new(
+        &SenderConfig {
+            flow: 0,
+            size_bytes: Some(50 * MSS_BYTES as u64),
+            ecn: false,
+            fq_pacing: false,
+            handshake_rtt_ns: 10 * MS,
+            tso: Some(tso),
+        },
+        cc("reno"),
+    );
     assert_eq!(f.write_queue_head(45, 2), (45, false));
     f.tp.snd_nxt = 43;
     // A quota of 10 grows the 2 left by the whole tail (5): the head is the tail now.
@@ -471,12 +613,31 @@ fn psh_marks_the_last_segment_of_every_multi_segment_skb() {
     // __tcp_transmit_skb sets PSH on every skb of tcp_skb_pcount > 1 and on no other
     // (commit 051ba67447de). At the initial pacing rate an autosized skb is min_tso_segs = 2
     // segments (see tso_autosize_matches_the_formula_by_hand): PSH on every second segment.
-    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
+    let tso = TsoConfig {
+        gso_max_bytes: 65_536,
+        pacing_shift: 10,
+        min_tso_segs: 2,
+    };
     let mut sched = Scheduler::new();
     let mut out = Vec::new();
-    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    let mut s = Sender::new(
+        &SenderConfig {
+            flow: 0,
+            size_bytes: None,
+            ecn: false,
+            fq_pacing: false,
+            handshake_rtt_ns: 10 * MS,
+            tso: Some(tso),
+        },
+        cc("reno"),
+    );
     s.start(&mut sched, &mut out);
-    let psh: Vec<usize> = out.iter().enumerate().filter(|(_, p)| p.flags & flags::PSH != 0).map(|(i, _)| i).collect();
+    let psh: Vec<usize> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.flags & flags::PSH != 0)
+        .map(|(i, _)| i)
+        .collect();
     assert!(out.len() >= 4 && out.len() % 2 == 0, "{}", out.len());
     assert_eq!(psh, (1..out.len()).step_by(2).collect::<Vec<_>>());
     assert_eq!(psh.len() as u64, s.report.stats.tso_skbs);
@@ -509,8 +670,22 @@ fn tso_deferral_sends_a_head_that_fits_unless_it_is_a_tail_that_exactly_fills_th
     // 9.5 ms, 2 segments open (less than a third of cwnd), autosized skbs of 45 segments.
     let mut sched = Scheduler::new();
     let mut out = Vec::new();
-    let tso = TsoConfig { gso_max_bytes: 65_536, pacing_shift: 10, min_tso_segs: 2 };
-    let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: Some(1000 * MSS_BYTES as u64), ecn: false, fq_pacing: false, handshake_rtt_ns: 10 * MS, tso: Some(tso) }, cc("reno"));
+    let tso = TsoConfig {
+        gso_max_bytes: 65_536,
+        pacing_shift: 10,
+        min_tso_segs: 2,
+    };
+    let mut s = Sender::new(
+        &SenderConfig {
+            flow: 0,
+            size_bytes: Some(1000 * MSS_BYTES as u64),
+            ecn: false,
+            fq_pacing: false,
+            handshake_rtt_ns: 10 * MS,
+            tso: Some(tso),
+        },
+        cc("reno"),
+    );
     s.start(&mut sched, &mut out);
     let k = s.inflight();
     s.tp.cwnd = k + 2;
@@ -540,7 +715,17 @@ fn tcp_paces_payload_bytes_and_fq_paces_whole_frames() {
     for (fq_pacing, cc_name, wstamp) in [(false, "bbr", 2_000_000), (true, "reno", 2_091_160)] {
         let mut sched = Scheduler::new();
         let mut out = Vec::new();
-        let mut s = Sender::new(&SenderConfig { flow: 0, size_bytes: None, ecn: false, fq_pacing, handshake_rtt_ns: 10 * MS, tso: None }, cc(cc_name));
+        let mut s = Sender::new(
+            &SenderConfig {
+                flow: 0,
+                size_bytes: None,
+                ecn: false,
+                fq_pacing,
+                handshake_rtt_ns: 10 * MS,
+                tso: None,
+            },
+            cc(cc_name),
+        );
         s.start(&mut sched, &mut out);
         // The initial window of 10 leaves unpaced.
         assert_eq!((out.len(), s.wstamp_ns), (10, 0));
@@ -548,6 +733,10 @@ fn tcp_paces_payload_bytes_and_fq_paces_whole_frames() {
         s.tp.pacing_rate = 1_448_000;
         out.clear();
         s.transmit(&mut sched, &mut out);
-        assert_eq!((out.len(), s.wstamp_ns), (2, wstamp), "fq_pacing = {fq_pacing}");
+        assert_eq!(
+            (out.len(), s.wstamp_ns),
+            (2, wstamp),
+            "fq_pacing = {fq_pacing}"
+        );
     }
 }

@@ -24,7 +24,8 @@ impl Sender {
     /// Give the slot to `kind`, due at `at`.
     pub(super) fn arm_xmit(&mut self, sched: &mut Scheduler, kind: XmitTimer, at: Nanos) {
         self.xmit_kind = kind;
-        self.xmit_timer.arm(sched, at, Event::SenderTimer(self.flow));
+        self.xmit_timer
+            .arm(sched, at, Event::SenderTimer(self.flow));
     }
 
     /// `tcp_rearm_rto`: the RTO counts from now, or — if a probe or reordering timer held the
@@ -41,19 +42,32 @@ impl Sender {
             let at = head_sent + self.cur_rto_us * 1000;
             rto_us = (at.saturating_sub(now) / 1000).max(1);
         }
-        self.arm_xmit(sched, XmitTimer::Rto, now + rto_us.min(TCP_RTO_MAX_US) * 1000);
+        self.arm_xmit(
+            sched,
+            XmitTimer::Rto,
+            now + rto_us.min(TCP_RTO_MAX_US) * 1000,
+        );
     }
 
     /// `tcp_schedule_loss_probe`: PTO = 2·SRTT + (1 segment out ? rto_min : 2 ms), no later
     /// than the RTO. Only in Open and CWR.
-    pub(super) fn schedule_loss_probe(&mut self, sched: &mut Scheduler, advancing_rto: bool) -> bool {
+    pub(super) fn schedule_loss_probe(
+        &mut self,
+        sched: &mut Scheduler,
+        advancing_rto: bool,
+    ) -> bool {
         if self.tp.packets_out == 0 || !matches!(self.tp.ca_state, CaState::Open | CaState::Cwr) {
             return false;
         }
         let now = sched.now();
         let srtt = self.rtt.srtt();
         let mut timeout_us = if srtt > 0 {
-            2 * srtt + if self.tp.packets_out == 1 { TCP_RTO_MIN_US } else { TCP_TIMEOUT_MIN_US }
+            2 * srtt
+                + if self.tp.packets_out == 1 {
+                    TCP_RTO_MIN_US
+                } else {
+                    TCP_TIMEOUT_MIN_US
+                }
         } else {
             TCP_TIMEOUT_INIT_US
         };
@@ -80,7 +94,11 @@ impl Sender {
     /// The retransmission-timer slot fired.
     pub fn on_xmit_timer(&mut self, sched: &mut Scheduler, out: &mut Vec<DataPkt>) {
         let now = sched.now();
-        if !self.xmit_timer.on_fire(sched, now, Event::SenderTimer(self.flow)) || self.report.finished_at.is_some() {
+        if !self
+            .xmit_timer
+            .on_fire(sched, now, Event::SenderTimer(self.flow))
+            || self.report.finished_at.is_some()
+        {
             return;
         }
         self.sync_tp(now);
@@ -171,7 +189,9 @@ impl Sender {
 
     /// `tcp_process_tlp_ack`.
     pub(super) fn process_tlp_ack(&mut self, ack: u32, snd_una_advanced: bool, sacked: bool) {
-        let Some(high) = self.tlp_high_seq else { return };
+        let Some(high) = self.tlp_high_seq else {
+            return;
+        };
         if ack < high {
             return;
         }
@@ -212,7 +232,11 @@ mod tests {
         s.start(&mut sched, &mut out);
         out.clear();
         run_sender_timers(&mut s, &mut sched, 22 * MS, &mut out);
-        assert_eq!(seqs(&out), vec![10], "the tail loss probe sends one new segment at 22 ms");
+        assert_eq!(
+            seqs(&out),
+            vec![10],
+            "the tail loss probe sends one new segment at 22 ms"
+        );
         out.clear();
         run_sender_timers(&mut s, &mut sched, 22 * MS + 210 * MS - 1, &mut out);
         assert!(out.is_empty(), "nothing before the RTO");
@@ -225,7 +249,11 @@ mod tests {
         assert_eq!(s.rto_us(), 420_000);
         out.clear();
         run_sender_timers(&mut s, &mut sched, 232 * MS + 420 * MS, &mut out);
-        assert_eq!(seqs(&out), vec![0], "second timeout retransmits the head again");
+        assert_eq!(
+            seqs(&out),
+            vec![0],
+            "second timeout retransmits the head again"
+        );
         assert_eq!(s.rto_us(), 840_000);
     }
 }

@@ -20,14 +20,39 @@ pub struct Class {
 }
 
 pub fn class(cc: &str, count: u32, rtt_ms: f64) -> Class {
-    Class { cc: json!({"name": cc}), count, rtt_ms, ecn: false, start: json!({"kind": "fixed", "at_ns": 0}), size_bytes: None, cbr_rate_bps: None, workload: None }
+    Class {
+        cc: json!({"name": cc}),
+        count,
+        rtt_ms,
+        ecn: false,
+        start: json!({"kind": "fixed", "at_ns": 0}),
+        size_bytes: None,
+        cbr_rate_bps: None,
+        workload: None,
+    }
 }
 
 pub fn cbr(count: u32, rtt_ms: f64, rate_bps: u64) -> Class {
-    Class { cc: Value::Null, cbr_rate_bps: Some(rate_bps), ..class("reno", count, rtt_ms) }
+    Class {
+        cc: Value::Null,
+        cbr_rate_bps: Some(rate_bps),
+        ..class("reno", count, rtt_ms)
+    }
 }
 
-pub fn config(rate_bps: u64, buffer_bytes: Option<u64>, buffer_packets: Option<u64>, aqm: Value, classes: &[Class], duration_s: f64, warmup_s: f64, seed: u64) -> String {
+// Every test states its scenario in one call, the bottleneck's knobs then the classes and the
+// run's: eight arguments, each named where it is read.
+#[allow(clippy::too_many_arguments)]
+pub fn config(
+    rate_bps: u64,
+    buffer_bytes: Option<u64>,
+    buffer_packets: Option<u64>,
+    aqm: Value,
+    classes: &[Class],
+    duration_s: f64,
+    warmup_s: f64,
+    seed: u64,
+) -> String {
     let cls: Vec<Value> = classes
         .iter()
         .enumerate()
@@ -55,7 +80,9 @@ pub fn run(cfg: &str) -> RunResult {
 }
 
 pub fn metric(r: &RunResult, key: &str) -> f64 {
-    r.summary["metrics"][key].as_f64().unwrap_or_else(|| panic!("metric {key}"))
+    r.summary["metrics"][key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("metric {key}"))
 }
 
 pub fn col_f64(r: &RunResult, table: &str, col: &str) -> Vec<f64> {
@@ -78,7 +105,10 @@ pub fn mean_cwnd(r: &RunResult, flow: u64, from_s: f64) -> f64 {
     let t = col_f64(r, "timeseries", "t_s");
     let f = col_u64(r, "timeseries", "flow");
     let w = col_u64(r, "timeseries", "cwnd");
-    let xs: Vec<f64> = (0..t.len()).filter(|&i| f[i] == flow && t[i] >= from_s).map(|i| w[i] as f64).collect();
+    let xs: Vec<f64> = (0..t.len())
+        .filter(|&i| f[i] == flow && t[i] >= from_s)
+        .map(|i| w[i] as f64)
+        .collect();
     xs.iter().sum::<f64>() / xs.len() as f64
 }
 

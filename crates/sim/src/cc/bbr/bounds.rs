@@ -6,7 +6,10 @@
 //! "ProbeBW"). Methods carry the v3 function names (`bbr_*`; v2 spells the new ones `bbr2_*`);
 //! where the two sources differ slightly the version's [`Bounded`] parameters say how.
 
-use super::{after, before, Bbr, Mode, Version, BBR_SCALE, BBR_UNIT, BW_UNIT, GSO_MAX_SIZE, MAX_TCP_HEADER, PACING_SHIFT};
+use super::{
+    after, before, Bbr, Mode, Version, BBR_SCALE, BBR_UNIT, BW_UNIT, GSO_MAX_SIZE, MAX_TCP_HEADER,
+    PACING_SHIFT,
+};
 use crate::cc::{CaState, RateSample, TcpState, TxSnapshot};
 
 /// Linux's `~0U`: an unset bound.
@@ -38,7 +41,14 @@ pub struct Ctx {
 /// A zeroed `struct rate_sample` (`struct rate_sample rs = {}`), as `bbr_skb_marked_lost` and
 /// `bbr_run_loss_probe_recovery` build.
 pub fn zero_rs() -> RateSample {
-    RateSample { delivered: 0, interval_us: 0, snd_interval_us: 0, rcv_interval_us: 0, rtt_us: 0, ..RateSample::default() }
+    RateSample {
+        delivered: 0,
+        interval_us: 0,
+        snd_interval_us: 0,
+        rcv_interval_us: 0,
+        rtt_us: 0,
+        ..RateSample::default()
+    }
 }
 
 /// The fields v2 added to `struct bbr` (v3 kept them, and added the last three).
@@ -255,13 +265,26 @@ impl<P: Bounded> Bbr<P> {
     /// PROBE_RTT; min_rtt keeps its `min_rtt_win_sec` window.
     pub(super) fn update_min_rtt(&mut self, tp: &mut TcpState, rs: &RateSample) {
         let now = tp.jiffies();
-        let probe_rtt_expired = after(now, self.v.probe_rtt_min_stamp.wrapping_add(self.params.probe_rtt_win_ms()));
-        let lower = if P::RTT_TIE_REFRESHES_PROBE_RTT_MIN { rs.rtt_us <= self.v.probe_rtt_min_us as i64 } else { rs.rtt_us < self.v.probe_rtt_min_us as i64 };
+        let probe_rtt_expired = after(
+            now,
+            self.v
+                .probe_rtt_min_stamp
+                .wrapping_add(self.params.probe_rtt_win_ms()),
+        );
+        let lower = if P::RTT_TIE_REFRESHES_PROBE_RTT_MIN {
+            rs.rtt_us <= self.v.probe_rtt_min_us as i64
+        } else {
+            rs.rtt_us < self.v.probe_rtt_min_us as i64
+        };
         if rs.rtt_us >= 0 && (lower || (probe_rtt_expired && !rs.is_ack_delayed)) {
             self.v.probe_rtt_min_us = rs.rtt_us as u32;
             self.v.probe_rtt_min_stamp = now;
         }
-        let min_rtt_expired = after(now, self.min_rtt_stamp.wrapping_add(self.params.min_rtt_win_sec() * 1000));
+        let min_rtt_expired = after(
+            now,
+            self.min_rtt_stamp
+                .wrapping_add(self.params.min_rtt_win_sec() * 1000),
+        );
         if self.v.probe_rtt_min_us <= self.min_rtt_us || min_rtt_expired {
             self.min_rtt_us = self.v.probe_rtt_min_us;
             self.min_rtt_stamp = self.v.probe_rtt_min_stamp;
@@ -290,7 +313,9 @@ impl<P: Bounded> Bbr<P> {
 
     /// `bbr_is_probing_bandwidth`.
     pub(super) fn is_probing_bandwidth(&self) -> bool {
-        self.mode == Mode::Startup || (self.mode == Mode::ProbeBw && (self.cycle_idx == BW_PROBE_REFILL || self.cycle_idx == BW_PROBE_UP))
+        self.mode == Mode::Startup
+            || (self.mode == Mode::ProbeBw
+                && (self.cycle_idx == BW_PROBE_REFILL || self.cycle_idx == BW_PROBE_UP))
     }
 
     /// `bbr_has_elapsed_in_phase`.
@@ -302,14 +327,22 @@ impl<P: Bounded> Bbr<P> {
     fn handle_queue_too_high_in_startup(&mut self, tp: &TcpState) {
         self.full_bw_reached = true;
         let bdp = self.inflight(tp, self.max_bw(), BBR_UNIT);
-        self.v.inflight_hi = if P::STARTUP_EXIT_KEEPS_INFLIGHT_LATEST { bdp.max(self.v.inflight_latest) } else { bdp };
+        self.v.inflight_hi = if P::STARTUP_EXIT_KEEPS_INFLIGHT_LATEST {
+            bdp.max(self.v.inflight_latest)
+        } else {
+            bdp
+        };
     }
 
     /// `bbr_check_ecn_too_high_in_startup`: exit STARTUP after full_ecn_cnt consecutive rounds
     /// with a CE ratio ≥ ecn_thresh.
     fn check_ecn_too_high_in_startup(&mut self, tp: &TcpState, ce_ratio: u64) {
         let p = &self.params;
-        if self.full_bw_reached || !self.v.ecn_eligible || p.full_ecn_cnt() == 0 || p.ecn_thresh() == 0 {
+        if self.full_bw_reached
+            || !self.v.ecn_eligible
+            || p.full_ecn_cnt() == 0
+            || p.ecn_thresh() == 0
+        {
             return;
         }
         if ce_ratio >= p.ecn_thresh() as u64 {
@@ -327,7 +360,10 @@ impl<P: Bounded> Bbr<P> {
     /// usable and min_rtt ≤ `ecn_max_rtt_us` (0: any RTT).
     pub(super) fn check_ecn_eligible(&mut self, tp: &TcpState) {
         let max_rtt = self.params.ecn_max_rtt_us();
-        if !self.v.ecn_eligible && self.params.can_use_ecn(tp) && (self.min_rtt_us <= max_rtt || max_rtt == 0) {
+        if !self.v.ecn_eligible
+            && self.params.can_use_ecn(tp)
+            && (self.min_rtt_us <= max_rtt || max_rtt == 0)
+        {
             self.v.ecn_eligible = true;
         }
     }
@@ -335,7 +371,12 @@ impl<P: Bounded> Bbr<P> {
     /// The EWMA of `bbr_update_ecn_alpha`, at a round start with `delivered` packets of which
     /// `delivered_ce` CE-marked since the last one: α ← (1 − g)·α + g·ce_ratio; then STARTUP's
     /// ECN exit test. Returns ce_ratio (1/256).
-    pub(super) fn fold_ecn_alpha(&mut self, tp: &TcpState, delivered: i32, delivered_ce: i32) -> u64 {
+    pub(super) fn fold_ecn_alpha(
+        &mut self,
+        tp: &TcpState,
+        delivered: i32,
+        delivered_ce: i32,
+    ) -> u64 {
         let ce_ratio = ((delivered_ce as u64) << BBR_SCALE) / delivered as u64;
         let gain = self.params.ecn_alpha_gain() as u64;
         let mut alpha = ((BBR_UNIT as u64 - gain) * self.v.ecn_alpha as u64) >> BBR_SCALE;
@@ -350,7 +391,8 @@ impl<P: Bounded> Bbr<P> {
     /// Packets delivered and CE-marked since the last α update (`bbr_update_ecn_alpha`).
     pub(super) fn delivered_since_alpha(&self, tp: &TcpState) -> (i32, i32) {
         let delivered = (tp.delivered as u32).wrapping_sub(self.v.alpha_last_delivered) as i32;
-        let delivered_ce = (tp.delivered_ce as u32).wrapping_sub(self.v.alpha_last_delivered_ce) as i32;
+        let delivered_ce =
+            (tp.delivered_ce as u32).wrapping_sub(self.v.alpha_last_delivered_ce) as i32;
         (delivered, delivered_ce)
     }
 
@@ -388,14 +430,24 @@ impl<P: Bounded> Bbr<P> {
     /// ratio over ecn_thresh.
     pub fn is_inflight_too_high(&self, rs: &RateSample) -> bool {
         if rs.lost > 0 && rs.tx_in_flight > 0 {
-            let loss_thresh = ((rs.tx_in_flight as u64 * self.params.loss_thresh() as u64) >> BBR_SCALE) as u32;
+            let loss_thresh =
+                ((rs.tx_in_flight as u64 * self.params.loss_thresh() as u64) >> BBR_SCALE) as u32;
             if rs.lost > loss_thresh {
                 return true;
             }
         }
-        if rs.delivered_ce > 0 && rs.delivered > 0 && self.v.ecn_eligible && self.params.ecn_thresh() > 0 {
-            let ecn_thresh = ((rs.delivered as u64 * self.params.ecn_thresh() as u64) >> BBR_SCALE) as i64;
-            let too_high = if P::CE_RATIO_STRICT { rs.delivered_ce > ecn_thresh } else { rs.delivered_ce >= ecn_thresh };
+        if rs.delivered_ce > 0
+            && rs.delivered > 0
+            && self.v.ecn_eligible
+            && self.params.ecn_thresh() > 0
+        {
+            let ecn_thresh =
+                ((rs.delivered as u64 * self.params.ecn_thresh() as u64) >> BBR_SCALE) as i64;
+            let too_high = if P::CE_RATIO_STRICT {
+                rs.delivered_ce > ecn_thresh
+            } else {
+                rs.delivered_ce >= ecn_thresh
+            };
             if too_high {
                 return true;
             }
@@ -419,7 +471,8 @@ impl<P: Bounded> Bbr<P> {
             return UNSET; // WARN_ONCE
         }
         // At what prefix of this lost skb did the loss rate exceed loss_thresh?
-        let loss_budget = (inflight_prev as u64 * loss_thresh as u64 + BBR_UNIT as u64 - 1) >> BBR_SCALE;
+        let loss_budget =
+            (inflight_prev as u64 * loss_thresh as u64 + BBR_UNIT as u64 - 1) >> BBR_SCALE;
         let lost_prefix = if lost_prev as u64 >= loss_budget {
             0 // previous losses crossed loss_thresh
         } else {
@@ -437,9 +490,12 @@ impl<P: Bounded> Bbr<P> {
         if self.v.inflight_hi == UNSET {
             return UNSET;
         }
-        let headroom = (((self.v.inflight_hi as u64 * self.params.inflight_headroom() as u64) >> BBR_SCALE) as u32).max(1);
+        let headroom = (((self.v.inflight_hi as u64 * self.params.inflight_headroom() as u64)
+            >> BBR_SCALE) as u32)
+            .max(1);
         // max_t(s32, ...)
-        (self.v.inflight_hi.wrapping_sub(headroom) as i32).max(self.params.cwnd_min_target() as i32) as u32
+        (self.v.inflight_hi.wrapping_sub(headroom) as i32).max(self.params.cwnd_min_target() as i32)
+            as u32
     }
 
     /// `bbr_bound_cwnd_for_inflight_model`.
@@ -451,7 +507,9 @@ impl<P: Bounded> Bbr<P> {
         if self.mode == Mode::ProbeBw && self.cycle_idx != BW_PROBE_CRUISE {
             // Probe to see if more packets fit in the path.
             cap = self.v.inflight_hi;
-        } else if self.mode == Mode::ProbeRtt || (self.mode == Mode::ProbeBw && self.cycle_idx == BW_PROBE_CRUISE) {
+        } else if self.mode == Mode::ProbeRtt
+            || (self.mode == Mode::ProbeBw && self.cycle_idx == BW_PROBE_CRUISE)
+        {
             cap = self.inflight_with_headroom();
         }
         // Adapt to any loss/ECN since our last bw probe.
@@ -495,8 +553,14 @@ impl<P: Bounded> Bbr<P> {
         if self.v.loss_in_round {
             self.init_lower_bounds(tp, true);
             let keep = (BBR_UNIT - self.params.beta()) as u64;
-            self.v.bw_lo = self.v.bw_latest.max(((self.v.bw_lo as u64 * keep) >> BBR_SCALE) as u32);
-            self.v.inflight_lo = self.v.inflight_latest.max(((self.v.inflight_lo as u64 * keep) >> BBR_SCALE) as u32);
+            self.v.bw_lo = self
+                .v
+                .bw_latest
+                .max(((self.v.bw_lo as u64 * keep) >> BBR_SCALE) as u32);
+            self.v.inflight_lo = self
+                .v
+                .inflight_latest
+                .max(((self.v.inflight_lo as u64 * keep) >> BBR_SCALE) as u32);
         }
         // Adjust to the lower of the levels implied by loss and ECN.
         self.v.inflight_lo = self.v.inflight_lo.min(ecn_inflight_lo);
@@ -527,7 +591,9 @@ impl<P: Bounded> Bbr<P> {
     fn is_reno_coexistence_probe_time(&self, tp: &TcpState) -> bool {
         let mut rounds = self.params.bw_probe_max_rounds();
         if self.params.bw_probe_reno_gain() > 0 {
-            let reno_rounds = ((self.target_inflight(tp) as u64 * self.params.bw_probe_reno_gain() as u64) >> BBR_SCALE) as u32;
+            let reno_rounds = ((self.target_inflight(tp) as u64
+                * self.params.bw_probe_reno_gain() as u64)
+                >> BBR_SCALE) as u32;
             rounds = rounds.min(reno_rounds);
         }
         self.v.rounds_since_probe >= rounds
@@ -536,7 +602,10 @@ impl<P: Bounded> Bbr<P> {
     /// `bbr_pick_probe_wait`: randomized round and wall-clock bounds for the next probe.
     fn pick_probe_wait(&mut self) {
         self.v.rounds_since_probe = self.random_below(self.params.bw_probe_rand_rounds());
-        self.v.probe_wait_us = self.params.bw_probe_base_us().wrapping_add(self.random_below(self.params.bw_probe_rand_us()));
+        self.v.probe_wait_us = self
+            .params
+            .bw_probe_base_us()
+            .wrapping_add(self.random_below(self.params.bw_probe_rand_us()));
     }
 
     /// `bbr_set_cycle_idx`.
@@ -549,7 +618,10 @@ impl<P: Bounded> Bbr<P> {
     pub(super) fn start_bw_probe_refill(&mut self, tp: &TcpState, bw_probe_up_rounds: u32) {
         self.reset_lower_bounds();
         if self.v.inflight_hi != UNSET {
-            self.v.inflight_hi = self.v.inflight_hi.saturating_add(self.params.refill_add_inc());
+            self.v.inflight_hi = self
+                .v
+                .inflight_hi
+                .saturating_add(self.params.refill_add_inc());
         }
         self.v.bw_probe_up_rounds = bw_probe_up_rounds & 0x1F; // 5-bit field
         self.v.bw_probe_up_acks = 0;
@@ -595,7 +667,8 @@ impl<P: Bounded> Bbr<P> {
         self.v.prev_probe_too_high = true;
         self.v.bw_probe_samples = false; // only react once per probe
         if !rs.is_app_limited {
-            let floor = ((self.target_inflight(tp) as u64 * (BBR_UNIT - self.params.beta()) as u64) >> BBR_SCALE) as u32;
+            let floor = ((self.target_inflight(tp) as u64 * (BBR_UNIT - self.params.beta()) as u64)
+                >> BBR_SCALE) as u32;
             self.v.inflight_hi = rs.tx_in_flight.max(floor);
             if self.params.ecn_bw_hi() && self.v.ecn_eligible && !self.v.got_ok_bw_probe_sample {
                 let ecn_cut = self.ecn_cut() as u64;
@@ -625,7 +698,10 @@ impl<P: Bounded> Bbr<P> {
                 self.advance_max_bw_filter();
             }
             // Hit inflight_hi without high loss/ECN: probe up again right away.
-            if self.mode == Mode::ProbeBw && self.v.stopped_risky_probe && !self.v.prev_probe_too_high {
+            if self.mode == Mode::ProbeBw
+                && self.v.stopped_risky_probe
+                && !self.v.prev_probe_too_high
+            {
                 self.start_bw_probe_refill(tp, 0);
                 return true;
             }
@@ -657,14 +733,26 @@ impl<P: Bounded> Bbr<P> {
     /// `bbr_check_time_to_probe_bw`: ECN reprobe, wall clock, or Reno-coexistence rounds.
     fn check_time_to_probe_bw(&mut self, tp: &TcpState) -> bool {
         // Loss-free but ECN-marked cycle: reprobe quickly once the marks cease.
-        if self.params.ecn_reprobe_gain() > 0 && self.v.ecn_eligible && self.v.ecn_in_cycle && !self.v.loss_in_cycle && tp.ca_state == CaState::Open {
+        if self.params.ecn_reprobe_gain() > 0
+            && self.v.ecn_eligible
+            && self.v.ecn_in_cycle
+            && !self.v.loss_in_cycle
+            && tp.ca_state == CaState::Open
+        {
             // n so that 2^n ≈ inflight_hi·ecn_reprobe_gain; ilog2(0) is −1 in Linux.
-            let x = (self.v.inflight_hi as u64 * self.params.ecn_reprobe_gain() as u64) >> BBR_SCALE;
-            let n = if x == 0 { u32::MAX } else { 63 - x.leading_zeros() };
+            let x =
+                (self.v.inflight_hi as u64 * self.params.ecn_reprobe_gain() as u64) >> BBR_SCALE;
+            let n = if x == 0 {
+                u32::MAX
+            } else {
+                63 - x.leading_zeros()
+            };
             self.start_bw_probe_refill(tp, n);
             return true;
         }
-        if self.has_elapsed_in_phase(tp, self.v.probe_wait_us) || self.is_reno_coexistence_probe_time(tp) {
+        if self.has_elapsed_in_phase(tp, self.v.probe_wait_us)
+            || self.is_reno_coexistence_probe_time(tp)
+        {
             self.start_bw_probe_refill(tp, 0);
             return true;
         }
@@ -770,14 +858,27 @@ impl<P: Bounded> Bbr<P> {
 
     /// `bbr_run_fast_path`: app-limited ACKs with nothing new may skip the model update
     /// (`update_model` becomes false when they still need the control update).
-    pub(super) fn run_fast_path(&mut self, tp: &mut TcpState, update_model: &mut bool, rs: &RateSample, ctx: &Ctx) -> bool {
-        if self.params.fast_path() && self.v.try_fast_path && rs.is_app_limited && ctx.sample_bw < self.max_bw() && !self.v.loss_in_round && !self.v.ecn_in_round {
+    pub(super) fn run_fast_path(
+        &mut self,
+        tp: &mut TcpState,
+        update_model: &mut bool,
+        rs: &RateSample,
+        ctx: &Ctx,
+    ) -> bool {
+        if self.params.fast_path()
+            && self.v.try_fast_path
+            && rs.is_app_limited
+            && ctx.sample_bw < self.max_bw()
+            && !self.v.loss_in_round
+            && !self.v.ecn_in_round
+        {
             let prev_mode = self.mode;
             let prev_min_rtt_us = self.min_rtt_us;
             self.check_drain(tp);
             self.update_cycle_phase(tp, rs, ctx);
             self.update_min_rtt(tp, rs);
-            if self.mode == prev_mode && self.min_rtt_us == prev_min_rtt_us && self.v.try_fast_path {
+            if self.mode == prev_mode && self.min_rtt_us == prev_min_rtt_us && self.v.try_fast_path
+            {
                 return true;
             }
             *update_model = false;

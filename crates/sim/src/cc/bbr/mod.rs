@@ -263,7 +263,13 @@ impl<P: Version> Bbr<P> {
 
     /// `bbr_bw_to_pacing_rate`: bw · gain less the pacing margin, bytes/s.
     fn bw_to_pacing_rate(&self, tp: &TcpState, bw: u32, gain: u32) -> u64 {
-        rate_bytes_per_sec(tp.mss, bw as u64, gain, self.params.pacing_margin_percent() as u64).max(P::PACING_RATE_FLOOR)
+        rate_bytes_per_sec(
+            tp.mss,
+            bw as u64,
+            gain,
+            self.params.pacing_margin_percent() as u64,
+        )
+        .max(P::PACING_RATE_FLOOR)
     }
 
     /// `bbr_init_pacing_rate_from_rtt`: startup gain · init cwnd / RTT (1 ms without a sample).
@@ -368,7 +374,11 @@ impl<P: Version> Bbr<P> {
     /// `extra_acked_in_startup` a one-round window before the pipe is full).
     fn update_ack_aggregation(&mut self, tp: &TcpState, rs: &RateSample) {
         let p = &self.params;
-        if p.extra_acked_gain() == 0 || rs.acked_sacked == 0 || rs.delivered < 0 || rs.interval_us <= 0 {
+        if p.extra_acked_gain() == 0
+            || rs.acked_sacked == 0
+            || rs.delivered < 0
+            || rs.interval_us <= 0
+        {
             return;
         }
         let mut thresh = p.extra_acked_win_rtts();
@@ -384,10 +394,13 @@ impl<P: Version> Bbr<P> {
             }
         }
         // tcp_stamp_us_delta: clamped at 0, returned as u32.
-        let epoch_us = (tp.delivered_mstamp_us as i64 - self.ack_epoch_mstamp as i64).max(0) as u32 as u64;
+        let epoch_us =
+            (tp.delivered_mstamp_us as i64 - self.ack_epoch_mstamp as i64).max(0) as u32 as u64;
         let mut expected_acked = (self.bw() as u64 * epoch_us / BW_UNIT) as u32;
         // Reset the epoch if the ACK rate is below the expected rate or the epoch is very old.
-        if self.ack_epoch_acked <= expected_acked || self.ack_epoch_acked + rs.acked_sacked >= ACK_EPOCH_ACKED_RESET_THRESH {
+        if self.ack_epoch_acked <= expected_acked
+            || self.ack_epoch_acked + rs.acked_sacked >= ACK_EPOCH_ACKED_RESET_THRESH
+        {
             self.ack_epoch_acked = 0;
             self.ack_epoch_mstamp = tp.delivered_mstamp_us;
             expected_acked = 0;
@@ -406,7 +419,8 @@ impl<P: Version> Bbr<P> {
         if self.full_bw_reached || !self.round_start || rs.is_app_limited {
             return;
         }
-        let bw_thresh = ((self.full_bw as u64 * self.params.full_bw_thresh() as u64) >> BBR_SCALE) as u32;
+        let bw_thresh =
+            ((self.full_bw as u64 * self.params.full_bw_thresh() as u64) >> BBR_SCALE) as u32;
         if self.max_bw() >= bw_thresh {
             self.full_bw = self.max_bw();
             self.full_bw_cnt = 0;
@@ -425,7 +439,10 @@ impl<P: Version> Bbr<P> {
             tp.ssthresh = self.inflight(tp, self.max_bw(), BBR_UNIT);
             P::enter_drain(self);
         }
-        if self.mode == Mode::Drain && self.packets_in_net_at_edt(tp, tp.inflight) <= self.inflight(tp, self.max_bw(), BBR_UNIT) {
+        if self.mode == Mode::Drain
+            && self.packets_in_net_at_edt(tp, tp.inflight)
+                <= self.inflight(tp, self.max_bw(), BBR_UNIT)
+        {
             P::exit_drain(self, tp);
         }
     }
@@ -444,7 +461,11 @@ impl<P: Version> Bbr<P> {
     /// 1 round), then leave.
     fn update_probe_rtt(&mut self, tp: &mut TcpState, rs: &RateSample, probe_rtt_expired: bool) {
         let now = tp.jiffies();
-        if self.params.probe_rtt_mode_ms() > 0 && probe_rtt_expired && !self.idle_restart && self.mode != Mode::ProbeRtt {
+        if self.params.probe_rtt_mode_ms() > 0
+            && probe_rtt_expired
+            && !self.idle_restart
+            && self.mode != Mode::ProbeRtt
+        {
             self.mode = Mode::ProbeRtt;
             self.save_cwnd(tp);
             self.probe_rtt_done_stamp = 0;
@@ -455,7 +476,8 @@ impl<P: Version> Bbr<P> {
             tp.app_limited = (tp.delivered + tp.inflight as u64).max(1);
             if self.probe_rtt_done_stamp == 0 && tp.inflight <= self.probe_rtt_cwnd() {
                 // Jiffies are never 0 here in Linux; keep 0 meaning "unset".
-                self.probe_rtt_done_stamp = now.wrapping_add(self.params.probe_rtt_mode_ms()).max(1);
+                self.probe_rtt_done_stamp =
+                    now.wrapping_add(self.params.probe_rtt_mode_ms()).max(1);
                 self.probe_rtt_round_done = false;
                 self.next_rtt_delivered = tp.delivered as u32;
             } else if self.probe_rtt_done_stamp != 0 {

@@ -28,11 +28,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{after, before, forward, min_tso_segs_by_rate, rate_bytes_per_sec, Mode, Version, BBR_SCALE, BBR_UNIT, BW_UNIT, GSO_MAX_SIZE, MAX_TCP_HEADER, PACING_SHIFT};
+use super::{
+    after, before, forward, min_tso_segs_by_rate, rate_bytes_per_sec, Mode, Version, BBR_SCALE,
+    BBR_UNIT, BW_UNIT, GSO_MAX_SIZE, MAX_TCP_HEADER, PACING_SHIFT,
+};
 use crate::cc::{CaEvent, CaState, CcProbe, CongestionControl, RateSample, TcpState};
 use crate::tcp::minmax::MinMax;
 
-pub const SOURCE: &str = "Linux net/ipv4/tcp_bbr.c (mainline BBRv1, incl. 1b9e2a8c99a5 min_rtt '<' fix)";
+pub const SOURCE: &str =
+    "Linux net/ipv4/tcp_bbr.c (mainline BBRv1, incl. 1b9e2a8c99a5 min_rtt '<' fix)";
 
 /// BBRv1's connection state.
 pub type Bbr = super::Bbr<Params>;
@@ -97,7 +101,16 @@ impl Default for Params {
             high_gain: BBR_UNIT * 2885 / 1000 + 1,
             drain_gain: BBR_UNIT * 1000 / 2885,
             cwnd_gain: BBR_UNIT * 2,
-            pacing_gain: [BBR_UNIT * 5 / 4, BBR_UNIT * 3 / 4, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT],
+            pacing_gain: [
+                BBR_UNIT * 5 / 4,
+                BBR_UNIT * 3 / 4,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+            ],
             cycle_rand: 7,
             bw_rtts: CYCLE_LEN as u32 + 2,
             min_rtt_win_sec: 10,
@@ -122,7 +135,15 @@ impl Default for Params {
 impl Params {
     pub fn validate(&self) -> Result<(), String> {
         // The bit widths of `struct bbr` bound the gains (pacing_gain:10, cwnd_gain:10).
-        let gain = |name: &str, v: u32| if v == 0 || v > 1023 { Err(format!("{name}: {v} must be 1..=1023 (1/256 units, as the 10-bit field of struct bbr)")) } else { Ok(()) };
+        let gain = |name: &str, v: u32| {
+            if v == 0 || v > 1023 {
+                Err(format!(
+                    "{name}: {v} must be 1..=1023 (1/256 units, as the 10-bit field of struct bbr)"
+                ))
+            } else {
+                Ok(())
+            }
+        };
         gain("high_gain", self.high_gain)?;
         gain("drain_gain", self.drain_gain)?;
         gain("cwnd_gain", self.cwnd_gain)?;
@@ -142,19 +163,34 @@ impl Params {
             return Err("cwnd_min_target: must be > 0".into());
         }
         if self.pacing_margin_percent >= 100 {
-            return Err(format!("pacing_margin_percent: {} must be 0..=99", self.pacing_margin_percent));
+            return Err(format!(
+                "pacing_margin_percent: {} must be 0..=99",
+                self.pacing_margin_percent
+            ));
         }
         if self.full_bw_cnt == 0 || self.full_bw_cnt > 3 {
-            return Err(format!("full_bw_cnt: {} must be 1..=3 (the 2-bit field of struct bbr)", self.full_bw_cnt));
+            return Err(format!(
+                "full_bw_cnt: {} must be 1..=3 (the 2-bit field of struct bbr)",
+                self.full_bw_cnt
+            ));
         }
         if self.lt_intvl_min_rtts == 0 || 4 * self.lt_intvl_min_rtts > 127 {
-            return Err(format!("lt_intvl_min_rtts: {} must be 1..=31 (4× it must fit lt_rtt_cnt:7)", self.lt_intvl_min_rtts));
+            return Err(format!(
+                "lt_intvl_min_rtts: {} must be 1..=31 (4× it must fit lt_rtt_cnt:7)",
+                self.lt_intvl_min_rtts
+            ));
         }
         if self.lt_bw_max_rtts == 0 || self.lt_bw_max_rtts > 127 {
-            return Err(format!("lt_bw_max_rtts: {} must be 1..=127 (lt_rtt_cnt:7)", self.lt_bw_max_rtts));
+            return Err(format!(
+                "lt_bw_max_rtts: {} must be 1..=127 (lt_rtt_cnt:7)",
+                self.lt_bw_max_rtts
+            ));
         }
         if self.extra_acked_win_rtts == 0 || self.extra_acked_win_rtts > 31 {
-            return Err(format!("extra_acked_win_rtts: {} must be 1..=31 (extra_acked_win_rtts:5)", self.extra_acked_win_rtts));
+            return Err(format!(
+                "extra_acked_win_rtts: {} must be 1..=31 (extra_acked_win_rtts:5)",
+                self.extra_acked_win_rtts
+            ));
         }
         Ok(())
     }
@@ -216,11 +252,19 @@ impl Version for Params {
     /// `bbr_tso_segs_goal`: `tcp_tso_autosize` without the device limit.
     fn tso_segs_goal(b: &Bbr, tp: &TcpState) -> u32 {
         let bytes = (tp.pacing_rate >> PACING_SHIFT).min(GSO_MAX_SIZE - 1 - MAX_TCP_HEADER);
-        let segs = ((bytes / tp.mss as u64) as u32).max(min_tso_segs_by_rate(tp, b.params.min_tso_rate));
+        let segs =
+            ((bytes / tp.mss as u64) as u32).max(min_tso_segs_by_rate(tp, b.params.min_tso_rate));
         segs.min(0x7f)
     }
     fn probe_bw_gains(b: &Bbr) -> (u32, u32) {
-        (if b.v.lt_use_bw { BBR_UNIT } else { b.params.pacing_gain[b.cycle_idx] }, b.params.cwnd_gain)
+        (
+            if b.v.lt_use_bw {
+                BBR_UNIT
+            } else {
+                b.params.pacing_gain[b.cycle_idx]
+            },
+            b.params.cwnd_gain,
+        )
     }
     fn exit_drain(b: &mut Bbr, tp: &TcpState) {
         b.reset_probe_bw_mode(tp);
@@ -235,7 +279,12 @@ impl Bbr {
     /// `bbr_set_cwnd_to_recover_or_restore`: packet conservation in the first round of
     /// recovery; restore the pre-recovery cwnd on exit. Returns the cwnd and whether packet
     /// conservation decided it.
-    fn set_cwnd_to_recover_or_restore(&mut self, tp: &TcpState, rs: &RateSample, acked: u32) -> (u32, bool) {
+    fn set_cwnd_to_recover_or_restore(
+        &mut self,
+        tp: &TcpState,
+        rs: &RateSample,
+        acked: u32,
+    ) -> (u32, bool) {
         let prev_state = self.prev_ca_state;
         let state = tp.ca_state;
         let mut cwnd = tp.cwnd;
@@ -290,7 +339,8 @@ impl Bbr {
     /// `bbr_is_next_cycle_phase`: end the phase when its time is up and/or inflight hit its
     /// target.
     fn is_next_cycle_phase(&self, tp: &TcpState, rs: &RateSample) -> bool {
-        let is_full_length = (tp.delivered_mstamp_us as i64 - self.cycle_mstamp as i64).max(0) > self.min_rtt_us as i64;
+        let is_full_length = (tp.delivered_mstamp_us as i64 - self.cycle_mstamp as i64).max(0)
+            > self.min_rtt_us as i64;
         if self.pacing_gain == BBR_UNIT {
             return is_full_length;
         }
@@ -298,7 +348,8 @@ impl Bbr {
         let bw = self.max_bw();
         if self.pacing_gain > BBR_UNIT {
             // Probing: persist until inflight reaches gain·BDP, unless packets are lost.
-            return is_full_length && (rs.losses > 0 || inflight >= self.inflight(tp, bw, self.pacing_gain));
+            return is_full_length
+                && (rs.losses > 0 || inflight >= self.inflight(tp, bw, self.pacing_gain));
         }
         // Draining: stop early once inflight is back to the BDP.
         is_full_length || inflight <= self.inflight(tp, bw, BBR_UNIT)
@@ -353,8 +404,14 @@ impl Bbr {
     fn lt_bw_interval_done(&mut self, tp: &TcpState, bw: u32) {
         if self.v.lt_bw != 0 {
             let diff = (bw as i64 - self.v.lt_bw as i64).unsigned_abs() as u32;
-            if (diff as u64 * BBR_UNIT as u64 <= self.params.lt_bw_ratio as u64 * self.v.lt_bw as u64)
-                || rate_bytes_per_sec(tp.mss, diff as u64, BBR_UNIT, self.params.pacing_margin_percent as u64) <= self.params.lt_bw_diff
+            if (diff as u64 * BBR_UNIT as u64
+                <= self.params.lt_bw_ratio as u64 * self.v.lt_bw as u64)
+                || rate_bytes_per_sec(
+                    tp.mss,
+                    diff as u64,
+                    BBR_UNIT,
+                    self.params.pacing_margin_percent as u64,
+                ) <= self.params.lt_bw_diff
             {
                 self.v.lt_bw = ((bw as u64 + self.v.lt_bw as u64) >> 1) as u32;
                 self.v.lt_use_bw = true;
@@ -408,7 +465,9 @@ impl Bbr {
         }
         let lost = (tp.lost as u32).wrapping_sub(self.v.lt_last_lost);
         let delivered = (tp.delivered as u32).wrapping_sub(self.v.lt_last_delivered);
-        if delivered == 0 || ((lost as u64) << BBR_SCALE) < self.params.lt_loss_thresh as u64 * delivered as u64 {
+        if delivered == 0
+            || ((lost as u64) << BBR_SCALE) < self.params.lt_loss_thresh as u64 * delivered as u64
+        {
             return;
         }
         let t = ((tp.delivered_mstamp_us / 1000) as u32).wrapping_sub(self.v.lt_last_stamp);
@@ -440,15 +499,23 @@ impl Bbr {
         let bw = (rs.delivered as u64 * BW_UNIT / rs.interval_us as u64) as u32;
         // App-limited samples enter only if they are at least as high as the model.
         if !rs.is_app_limited || bw >= self.max_bw() {
-            self.v.bw.running_max(self.params.bw_rtts as u64, self.v.rtt_cnt as u64, bw as u64);
+            self.v
+                .bw
+                .running_max(self.params.bw_rtts as u64, self.v.rtt_cnt as u64, bw as u64);
         }
     }
 
     /// `bbr_update_min_rtt`: the 10 s min-RTT filter, which also times PROBE_RTT.
     fn update_min_rtt(&mut self, tp: &mut TcpState, rs: &RateSample) {
         let now = tp.jiffies();
-        let filter_expired = after(now, self.min_rtt_stamp.wrapping_add(self.params.min_rtt_win_sec * 1000));
-        if rs.rtt_us >= 0 && (rs.rtt_us < self.min_rtt_us as i64 || (filter_expired && !rs.is_ack_delayed)) {
+        let filter_expired = after(
+            now,
+            self.min_rtt_stamp
+                .wrapping_add(self.params.min_rtt_win_sec * 1000),
+        );
+        if rs.rtt_us >= 0
+            && (rs.rtt_us < self.min_rtt_us as i64 || (filter_expired && !rs.is_ack_delayed))
+        {
             self.min_rtt_us = rs.rtt_us as u32;
             self.min_rtt_stamp = now;
         }
@@ -511,7 +578,10 @@ impl CongestionControl for Bbr {
     /// policer detector.
     fn set_state(&mut self, tp: &mut TcpState, new_state: CaState) {
         if new_state == CaState::Loss {
-            let rs = RateSample { losses: 1, ..RateSample::default() };
+            let rs = RateSample {
+                losses: 1,
+                ..RateSample::default()
+            };
             self.prev_ca_state = CaState::Loss;
             self.full_bw = 0;
             self.round_start = true;
@@ -553,7 +623,12 @@ impl CongestionControl for Bbr {
     }
 
     fn probe(&self, tp: &TcpState) -> CcProbe {
-        CcProbe { phase: Some(self.phase_name()), bw_bps: Some(self.bw_bps(tp)), inflight_hi: None, alpha: None }
+        CcProbe {
+            phase: Some(self.phase_name()),
+            bw_bps: Some(self.bw_bps(tp)),
+            inflight_hi: None,
+            alpha: None,
+        }
     }
 }
 
@@ -582,7 +657,8 @@ mod tests {
         /// `interval_us`, arriving `dt_us` after the previous one.
         fn ack(&mut self, dt_us: u64, acked: u32, delivered: i64, interval_us: i64, rtt_us: i64) {
             self.tp.now_ns += dt_us * 1000;
-            let prior_delivered = (self.tp.delivered as i64 - delivered + acked as i64).max(0) as u32;
+            let prior_delivered =
+                (self.tp.delivered as i64 - delivered + acked as i64).max(0) as u32;
             self.tp.delivered += acked as u64;
             self.tp.delivered_mstamp_us = self.tp.now_us();
             let rs = RateSample {
@@ -646,7 +722,10 @@ mod tests {
         assert_eq!(p.bbr.bdp(bw, 2 * BBR_UNIT), 340);
         // rate = bw·1448·gain/256·990000/2^24 bytes/s ≈ 0.0085·1448·1e6·0.99 = 12 185 kB/s.
         let r = p.bbr.bw_to_pacing_rate(&p.tp, bw, BBR_UNIT);
-        assert!((r as f64 - 0.0085 * 1448.0 * 1e6 * 0.99).abs() < 100.0, "{r}");
+        assert!(
+            (r as f64 - 0.0085 * 1448.0 * 1e6 * 0.99).abs() < 100.0,
+            "{r}"
+        );
     }
 
     #[test]
@@ -654,7 +733,11 @@ mod tests {
         let p = Path::new(10_000, 1);
         // 2.885 · 10 packets · 1448 B / 10 ms · 0.99 = 4 135 kB/s (739/256 = 2.88672).
         let want = 739.0 / 256.0 * 10.0 * 1448.0 / 0.010 * 0.99;
-        assert!((p.tp.pacing_rate as f64 - want).abs() / want < 1e-3, "{} vs {want}", p.tp.pacing_rate);
+        assert!(
+            (p.tp.pacing_rate as f64 - want).abs() / want < 1e-3,
+            "{} vs {want}",
+            p.tp.pacing_rate
+        );
         assert_eq!(p.bbr.mode, Mode::Startup);
         assert_eq!(p.bbr.pacing_gain, 739);
     }
@@ -690,7 +773,10 @@ mod tests {
         p.round(10_000, 20);
         p.round(10_000, 20);
         p.round(10_000, 20);
-        assert!(!p.bbr.full_bw_reached, "two flat rounds after growth are not enough");
+        assert!(
+            !p.bbr.full_bw_reached,
+            "two flat rounds after growth are not enough"
+        );
         p.round(10_000, 20);
         assert!(p.bbr.full_bw_reached);
     }
@@ -756,7 +842,10 @@ mod tests {
         assert_eq!(p.bbr.cycle_idx, 1, "still above the BDP");
         p.tp.inflight = target;
         p.ack(100, 1, 100, 10_000, 10_000);
-        assert_eq!(p.bbr.cycle_idx, 2, "ended after 0.2 ms, long before min_rtt");
+        assert_eq!(
+            p.bbr.cycle_idx, 2,
+            "ended after 0.2 ms, long before min_rtt"
+        );
     }
 
     #[test]
@@ -837,7 +926,11 @@ mod tests {
         // after, 6 to 10 round starts from now.
         ack_after_silence(&mut p);
         ack_steadily(&mut p, 2, 5);
-        assert_eq!(p.bbr.ack_aggregation_cwnd(), 21, "forgotten within 5 rounds");
+        assert_eq!(
+            p.bbr.ack_aggregation_cwnd(),
+            21,
+            "forgotten within 5 rounds"
+        );
         ack_steadily(&mut p, 2, 5);
         assert_eq!(p.bbr.ack_aggregation_cwnd(), 3, "kept beyond 10 rounds");
     }
@@ -883,7 +976,10 @@ mod tests {
         let t0 = p.tp.jiffies();
         assert_eq!(p.bbr.probe_rtt_done_stamp, t0 + 200);
         // A round passes, but 200 ms have not: still PROBE_RTT, cwnd 4, flow marked app-limited.
-        assert!(p.tp.app_limited != 0, "PROBE_RTT marks the flow app-limited");
+        assert!(
+            p.tp.app_limited != 0,
+            "PROBE_RTT marks the flow app-limited"
+        );
         let mut t = 0;
         while p.bbr.mode == Mode::ProbeRtt {
             p.round(10_000, 1);
@@ -899,7 +995,11 @@ mod tests {
         assert_eq!(p.bbr.mode, Mode::ProbeBw);
         // cwnd restored to prior_cwnd, then capped by the target: the 12 ms samples made
         // bw = 100/12 000 µs = 8.33 packets/ms and min_rtt is now 10.5 ms, so 2·BDP ≈ 175.
-        assert!(p.tp.cwnd >= 175 && p.tp.cwnd <= prior, "prior {prior}, got {}", p.tp.cwnd);
+        assert!(
+            p.tp.cwnd >= 175 && p.tp.cwnd <= prior,
+            "prior {prior}, got {}",
+            p.tp.cwnd
+        );
     }
 
     #[test]
@@ -915,7 +1015,17 @@ mod tests {
         p.tp.ca_state = CaState::Recovery;
         p.tp.inflight = 60;
         p.tp.lost += 5;
-        let rs = RateSample { prior_mstamp_us: Some(0), prior_delivered: 0, delivered: 100, interval_us: 10_000, rtt_us: 10_000, acked_sacked: 2, losses: 5, prior_in_flight: 67, ..RateSample::default() };
+        let rs = RateSample {
+            prior_mstamp_us: Some(0),
+            prior_delivered: 0,
+            delivered: 100,
+            interval_us: 10_000,
+            rtt_us: 10_000,
+            acked_sacked: 2,
+            losses: 5,
+            prior_in_flight: 67,
+            ..RateSample::default()
+        };
         p.bbr.cong_control(&mut p.tp, &rs);
         // Packet conservation: cwnd = inflight + acked = 62.
         assert_eq!(p.tp.cwnd, 62);
@@ -938,8 +1048,10 @@ mod tests {
         assert!(p.validate().is_ok());
         p.cwnd_gain = 2000;
         assert!(p.validate().unwrap_err().starts_with("cwnd_gain:"));
-        let mut p = Params::default();
-        p.cycle_rand = 8;
+        let p = Params {
+            cycle_rand: 8,
+            ..Params::default()
+        };
         assert!(p.validate().unwrap_err().starts_with("cycle_rand:"));
     }
 }

@@ -30,7 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use super::bounds::{Bounded, Ctx, UNSET};
 use super::{forward, min_tso_segs_by_rate, Mode, Version, BBR_UNIT};
-use crate::cc::{CaEvent, CaState, CcProbe, CongestionControl, EcnUse, RateSample, TcpState, TxSnapshot};
+use crate::cc::{
+    CaEvent, CaState, CcProbe, CongestionControl, EcnUse, RateSample, TcpState, TxSnapshot,
+};
 
 pub const SOURCE: &str = "google/bbr v2alpha net/ipv4/tcp_bbr2.c (commit 0487ade55081)";
 
@@ -145,7 +147,16 @@ impl Default for Params {
             drain_gain: BBR_UNIT * 1000 / 2885,
             startup_cwnd_gain: BBR_UNIT * 2885 / 1000 + 1,
             cwnd_gain: BBR_UNIT * 2,
-            pacing_gain: [BBR_UNIT * 5 / 4, BBR_UNIT * 3 / 4, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT],
+            pacing_gain: [
+                BBR_UNIT * 5 / 4,
+                BBR_UNIT * 3 / 4,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+                BBR_UNIT,
+            ],
             cwnd_min_target: 4,
             probe_rtt_cwnd_gain: BBR_UNIT / 2,
             min_rtt_win_sec: 10,
@@ -193,7 +204,15 @@ impl Default for Params {
 impl Params {
     /// The bit widths of `struct bbr_params` (bbr_init clamps to them; we refuse instead).
     pub fn validate(&self) -> Result<(), String> {
-        let max = |name: &str, v: u64, hi: u64| if v > hi { Err(format!("{name}: {v} must be at most {hi} (the field width of struct bbr_params)")) } else { Ok(()) };
+        let max = |name: &str, v: u64, hi: u64| {
+            if v > hi {
+                Err(format!(
+                    "{name}: {v} must be at most {hi} (the field width of struct bbr_params)"
+                ))
+            } else {
+                Ok(())
+            }
+        };
         max("high_gain", self.high_gain as u64, 0x7FF)?;
         max("drain_gain", self.drain_gain as u64, 0x3FF)?;
         max("startup_cwnd_gain", self.startup_cwnd_gain as u64, 0x7FF)?;
@@ -205,26 +224,58 @@ impl Params {
         max("probe_rtt_cwnd_gain", self.probe_rtt_cwnd_gain as u64, 0xFF)?;
         max("min_rtt_win_sec", self.min_rtt_win_sec as u64, 0x1F)?;
         max("probe_rtt_mode_ms", self.probe_rtt_mode_ms as u64, 0x1FF)?;
-        max("probe_rtt_win_ms", self.probe_rtt_win_ms as u64, (self.min_rtt_win_sec as u64 * 1000).min(0x3FFF))?;
+        max(
+            "probe_rtt_win_ms",
+            self.probe_rtt_win_ms as u64,
+            (self.min_rtt_win_sec as u64 * 1000).min(0x3FFF),
+        )?;
         max("full_bw_thresh", self.full_bw_thresh as u64, 0x3FF)?;
         max("full_bw_cnt", self.full_bw_cnt as u64, 7)?;
         max("cwnd_tso_budget", self.cwnd_tso_budget as u64, 1)?;
         max("extra_acked_gain", self.extra_acked_gain as u64, 0x7FF)?;
-        max("extra_acked_win_rtts", self.extra_acked_win_rtts as u64, 0x1F)?;
+        max(
+            "extra_acked_win_rtts",
+            self.extra_acked_win_rtts as u64,
+            0x1F,
+        )?;
         max("tso_rtt_shift", self.tso_rtt_shift as u64, 0xF)?;
-        for (name, v) in [("beta", self.beta), ("ecn_alpha_gain", self.ecn_alpha_gain), ("ecn_factor", self.ecn_factor), ("ecn_thresh", self.ecn_thresh), ("loss_thresh", self.loss_thresh), ("inflight_headroom", self.inflight_headroom), ("bw_probe_max_rounds", self.bw_probe_max_rounds)] {
+        for (name, v) in [
+            ("beta", self.beta),
+            ("ecn_alpha_gain", self.ecn_alpha_gain),
+            ("ecn_factor", self.ecn_factor),
+            ("ecn_thresh", self.ecn_thresh),
+            ("loss_thresh", self.loss_thresh),
+            ("inflight_headroom", self.inflight_headroom),
+            ("bw_probe_max_rounds", self.bw_probe_max_rounds),
+        ] {
             max(name, v as u64, 0xFF)?;
         }
-        max("ecn_alpha_init", self.ecn_alpha_init as u64, BBR_UNIT as u64)?;
+        max(
+            "ecn_alpha_init",
+            self.ecn_alpha_init as u64,
+            BBR_UNIT as u64,
+        )?;
         max("ecn_max_rtt_us", self.ecn_max_rtt_us as u64, 0x7FFFF)?;
         max("ecn_reprobe_gain", self.ecn_reprobe_gain as u64, 0x1FF)?;
         max("full_loss_cnt", self.full_loss_cnt as u64, 0xF)?;
         max("full_ecn_cnt", self.full_ecn_cnt as u64, 3)?;
         max("bw_probe_pif_gain", self.bw_probe_pif_gain as u64, 0x1FF)?;
         max("bw_probe_reno_gain", self.bw_probe_reno_gain as u64, 0x1FF)?;
-        max("bw_probe_rand_rounds", self.bw_probe_rand_rounds as u64, 0xF)?;
-        max("bw_probe_base_us", self.bw_probe_base_us as u64, (1 << 26) - 1)?;
-        max("bw_probe_rand_us", self.bw_probe_rand_us as u64, (1 << 26) - 1)?;
+        max(
+            "bw_probe_rand_rounds",
+            self.bw_probe_rand_rounds as u64,
+            0xF,
+        )?;
+        max(
+            "bw_probe_base_us",
+            self.bw_probe_base_us as u64,
+            (1 << 26) - 1,
+        )?;
+        max(
+            "bw_probe_rand_us",
+            self.bw_probe_rand_us as u64,
+            (1 << 26) - 1,
+        )?;
         max("refill_add_inc", self.refill_add_inc as u64, 3)?;
         if self.cwnd_min_target == 0 {
             return Err("cwnd_min_target: must be at least 1".into());
@@ -302,7 +353,8 @@ impl Bounded for Params {
     /// v2 leaves UP once a min_rtt has passed and inflight reached `bw_probe_pif_gain`·BDP: a
     /// queue was built.
     fn probe_up_done(b: &mut Bbr2, tp: &TcpState, inflight: u32, bw: u32, _ctx: &Ctx) -> bool {
-        b.has_elapsed_in_phase(tp, b.min_rtt_us) && inflight >= b.inflight(tp, bw, b.params.bw_probe_pif_gain)
+        b.has_elapsed_in_phase(tp, b.min_rtt_us)
+            && inflight >= b.inflight(tp, bw, b.params.bw_probe_pif_gain)
     }
 }
 
@@ -471,7 +523,10 @@ impl CongestionControl for Bbr2 {
             phase: Some(self.phase_name()),
             bw_bps: Some(self.bw_bps(tp)),
             inflight_hi: (self.v.inflight_hi != UNSET).then_some(self.v.inflight_hi),
-            alpha: self.v.ecn_eligible.then_some(self.v.ecn_alpha as f64 / BBR_UNIT as f64),
+            alpha: self
+                .v
+                .ecn_eligible
+                .then_some(self.v.ecn_alpha as f64 / BBR_UNIT as f64),
         }
     }
 }
@@ -499,11 +554,23 @@ mod tests {
 
         /// One ACK `dt_us` after the previous one delivering `acked` packets, with a rate
         /// sample of `delivered` packets over `interval_us`; `round` makes it start a round.
-        fn ack(&mut self, dt_us: u64, acked: u32, delivered: i64, interval_us: i64, rtt_us: i64, round: bool) {
+        fn ack(
+            &mut self,
+            dt_us: u64,
+            acked: u32,
+            delivered: i64,
+            interval_us: i64,
+            rtt_us: i64,
+            round: bool,
+        ) {
             self.tp.now_ns += dt_us * 1000;
             // A round-starting sample was sent at or after the round's end mark; any other one
             // before it.
-            let prior = if round { (self.tp.delivered as u32).max(self.bbr.next_rtt_delivered) } else { self.bbr.next_rtt_delivered.wrapping_sub(1) };
+            let prior = if round {
+                (self.tp.delivered as u32).max(self.bbr.next_rtt_delivered)
+            } else {
+                self.bbr.next_rtt_delivered.wrapping_sub(1)
+            };
             self.tp.delivered += acked as u64;
             self.tp.delivered_mstamp_us = self.tp.now_us();
             let rs = RateSample {
@@ -617,10 +684,14 @@ mod tests {
         // loss_budget = ceil(149·5/256) = ceil(2.91) = 3 ≤ lost_prev ⇒ prefix 0 ⇒ 149.
         // The cut: max(149, target_inflight·(1 − 77/256)); target = min(BDP + budget, cwnd).
         let target = p.bbr.target_inflight(&p.tp);
-        let tx = TxSnapshot { in_flight: 150, lost: p.tp.lost as u32, ..TxSnapshot::default() };
+        let tx = TxSnapshot {
+            in_flight: 150,
+            lost: p.tp.lost as u32,
+            ..TxSnapshot::default()
+        };
         p.tp.lost += 4;
         p.bbr.skb_marked_lost(&mut p.tp, &tx);
-        let floor = (target as u64 * (256 - 77) as u64 >> 8) as u32;
+        let floor = ((target as u64 * (256 - 77) as u64) >> 8) as u32;
         assert_eq!(p.bbr.v.inflight_hi, 149.max(floor), "target {target}");
         assert_eq!(p.bbr.phase_name(), "probe_bw:down", "UP ends at once");
         assert!(!p.bbr.v.bw_probe_samples, "one reaction per probe");
@@ -628,7 +699,11 @@ mod tests {
         let mut q = in_probe_bw(3);
         q.bbr.start_bw_probe_refill(&q.tp, 0);
         q.round(10);
-        let tx = TxSnapshot { in_flight: 150, lost: q.tp.lost as u32, ..TxSnapshot::default() };
+        let tx = TxSnapshot {
+            in_flight: 150,
+            lost: q.tp.lost as u32,
+            ..TxSnapshot::default()
+        };
         q.tp.lost += 2;
         q.bbr.skb_marked_lost(&mut q.tp, &tx);
         assert_eq!(q.bbr.v.inflight_hi, UNSET);
@@ -638,7 +713,11 @@ mod tests {
     #[test]
     fn ecn_cuts_inflight_lo_by_ecn_factor_times_alpha_once_per_round() {
         // ecn_max_rtt_us = 0: ECN at any RTT (the path's 10 ms would exceed the 5 ms default).
-        let params = Params { ecn_enable: true, ecn_max_rtt_us: 0, ..Params::default() };
+        let params = Params {
+            ecn_enable: true,
+            ecn_max_rtt_us: 0,
+            ..Params::default()
+        };
         let mut p = Path::new(params, 5);
         p.tp.ecn_ok = true;
         p.tp.inflight = 1000;
@@ -657,7 +736,17 @@ mod tests {
         // A marked ACK, then the next round's start applies the ECN cut (alpha first updated
         // with this round's CE fraction: 10 of 100 delivered ⇒ ce_ratio = 25/256).
         p.tp.delivered_ce += 10;
-        let rs = RateSample { prior_mstamp_us: Some(0), prior_delivered: 0, delivered: 100, interval_us: 10_000, rtt_us: 10_000, acked_sacked: 10, is_ece: true, prior_in_flight: 90, ..RateSample::default() };
+        let rs = RateSample {
+            prior_mstamp_us: Some(0),
+            prior_delivered: 0,
+            delivered: 100,
+            interval_us: 10_000,
+            rtt_us: 10_000,
+            acked_sacked: 10,
+            is_ece: true,
+            prior_in_flight: 90,
+            ..RateSample::default()
+        };
         p.tp.now_ns += 1_000_000;
         p.tp.delivered += 10;
         p.bbr.cong_control(&mut p.tp, &rs);
@@ -669,9 +758,16 @@ mod tests {
         let cwnd_before = p.tp.cwnd;
         p.round(10);
         let a = p.bbr.v.ecn_alpha;
-        assert!(a <= alpha, "α decays without marks and rises only by 16/256 of the CE ratio");
-        let cut = 256 - (a * 85 >> 8);
-        assert_eq!(p.bbr.v.inflight_lo, (cwnd_before as u64 * cut as u64 >> 8) as u32, "α {a}");
+        assert!(
+            a <= alpha,
+            "α decays without marks and rises only by 16/256 of the CE ratio"
+        );
+        let cut = 256 - ((a * 85) >> 8);
+        assert_eq!(
+            p.bbr.v.inflight_lo,
+            ((cwnd_before as u64 * cut as u64) >> 8) as u32,
+            "α {a}"
+        );
         assert!(p.bbr.v.inflight_lo < cwnd_before);
     }
 
@@ -703,18 +799,27 @@ mod tests {
         }
         let held = p.tp.jiffies() - t0;
         assert!(held > 200 && held <= 210, "{held}");
-        assert_eq!(p.bbr.phase_name(), "probe_bw:cruise", "PROBE_RTT exits to CRUISE");
+        assert_eq!(
+            p.bbr.phase_name(),
+            "probe_bw:cruise",
+            "PROBE_RTT exits to CRUISE"
+        );
     }
 
     #[test]
     fn params_validate_and_runs_are_deterministic() {
         assert!(Params::default().validate().is_ok());
-        let p = Params { beta: 300, ..Params::default() };
+        let p = Params {
+            beta: 300,
+            ..Params::default()
+        };
         assert!(p.validate().unwrap_err().starts_with("beta:"));
         let waits: Vec<u32> = (0..5).map(|s| in_probe_bw(s).bbr.v.probe_wait_us).collect();
         let again: Vec<u32> = (0..5).map(|s| in_probe_bw(s).bbr.v.probe_wait_us).collect();
         assert_eq!(waits, again);
-        assert!(waits.windows(2).any(|w| w[0] != w[1]), "the seed moves the probe wait");
+        assert!(
+            waits.windows(2).any(|w| w[0] != w[1]),
+            "the seed moves the probe wait"
+        );
     }
 }
-

@@ -92,7 +92,9 @@ use serde::{Deserialize, Serialize};
 
 use super::bounds::{zero_rs, Bounded, Ctx, BW_PROBE_CRUISE, BW_PROBE_DOWN, BW_PROBE_UP, UNSET};
 use super::{before, forward, rate_bytes_per_sec, Mode, Version, BBR_UNIT};
-use crate::cc::{CaEvent, CaState, CcProbe, CongestionControl, EcnUse, RateSample, TcpState, TxSnapshot};
+use crate::cc::{
+    CaEvent, CaState, CcProbe, CongestionControl, EcnUse, RateSample, TcpState, TxSnapshot,
+};
 
 /// The source this module ports, for `aqmlab list ccs`.
 pub const SOURCE: &str = "google/bbr branch v3, net/ipv4/tcp_bbr.c (BBR_VERSION 3; PLB not ported)";
@@ -272,17 +274,77 @@ impl Params {
                 self.min_rtt_win_sec * 1000
             ));
         }
-        range("probe_rtt_cwnd_gain", self.probe_rtt_cwnd_gain, 0, 1023, "units of 1/256")?;
+        range(
+            "probe_rtt_cwnd_gain",
+            self.probe_rtt_cwnd_gain,
+            0,
+            1023,
+            "units of 1/256",
+        )?;
         range("tso_rtt_shift", self.tso_rtt_shift, 0, 31, "bits")?;
-        range("pacing_margin_percent", self.pacing_margin_percent, 0, 99, "percent")?;
-        range("startup_pacing_gain", self.startup_pacing_gain, 1, 1023, "10-bit pacing_gain field, units of 1/256")?;
-        range("startup_cwnd_gain", self.startup_cwnd_gain, 1, 1023, "10-bit cwnd_gain field, units of 1/256")?;
-        range("drain_gain", self.drain_gain, 1, 1023, "10-bit pacing_gain field, units of 1/256")?;
-        range("pacing_gain_up", self.pacing_gain_up, 1, 1023, "10-bit pacing_gain field, units of 1/256")?;
-        range("pacing_gain_down", self.pacing_gain_down, 1, 1023, "10-bit pacing_gain field, units of 1/256")?;
-        range("pacing_gain_cruise", self.pacing_gain_cruise, 1, 1023, "10-bit pacing_gain field, units of 1/256")?;
-        range("pacing_gain_refill", self.pacing_gain_refill, 1, 1023, "10-bit pacing_gain field, units of 1/256")?;
-        range("bw_probe_cwnd_gain", self.bw_probe_cwnd_gain, 0, 3, "units of 1/4")?;
+        range(
+            "pacing_margin_percent",
+            self.pacing_margin_percent,
+            0,
+            99,
+            "percent",
+        )?;
+        range(
+            "startup_pacing_gain",
+            self.startup_pacing_gain,
+            1,
+            1023,
+            "10-bit pacing_gain field, units of 1/256",
+        )?;
+        range(
+            "startup_cwnd_gain",
+            self.startup_cwnd_gain,
+            1,
+            1023,
+            "10-bit cwnd_gain field, units of 1/256",
+        )?;
+        range(
+            "drain_gain",
+            self.drain_gain,
+            1,
+            1023,
+            "10-bit pacing_gain field, units of 1/256",
+        )?;
+        range(
+            "pacing_gain_up",
+            self.pacing_gain_up,
+            1,
+            1023,
+            "10-bit pacing_gain field, units of 1/256",
+        )?;
+        range(
+            "pacing_gain_down",
+            self.pacing_gain_down,
+            1,
+            1023,
+            "10-bit pacing_gain field, units of 1/256",
+        )?;
+        range(
+            "pacing_gain_cruise",
+            self.pacing_gain_cruise,
+            1,
+            1023,
+            "10-bit pacing_gain field, units of 1/256",
+        )?;
+        range(
+            "pacing_gain_refill",
+            self.pacing_gain_refill,
+            1,
+            1023,
+            "10-bit pacing_gain field, units of 1/256",
+        )?;
+        range(
+            "bw_probe_cwnd_gain",
+            self.bw_probe_cwnd_gain,
+            0,
+            3,
+            "units of 1/4",
+        )?;
         range(
             "cwnd_gain",
             self.cwnd_gain,
@@ -291,22 +353,100 @@ impl Params {
             "10-bit cwnd_gain field incl. the PROBE_UP increment, units of 1/256",
         )?;
         range("cwnd_min_target", self.cwnd_min_target, 1, 127, "segments")?;
-        range("full_bw_thresh", self.full_bw_thresh, 0, 1023, "units of 1/256")?;
-        range("full_bw_cnt", self.full_bw_cnt, 1, 3, "2-bit full_bw_cnt field")?;
-        range("extra_acked_gain", self.extra_acked_gain, 0, 2047, "units of 1/256")?;
-        range("extra_acked_win_rtts", self.extra_acked_win_rtts, 1, 31, "5-bit field")?;
+        range(
+            "full_bw_thresh",
+            self.full_bw_thresh,
+            0,
+            1023,
+            "units of 1/256",
+        )?;
+        range(
+            "full_bw_cnt",
+            self.full_bw_cnt,
+            1,
+            3,
+            "2-bit full_bw_cnt field",
+        )?;
+        range(
+            "extra_acked_gain",
+            self.extra_acked_gain,
+            0,
+            2047,
+            "units of 1/256",
+        )?;
+        range(
+            "extra_acked_win_rtts",
+            self.extra_acked_win_rtts,
+            1,
+            31,
+            "5-bit field",
+        )?;
         range("beta", self.beta, 0, 256, "units of 1/256")?;
-        range("ecn_alpha_gain", self.ecn_alpha_gain, 0, 256, "units of 1/256")?;
-        range("ecn_alpha_init", self.ecn_alpha_init, 0, 256, "units of 1/256")?;
+        range(
+            "ecn_alpha_gain",
+            self.ecn_alpha_gain,
+            0,
+            256,
+            "units of 1/256",
+        )?;
+        range(
+            "ecn_alpha_init",
+            self.ecn_alpha_init,
+            0,
+            256,
+            "units of 1/256",
+        )?;
         range("ecn_factor", self.ecn_factor, 0, 256, "units of 1/256")?;
         range("ecn_thresh", self.ecn_thresh, 0, 256, "units of 1/256")?;
-        range("ecn_reprobe_gain", self.ecn_reprobe_gain, 0, 511, "units of 1/256")?;
-        range("loss_thresh", self.loss_thresh, 0, 255, "units of 1/256; 256 would divide by zero")?;
-        range("full_loss_cnt", self.full_loss_cnt, 0, 15, "4-bit loss_events_in_round counter")?;
-        range("full_ecn_cnt", self.full_ecn_cnt, 0, 3, "2-bit startup_ecn_rounds counter")?;
-        range("inflight_headroom", self.inflight_headroom, 0, 255, "units of 1/256")?;
-        range("bw_probe_max_rounds", self.bw_probe_max_rounds, 0, 255, "8-bit rounds_since_probe")?;
-        range("bw_probe_rand_rounds", self.bw_probe_rand_rounds, 0, 255, "8-bit rounds_since_probe")?;
+        range(
+            "ecn_reprobe_gain",
+            self.ecn_reprobe_gain,
+            0,
+            511,
+            "units of 1/256",
+        )?;
+        range(
+            "loss_thresh",
+            self.loss_thresh,
+            0,
+            255,
+            "units of 1/256; 256 would divide by zero",
+        )?;
+        range(
+            "full_loss_cnt",
+            self.full_loss_cnt,
+            0,
+            15,
+            "4-bit loss_events_in_round counter",
+        )?;
+        range(
+            "full_ecn_cnt",
+            self.full_ecn_cnt,
+            0,
+            3,
+            "2-bit startup_ecn_rounds counter",
+        )?;
+        range(
+            "inflight_headroom",
+            self.inflight_headroom,
+            0,
+            255,
+            "units of 1/256",
+        )?;
+        range(
+            "bw_probe_max_rounds",
+            self.bw_probe_max_rounds,
+            0,
+            255,
+            "8-bit rounds_since_probe",
+        )?;
+        range(
+            "bw_probe_rand_rounds",
+            self.bw_probe_rand_rounds,
+            0,
+            255,
+            "8-bit rounds_since_probe",
+        )?;
         Ok(())
     }
 }
@@ -437,7 +577,8 @@ impl Bbr3 {
         if self.v.full_bw_now || rs.is_app_limited {
             return;
         }
-        let bw_thresh = ((self.full_bw as u64 * self.params.full_bw_thresh as u64) >> super::BBR_SCALE) as u32;
+        let bw_thresh =
+            ((self.full_bw as u64 * self.params.full_bw_thresh as u64) >> super::BBR_SCALE) as u32;
         if ctx.sample_bw >= bw_thresh {
             self.reset_full_bw();
             self.full_bw = ctx.sample_bw;
@@ -665,9 +806,16 @@ impl CongestionControl for Bbr3 {
         let bw = self.bw();
         CcProbe {
             phase: Some(self.phase_name()),
-            bw_bps: Some(if bw == 0 { 0.0 } else { rate_bytes_per_sec(tp.mss, bw as u64, BBR_UNIT, 0).max(1) as f64 * 8.0 }),
+            bw_bps: Some(if bw == 0 {
+                0.0
+            } else {
+                rate_bytes_per_sec(tp.mss, bw as u64, BBR_UNIT, 0).max(1) as f64 * 8.0
+            }),
             inflight_hi: (self.v.inflight_hi != UNSET).then_some(self.v.inflight_hi),
-            alpha: self.v.ecn_eligible.then(|| self.v.ecn_alpha as f64 / BBR_UNIT as f64),
+            alpha: self
+                .v
+                .ecn_eligible
+                .then(|| self.v.ecn_alpha as f64 / BBR_UNIT as f64),
         }
     }
 }
@@ -705,7 +853,17 @@ mod tests {
             let mut b = Bbr3::new(params, seed);
             b.init(&mut tp);
             tp.inflight = tp.cwnd;
-            Path { b, tp, rtt_us, acks: 8, cap: u32::MAX, log: vec![], n_acks: 0, ack_i: 0, round_prior: 0 }
+            Path {
+                b,
+                tp,
+                rtt_us,
+                acks: 8,
+                cap: u32::MAX,
+                log: vec![],
+                n_acks: 0,
+                ack_i: 0,
+                round_prior: 0,
+            }
         }
 
         fn phase(&self) -> &'static str {
@@ -713,7 +871,14 @@ mod tests {
         }
 
         /// One ACK delivering `k` segments, sampled as `delivered` over `interval_us`.
-        fn ack(&mut self, k: u32, prior: u32, delivered: i64, interval_us: i64, f: &mut dyn FnMut(&mut TcpState, &mut RateSample)) {
+        fn ack(
+            &mut self,
+            k: u32,
+            prior: u32,
+            delivered: i64,
+            interval_us: i64,
+            f: &mut dyn FnMut(&mut TcpState, &mut RateSample),
+        ) {
             let tp = &mut self.tp;
             tp.now_ns += self.rtt_us * 1000 / self.acks as u64;
             // tcp_rate_gen: the app-limited mark clears once delivery passes it.
@@ -743,17 +908,24 @@ mod tests {
             tp.is_cwnd_limited = tp.inflight >= tp.cwnd;
             self.n_acks += 1;
             if self.b.phase_name() != before {
-                self.log.push((self.n_acks, tp.now_us(), self.b.phase_name()));
+                self.log
+                    .push((self.n_acks, tp.now_us(), self.b.phase_name()));
             }
         }
 
         /// The next ACK of the current round of `n` segments (ACK i of `acks`).
-        fn next_ack_with(&mut self, n: u32, f: &mut dyn FnMut(u32, &mut TcpState, &mut RateSample)) {
+        fn next_ack_with(
+            &mut self,
+            n: u32,
+            f: &mut dyn FnMut(u32, &mut TcpState, &mut RateSample),
+        ) {
             if self.ack_i == 0 {
                 self.round_prior = self.tp.delivered as u32;
             }
             let (i, prior, rtt) = (self.ack_i, self.round_prior, self.rtt_us as i64);
-            self.ack(n / self.acks, prior, n as i64, rtt, &mut |tp, rs| f(i, tp, rs));
+            self.ack(n / self.acks, prior, n as i64, rtt, &mut |tp, rs| {
+                f(i, tp, rs)
+            });
             self.ack_i = (self.ack_i + 1) % self.acks;
         }
 
@@ -853,7 +1025,10 @@ mod tests {
         // ... and the third round start sets full_bw_now: DRAIN on that very ACK.
         let acks = p.n_acks;
         p.round(128);
-        assert_eq!(p.log.last().unwrap(), &(acks + 1, (acks + 1) * RTT / 8, "drain"));
+        assert_eq!(
+            p.log.last().unwrap(),
+            &(acks + 1, (acks + 1) * RTT / 8, "drain")
+        );
         assert_eq!(p.b.pacing_gain, 88);
         // ssthresh is exported as bbr_inflight(max_bw, 1.0) = max(128, 3·tso_goal = 3·41) = 128
         // (tso_goal: 62 121 533 B/s >> 10 = 60 665 B = 41 segments).
@@ -865,8 +1040,8 @@ mod tests {
         let mut p = Path::new(Params::default(), 1, RTT);
         startup_growth(&mut p);
         p.round(128); // full_bw_cnt = 1
-        // Mid-round, one sample of 167 segments: 167·2048 = 342 016 ≥ 1.25·262 144 = 327 680,
-        // so v3 resets the count at once although it is not a round start.
+                      // Mid-round, one sample of 167 segments: 167·2048 = 342 016 ≥ 1.25·262 144 = 327 680,
+                      // so v3 resets the count at once although it is not a round start.
         p.round_with(128, |i, _, rs| {
             if i == 3 {
                 rs.delivered = 167;
@@ -912,7 +1087,11 @@ mod tests {
                 // (Later ACKs raise it to any higher tx_in_flight seen without excess loss.)
                 assert_eq!(p.b.v.inflight_hi, 150);
             } else {
-                assert_eq!(p.phase(), "startup", "{events} loss events must not end STARTUP");
+                assert_eq!(
+                    p.phase(),
+                    "startup",
+                    "{events} loss events must not end STARTUP"
+                );
                 assert_eq!(p.b.v.inflight_hi, UNSET);
             }
         }
@@ -928,12 +1107,18 @@ mod tests {
         let left = 63 - p.b.v.rounds_since_probe;
         let r = p.rounds_until(128, "probe_bw:refill", 70);
         assert_eq!(r, left);
-        assert!(p.b.v.inflight_lo == UNSET && p.b.v.bw_lo == UNSET, "REFILL resets the lower bounds");
+        assert!(
+            p.b.v.inflight_lo == UNSET && p.b.v.bw_lo == UNSET,
+            "REFILL resets the lower bounds"
+        );
         assert_eq!(p.b.pacing_gain, 256);
         // REFILL lasts one round: the next round start begins UP.
         assert_eq!(p.rounds_until(128, "probe_bw:up", 1), 1);
         assert!(p.b.v.bw_probe_samples);
-        assert_eq!(p.b.full_bw, BW, "UP starts the plateau detector from this ACK's sample");
+        assert_eq!(
+            p.b.full_bw, BW,
+            "UP starts the plateau detector from this ACK's sample"
+        );
         assert_eq!((p.b.pacing_gain, p.b.cwnd_gain), (320, 512 + 64));
         // bbr_quantization_budget adds 2 in UP: max(128, 3·tso_goal = 3·18, 4) + 2 (tso_goal at
         // 1.25 pacing: 28.0 MB/s >> 10 = 27 385 B = 18 segments).
@@ -953,7 +1138,14 @@ mod tests {
         let phases: Vec<_> = p.log.iter().map(|e| e.2).collect();
         assert_eq!(
             phases,
-            ["drain", "probe_bw:cruise", "probe_bw:refill", "probe_bw:up", "probe_bw:down", "probe_bw:cruise"]
+            [
+                "drain",
+                "probe_bw:cruise",
+                "probe_bw:refill",
+                "probe_bw:up",
+                "probe_bw:down",
+                "probe_bw:cruise"
+            ]
         );
     }
 
@@ -999,7 +1191,11 @@ mod tests {
         to_cruise(&mut p);
         p.rounds_until(128, "probe_bw:up", 70);
         assert!(p.b.v.bw_probe_samples);
-        let tx = TxSnapshot { in_flight: 200, lost: 1000, ..TxSnapshot::default() };
+        let tx = TxSnapshot {
+            in_flight: 200,
+            lost: 1000,
+            ..TxSnapshot::default()
+        };
         // 3 lost since that segment was sent, of 200 in flight: 3 > 200·5 >> 8 = 3 is false.
         p.tp.lost = 1003;
         p.b.skb_marked_lost(&mut p.tp, &tx);
@@ -1019,12 +1215,22 @@ mod tests {
         p.b.skb_marked_lost(&mut p.tp, &tx);
         assert_eq!(p.b.v.inflight_hi, 200);
         // Loss outside a probe: lost_prev 5 ≥ budget 4 would give 199, but no probe, no cut.
-        assert_eq!(p.b.inflight_hi_from_lost_skb(&RateSample { lost: 6, tx_in_flight: 200, ..zero_rs() }), 199);
+        assert_eq!(
+            p.b.inflight_hi_from_lost_skb(&RateSample {
+                lost: 6,
+                tx_in_flight: 200,
+                ..zero_rs()
+            }),
+            199
+        );
     }
 
     #[test]
     fn ecn_cuts_inflight_lo_by_one_minus_factor_times_alpha() {
-        let params = Params { ecn_low: true, ..Params::default() };
+        let params = Params {
+            ecn_low: true,
+            ..Params::default()
+        };
         // RTT 4096 µs ≤ ecn_max_rtt_us = 5000: ECN-eligible; 64 segments per round keep
         // bw = 64·2^24/4096 = 262 144.
         let mut p = Path::new(params, 11, 4096);
@@ -1038,7 +1244,11 @@ mod tests {
         p.rounds_until(64, "probe_bw:cruise", 3);
         assert!(p.b.v.ecn_eligible);
         // v3's CE test is strict: 32 CE of 64 is not above 64·128 >> 8 = 32; 33 is.
-        let ce_rs = |ce: i64| RateSample { delivered: 64, delivered_ce: ce, ..zero_rs() };
+        let ce_rs = |ce: i64| RateSample {
+            delivered: 64,
+            delivered_ce: ce,
+            ..zero_rs()
+        };
         assert!(!p.b.is_inflight_too_high(&ce_rs(32)));
         assert!(p.b.is_inflight_too_high(&ce_rs(33)));
         // A round whose ACKs 2..8 and the next round's first ACK are CE-marked (the core is in
@@ -1100,7 +1310,17 @@ mod tests {
         assert_eq!(p.b.v.inflight_lo, UNSET);
         assert_eq!(p.b.probe(&p.tp).alpha, None);
         assert_eq!(p.b.ecn_use(), EcnUse::Classic);
-        assert_eq!(Bbr3::new(Params { ecn_low: true, ..Params::default() }, 0).ecn_use(), EcnUse::WantsCeEvents);
+        assert_eq!(
+            Bbr3::new(
+                Params {
+                    ecn_low: true,
+                    ..Params::default()
+                },
+                0
+            )
+            .ecn_use(),
+            EcnUse::WantsCeEvents
+        );
     }
 
     #[test]
@@ -1136,8 +1356,14 @@ mod tests {
         }
         assert_eq!(done_stamp, 5202);
         let (_, t_exit, phase) = *p.log.last().unwrap();
-        assert_eq!(phase, "probe_bw:cruise", "PROBE_RTT exits through DOWN straight into CRUISE");
-        assert!(t_exit / 1000 > 5202 && t_exit - 1024 <= 5_202_999, "exit at {t_exit} µs");
+        assert_eq!(
+            phase, "probe_bw:cruise",
+            "PROBE_RTT exits through DOWN straight into CRUISE"
+        );
+        assert!(
+            t_exit / 1000 > 5202 && t_exit - 1024 <= 5_202_999,
+            "exit at {t_exit} µs"
+        );
         assert!(p.tp.cwnd > 64, "cwnd restored from prior_cwnd");
         // The next PROBE_RTT is due 5 s after this one ended.
         assert_eq!(p.b.v.probe_rtt_min_stamp, (t_exit / 1000) as u32);
@@ -1209,7 +1435,10 @@ mod tests {
         // probe_wait_us = 2 s + U[0, 1 s); rounds_since_probe starts at U{0, 1} (+1 if a round
         // started in the same ACK): both draws vary.
         assert!(wa.iter().all(|w| (2_000_000..3_000_000).contains(&w.0)));
-        assert!(wa.iter().any(|w| w.1 == 0) && wa.iter().any(|w| w.1 == 1), "{wa:?}");
+        assert!(
+            wa.iter().any(|w| w.1 == 0) && wa.iter().any(|w| w.1 == 1),
+            "{wa:?}"
+        );
         // Another seed draws other waits.
         let (_, wc, _) = trace(43);
         assert_ne!(wa, wc);
@@ -1221,18 +1450,90 @@ mod tests {
             let e = p.validate().unwrap_err();
             assert!(e.starts_with(&format!("{name}:")), "{e}");
         };
-        bad(Params { beta: 300, ..Params::default() }, "beta");
-        bad(Params { loss_thresh: 256, ..Params::default() }, "loss_thresh");
-        bad(Params { ecn_factor: 257, ..Params::default() }, "ecn_factor");
-        bad(Params { full_bw_cnt: 4, ..Params::default() }, "full_bw_cnt");
-        bad(Params { full_loss_cnt: 16, ..Params::default() }, "full_loss_cnt");
-        bad(Params { full_ecn_cnt: 4, ..Params::default() }, "full_ecn_cnt");
-        bad(Params { probe_rtt_win_ms: 10_001, ..Params::default() }, "probe_rtt_win_ms");
-        bad(Params { pacing_gain_down: 0, ..Params::default() }, "pacing_gain_down");
-        bad(Params { startup_pacing_gain: 1024, ..Params::default() }, "startup_pacing_gain");
-        bad(Params { bw_probe_cwnd_gain: 4, ..Params::default() }, "bw_probe_cwnd_gain");
-        bad(Params { cwnd_gain: 1000, ..Params::default() }, "cwnd_gain"); // 1000 + 64 > 1023
-        bad(Params { inflight_headroom: 256, ..Params::default() }, "inflight_headroom");
+        bad(
+            Params {
+                beta: 300,
+                ..Params::default()
+            },
+            "beta",
+        );
+        bad(
+            Params {
+                loss_thresh: 256,
+                ..Params::default()
+            },
+            "loss_thresh",
+        );
+        bad(
+            Params {
+                ecn_factor: 257,
+                ..Params::default()
+            },
+            "ecn_factor",
+        );
+        bad(
+            Params {
+                full_bw_cnt: 4,
+                ..Params::default()
+            },
+            "full_bw_cnt",
+        );
+        bad(
+            Params {
+                full_loss_cnt: 16,
+                ..Params::default()
+            },
+            "full_loss_cnt",
+        );
+        bad(
+            Params {
+                full_ecn_cnt: 4,
+                ..Params::default()
+            },
+            "full_ecn_cnt",
+        );
+        bad(
+            Params {
+                probe_rtt_win_ms: 10_001,
+                ..Params::default()
+            },
+            "probe_rtt_win_ms",
+        );
+        bad(
+            Params {
+                pacing_gain_down: 0,
+                ..Params::default()
+            },
+            "pacing_gain_down",
+        );
+        bad(
+            Params {
+                startup_pacing_gain: 1024,
+                ..Params::default()
+            },
+            "startup_pacing_gain",
+        );
+        bad(
+            Params {
+                bw_probe_cwnd_gain: 4,
+                ..Params::default()
+            },
+            "bw_probe_cwnd_gain",
+        );
+        bad(
+            Params {
+                cwnd_gain: 1000,
+                ..Params::default()
+            },
+            "cwnd_gain",
+        ); // 1000 + 64 > 1023
+        bad(
+            Params {
+                inflight_headroom: 256,
+                ..Params::default()
+            },
+            "inflight_headroom",
+        );
         // serde: defaults fill in, unknown keys are refused.
         let p: Params = serde_json::from_str(r#"{"beta": 50, "ecn_low": true}"#).unwrap();
         assert_eq!((p.beta, p.ecn_low, p.loss_thresh), (50, true, 5));

@@ -4,7 +4,7 @@
 //! and receiver's measurements ([`crate::emu`]). Optional fields are those one backend cannot
 //! know (the kernel reports no TLP count, for one); the simulator fills them all.
 
-use crate::measure::{QueueRow, SojournHist, DROP_REASONS, MARK_REASONS};
+use link::measure::{QueueRow, SojournHist, DROP_REASONS, MARK_REASONS};
 
 /// Everything the summary and the tables are computed from.
 #[derive(Clone, Debug, Default)]

@@ -32,7 +32,12 @@ pub fn nearest_rank<T: Copy>(v: &[T], q: f64) -> T {
 /// scheduled flow counts as active from its start on (its yardstick is the completion time,
 /// as for workloads); a stopped flow's share ends at its stop, though what it had in flight is
 /// delivered after it. A workload's flows come and go and are not scheduled.
-pub fn fair_shares(spans: &[(u64, Option<u64>)], scheduled: &[usize], window: (u64, u64), c_bps: f64) -> Vec<f64> {
+pub fn fair_shares(
+    spans: &[(u64, Option<u64>)],
+    scheduled: &[usize],
+    window: (u64, u64),
+    c_bps: f64,
+) -> Vec<f64> {
     let (lo, hi) = window;
     let width = (hi - lo) as f64;
     let span = |f: usize| {
@@ -91,9 +96,9 @@ pub struct Finite {
 
 /// The label of a size-bin edge: 100KB, 1MB, 1500B.
 fn size_label(b: u64) -> String {
-    if b >= 1_000_000 && b.is_multiple_of(1_000_000) {
+    if b >= 1_000_000 && b % 1_000_000 == 0 {
         format!("{}MB", b / 1_000_000)
-    } else if b.is_multiple_of(1000) {
+    } else if b % 1000 == 0 {
         format!("{}KB", b / 1000)
     } else {
         format!("{b}B")
@@ -113,7 +118,10 @@ pub fn fct_by_size(fin: &[Finite], edges: &[u64]) -> Value {
             (_, Some(h)) => format!("{}–{}", size_label(lo), size_label(h)),
             (_, None) => format!("≥{}", size_label(lo)),
         };
-        let in_bin: Vec<&Finite> = fin.iter().filter(|r| r.size >= lo && hi.is_none_or(|h| r.size < h)).collect();
+        let in_bin: Vec<&Finite> = fin
+            .iter()
+            .filter(|r| r.size >= lo && hi.map_or(true, |h| r.size < h))
+            .collect();
         let mut fcts = Vec::new();
         let mut slow = Vec::new();
         for r in &in_bin {
@@ -169,23 +177,56 @@ mod tests {
         // 1 → 15 each. Averaged: 0 → 15, 1 → 7.5, 2 → 7.5, 3 → 0.
         let s = 1_000_000_000;
         let spans = [(0, None), (5 * s, None), (0, Some(5 * s)), (0, None)];
-        assert_eq!(fair_shares(&spans, &[0, 1, 2], (0, 10 * s), 30.0), vec![15.0, 7.5, 7.5, 0.0]);
+        assert_eq!(
+            fair_shares(&spans, &[0, 1, 2], (0, 10 * s), 30.0),
+            vec![15.0, 7.5, 7.5, 0.0]
+        );
         // A start before the window counts from its beginning.
-        assert_eq!(fair_shares(&[(0, None)], &[0], (2 * s, 4 * s), 8.0), vec![8.0]);
+        assert_eq!(
+            fair_shares(&[(0, None)], &[0], (2 * s, 4 * s), 8.0),
+            vec![8.0]
+        );
     }
 
     #[test]
     fn completion_times_by_size_bin() {
-        let f = |size, fct: Option<f64>| Finite { size, fct_s: fct, ideal_s: 0.5 };
-        let fin = [f(50_000, Some(1.0)), f(50_000, Some(3.0)), f(60_000, None), f(2_000_000, Some(2.0))];
+        let f = |size, fct: Option<f64>| Finite {
+            size,
+            fct_s: fct,
+            ideal_s: 0.5,
+        };
+        let fin = [
+            f(50_000, Some(1.0)),
+            f(50_000, Some(3.0)),
+            f(60_000, None),
+            f(2_000_000, Some(2.0)),
+        ];
         let v = fct_by_size(&fin, &[100_000, 1_000_000]);
         let b = v.as_array().unwrap();
-        assert_eq!(b.iter().map(|x| x["bin"].as_str().unwrap()).collect::<Vec<_>>(), ["<100KB", "100KB–1MB", "≥1MB"]);
-        assert_eq!((b[0]["flows"].as_u64(), b[0]["completed"].as_u64(), b[0]["unfinished"].as_u64()), (Some(3), Some(2), Some(1)));
+        assert_eq!(
+            b.iter()
+                .map(|x| x["bin"].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            ["<100KB", "100KB–1MB", "≥1MB"]
+        );
+        assert_eq!(
+            (
+                b[0]["flows"].as_u64(),
+                b[0]["completed"].as_u64(),
+                b[0]["unfinished"].as_u64()
+            ),
+            (Some(3), Some(2), Some(1))
+        );
         // Nearest rank of {1, 3}: p50 is the 1st, p99 the 2nd; slowdown = FCT / 0.5.
         assert_eq!(b[0]["fct_s"], json!({"mean": 2.0, "p50": 1.0, "p99": 3.0}));
-        assert_eq!(b[0]["slowdown"], json!({"mean": 4.0, "p50": 2.0, "p99": 6.0}));
-        assert_eq!(b[1]["fct_s"], json!({"mean": null, "p50": null, "p99": null}));
+        assert_eq!(
+            b[0]["slowdown"],
+            json!({"mean": 4.0, "p50": 2.0, "p99": 6.0})
+        );
+        assert_eq!(
+            b[1]["fct_s"],
+            json!({"mean": null, "p50": null, "p99": null})
+        );
         assert_eq!(b[2]["hi_bytes"], Value::Null);
         assert_eq!(nearest_rank(&[10, 20, 30, 40], 0.5), 20);
         assert_eq!(nearest_rank(&[10, 20, 30, 40], 0.99), 40);

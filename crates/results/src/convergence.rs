@@ -49,7 +49,10 @@ pub struct Series<'a> {
 
 /// flow → scheduled stop (the last row wins for a flow listed twice).
 fn stops(flows: &[Span]) -> BTreeMap<i64, f64> {
-    flows.iter().filter_map(|s| s.stop_s.filter(|x| !x.is_nan()).map(|x| (s.flow, x))).collect()
+    flows
+        .iter()
+        .filter_map(|s| s.stop_s.filter(|x| !x.is_nan()).map(|x| (s.flow, x)))
+        .collect()
 }
 
 /// The median of `v` (not empty), the mean of the two middle values for an even count.
@@ -67,13 +70,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// with at least one active flow; the index is None where every active flow's windowed mean
 /// is 0. With `flows` (the run's schedule), flows are active from their start to their stop;
 /// without it, wherever they have a sample.
-pub fn windowed_jain(ts: Series<'_>, window_s: f64, flows: Option<&[Span]>) -> Vec<(f64, Option<f64>)> {
+pub fn windowed_jain(
+    ts: Series<'_>,
+    window_s: f64,
+    flows: Option<&[Span]>,
+) -> Vec<(f64, Option<f64>)> {
     // The samples as a time × flow table (NaN where a flow has no sample).
     let valid = |i: &usize| !ts.throughput_bps[*i].is_nan();
     let mut times: Vec<f64> = (0..ts.t_s.len()).filter(valid).map(|i| ts.t_s[i]).collect();
     times.sort_by(|a, b| a.total_cmp(b));
     times.dedup();
-    let mut ids: Vec<i64> = (0..ts.flow.len()).filter(valid).map(|i| ts.flow[i]).collect();
+    let mut ids: Vec<i64> = (0..ts.flow.len())
+        .filter(valid)
+        .map(|i| ts.flow[i])
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     let (rows, cols) = (times.len(), ids.len());
@@ -85,22 +95,37 @@ pub fn windowed_jain(ts: Series<'_>, window_s: f64, flows: Option<&[Span]>) -> V
         sum[r * cols + c] += ts.throughput_bps[i];
         count[r * cols + c] += 1;
     }
-    let cell: Vec<f64> = sum.iter().zip(&count).map(|(s, &k)| if k > 0 { s / k as f64 } else { f64::NAN }).collect();
+    let cell: Vec<f64> = sum
+        .iter()
+        .zip(&count)
+        .map(|(s, &k)| if k > 0 { s / k as f64 } else { f64::NAN })
+        .collect();
 
-    let dt = if rows > 1 { median(times.windows(2).map(|w| w[1] - w[0]).collect()) } else { window_s };
+    let dt = if rows > 1 {
+        median(times.windows(2).map(|w| w[1] - w[0]).collect())
+    } else {
+        window_s
+    };
     let n = ((window_s / dt).round_ties_even() as i64).max(1) as usize;
 
     // Active: sampled, and (with the schedule) started before t and not stopped before t.
     let stop = flows.map(stops).unwrap_or_default();
-    let start: BTreeMap<i64, f64> = flows.unwrap_or(&[]).iter().map(|s| (s.flow, s.start_s)).collect();
+    let start: BTreeMap<i64, f64> = flows
+        .unwrap_or(&[])
+        .iter()
+        .map(|s| (s.flow, s.start_s))
+        .collect();
     let active = |r: usize, c: usize| {
         let t = times[r];
         let f = ids[c];
         !cell[r * cols + c].is_nan()
             && (flows.is_none()
-                || (t > start.get(&f).copied().unwrap_or(f64::NEG_INFINITY) + EPS && stop.get(&f).is_none_or(|&s| t <= s + EPS)))
+                || (t > start.get(&f).copied().unwrap_or(f64::NEG_INFINITY) + EPS
+                    && stop.get(&f).map_or(true, |&s| t <= s + EPS)))
     };
-    let act: Vec<bool> = (0..rows * cols).map(|i| active(i / cols.max(1), i % cols.max(1))).collect();
+    let act: Vec<bool> = (0..rows * cols)
+        .map(|i| active(i / cols.max(1), i % cols.max(1)))
+        .collect();
 
     let mut out = Vec::new();
     let mut xs = Vec::with_capacity(cols);
@@ -155,15 +180,37 @@ pub struct Event {
 /// The joins (starts after the first) and leaves (stops before `end_s`) in time order (then
 /// joins before leaves, then by flow), with the number of flows active right after each.
 pub fn events(flows: &[Span], end_s: f64) -> Vec<Event> {
-    let first = flows.iter().map(|s| s.start_s).reduce(f64::min).unwrap_or(0.0);
+    let first = flows
+        .iter()
+        .map(|s| s.start_s)
+        .reduce(f64::min)
+        .unwrap_or(0.0);
     let stop = stops(flows);
-    let mut evs: Vec<(f64, Kind, i64)> = flows.iter().filter(|s| s.start_s > first + EPS).map(|s| (s.start_s, Kind::Join, s.flow)).collect();
-    evs.extend(stop.iter().filter(|(_, &s)| s < end_s - EPS).map(|(&f, &s)| (s, Kind::Leave, f)));
+    let mut evs: Vec<(f64, Kind, i64)> = flows
+        .iter()
+        .filter(|s| s.start_s > first + EPS)
+        .map(|s| (s.start_s, Kind::Join, s.flow))
+        .collect();
+    evs.extend(
+        stop.iter()
+            .filter(|(_, &s)| s < end_s - EPS)
+            .map(|(&f, &s)| (s, Kind::Leave, f)),
+    );
     evs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     evs.into_iter()
         .map(|(t, kind, flow)| {
-            let active_after = flows.iter().filter(|s| s.start_s <= t + EPS && stop.get(&s.flow).is_none_or(|&x| x > t + EPS)).count();
-            Event { kind, flow, event_s: t, active_after }
+            let active_after = flows
+                .iter()
+                .filter(|s| {
+                    s.start_s <= t + EPS && stop.get(&s.flow).map_or(true, |&x| x > t + EPS)
+                })
+                .count();
+            Event {
+                kind,
+                flow,
+                event_s: t,
+                active_after,
+            }
         })
         .collect()
 }
@@ -178,9 +225,17 @@ pub struct Convergence {
 
 /// One entry per join or leave after which two or more flows share the link (the module's
 /// definition); empty when no sample has an active flow.
-pub fn convergence(ts: Series<'_>, flows: &[Span], threshold: f64, window_s: f64, hold_s: f64) -> Vec<Convergence> {
+pub fn convergence(
+    ts: Series<'_>,
+    flows: &[Span],
+    threshold: f64,
+    window_s: f64,
+    hold_s: f64,
+) -> Vec<Convergence> {
     let j = windowed_jain(ts, window_s, Some(flows));
-    let Some(&(end, _)) = j.last() else { return Vec::new() };
+    let Some(&(end, _)) = j.last() else {
+        return Vec::new();
+    };
     let ev = events(flows, end);
     let mut times: Vec<f64> = ev.iter().map(|e| e.event_s).collect();
     times.sort_by(|a, b| a.total_cmp(b));
@@ -190,19 +245,33 @@ pub fn convergence(ts: Series<'_>, flows: &[Span], threshold: f64, window_s: f64
         .filter(|e| e.active_after >= 2)
         .map(|e| {
             let t_e = e.event_s;
-            let horizon = times.iter().copied().find(|&t| t > t_e + EPS).unwrap_or(end);
-            let cand: Vec<&(f64, Option<f64>)> = j.iter().filter(|(t, _)| *t >= t_e + window_s - EPS && *t <= horizon + EPS).collect();
+            let horizon = times
+                .iter()
+                .copied()
+                .find(|&t| t > t_e + EPS)
+                .unwrap_or(end);
+            let cand: Vec<&(f64, Option<f64>)> = j
+                .iter()
+                .filter(|(t, _)| *t >= t_e + window_s - EPS && *t <= horizon + EPS)
+                .collect();
             let mut converged_s = None;
             for (i, &&(t, _)) in cand.iter().enumerate() {
                 if t + hold_s > horizon + EPS {
                     break;
                 }
-                if cand[i..].iter().take_while(|(u, _)| *u <= t + hold_s + EPS).all(|(_, x)| settled(x)) {
+                if cand[i..]
+                    .iter()
+                    .take_while(|(u, _)| *u <= t + hold_s + EPS)
+                    .all(|(_, x)| settled(x))
+                {
                     converged_s = Some(t);
                     break;
                 }
             }
-            Convergence { event: e, converged_s }
+            Convergence {
+                event: e,
+                converged_s,
+            }
         })
         .collect()
 }
@@ -212,48 +281,127 @@ mod tests {
     use super::*;
 
     fn series(rows: &[(f64, i64, f64)]) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        (rows.iter().map(|r| r.0).collect(), rows.iter().map(|r| r.1).collect(), rows.iter().map(|r| r.2).collect())
+        (
+            rows.iter().map(|r| r.0).collect(),
+            rows.iter().map(|r| r.1).collect(),
+            rows.iter().map(|r| r.2).collect(),
+        )
     }
 
     fn span(flow: i64, start_s: f64, stop_s: Option<f64>) -> Span {
-        Span { flow, start_s, stop_s }
+        Span {
+            flow,
+            start_s,
+            stop_s,
+        }
     }
 
     #[test]
     fn equal_rates_give_one_and_rates_one_and_three_give_four_fifths() {
         // Two flows at 1 s spacing; window 1 s = 1 sample. t = 1: equal (5, 5) → 1; t = 2:
         // (1, 3) → 4²/(2·(1 + 9)) = 0.8; t = 3: flow 1 alone → 1.
-        let (t, f, x) = series(&[(1.0, 0, 5.0), (1.0, 1, 5.0), (2.0, 0, 1.0), (2.0, 1, 3.0), (3.0, 1, 7.0)]);
-        let j = windowed_jain(Series { t_s: &t, flow: &f, throughput_bps: &x }, 1.0, None);
-        assert_eq!(j, vec![(1.0, Some(1.0)), (2.0, Some(0.8)), (3.0, Some(1.0))]);
+        let (t, f, x) = series(&[
+            (1.0, 0, 5.0),
+            (1.0, 1, 5.0),
+            (2.0, 0, 1.0),
+            (2.0, 1, 3.0),
+            (3.0, 1, 7.0),
+        ]);
+        let j = windowed_jain(
+            Series {
+                t_s: &t,
+                flow: &f,
+                throughput_bps: &x,
+            },
+            1.0,
+            None,
+        );
+        assert_eq!(
+            j,
+            vec![(1.0, Some(1.0)), (2.0, Some(0.8)), (3.0, Some(1.0))]
+        );
         // A 2 s window (2 samples): at 2, flow 0 (5 + 1)/2 = 3, flow 1 (5 + 3)/2 = 4 ⇒
         // 49/(2·25) = 0.98; at 3 flow 0 has no sample, so only flow 1 counts.
-        let j = windowed_jain(Series { t_s: &t, flow: &f, throughput_bps: &x }, 2.0, None);
-        assert_eq!(j, vec![(1.0, Some(1.0)), (2.0, Some(0.98)), (3.0, Some(1.0))]);
+        let j = windowed_jain(
+            Series {
+                t_s: &t,
+                flow: &f,
+                throughput_bps: &x,
+            },
+            2.0,
+            None,
+        );
+        assert_eq!(
+            j,
+            vec![(1.0, Some(1.0)), (2.0, Some(0.98)), (3.0, Some(1.0))]
+        );
     }
 
     #[test]
     fn a_flow_not_yet_started_or_already_stopped_does_not_count() {
         // Flow 1 starts at 1 (its sample at 1 covers time before it) and stops at 2 (its
         // sample at 3 is what it drained). Only t = 2 has both: (4, 2) → 36/(2·20) = 0.9.
-        let (t, f, x) = series(&[(1.0, 0, 4.0), (1.0, 1, 1.0), (2.0, 0, 4.0), (2.0, 1, 2.0), (3.0, 0, 4.0), (3.0, 1, 1.0)]);
+        let (t, f, x) = series(&[
+            (1.0, 0, 4.0),
+            (1.0, 1, 1.0),
+            (2.0, 0, 4.0),
+            (2.0, 1, 2.0),
+            (3.0, 0, 4.0),
+            (3.0, 1, 1.0),
+        ]);
         let fl = [span(0, 0.0, None), span(1, 1.0, Some(2.0))];
-        let j = windowed_jain(Series { t_s: &t, flow: &f, throughput_bps: &x }, 1.0, Some(&fl));
-        assert_eq!(j, vec![(1.0, Some(1.0)), (2.0, Some(0.9)), (3.0, Some(1.0))]);
+        let j = windowed_jain(
+            Series {
+                t_s: &t,
+                flow: &f,
+                throughput_bps: &x,
+            },
+            1.0,
+            Some(&fl),
+        );
+        assert_eq!(
+            j,
+            vec![(1.0, Some(1.0)), (2.0, Some(0.9)), (3.0, Some(1.0))]
+        );
         // All-zero throughput: no index, but the sample time is kept.
         let (t, f, x) = series(&[(1.0, 0, 0.0), (1.0, 1, 0.0)]);
-        assert_eq!(windowed_jain(Series { t_s: &t, flow: &f, throughput_bps: &x }, 1.0, None), vec![(1.0, None)]);
+        assert_eq!(
+            windowed_jain(
+                Series {
+                    t_s: &t,
+                    flow: &f,
+                    throughput_bps: &x
+                },
+                1.0,
+                None
+            ),
+            vec![(1.0, None)]
+        );
     }
 
     #[test]
     fn events_are_later_joins_and_leaves_before_the_end() {
-        let fl = [span(0, 0.0, None), span(1, 0.0, Some(5.0)), span(2, 2.0, Some(9.0))];
+        let fl = [
+            span(0, 0.0, None),
+            span(1, 0.0, Some(5.0)),
+            span(2, 2.0, Some(9.0)),
+        ];
         let ev = events(&fl, 8.0);
         assert_eq!(
             ev,
             vec![
-                Event { kind: Kind::Join, flow: 2, event_s: 2.0, active_after: 3 },
-                Event { kind: Kind::Leave, flow: 1, event_s: 5.0, active_after: 2 },
+                Event {
+                    kind: Kind::Join,
+                    flow: 2,
+                    event_s: 2.0,
+                    active_after: 3
+                },
+                Event {
+                    kind: Kind::Leave,
+                    flow: 1,
+                    event_s: 5.0,
+                    active_after: 2
+                },
             ]
         );
     }
@@ -283,10 +431,22 @@ mod tests {
         }
         let (t, f, x) = series(&rows);
         let fl = [span(0, 0.0, None), span(1, 1.0, None)];
-        let s = Series { t_s: &t, flow: &f, throughput_bps: &x };
+        let s = Series {
+            t_s: &t,
+            flow: &f,
+            throughput_bps: &x,
+        };
         let c = convergence(s, &fl, 0.9, 0.1, 0.5);
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].event, Event { kind: Kind::Join, flow: 1, event_s: 1.0, active_after: 2 });
+        assert_eq!(
+            c[0].event,
+            Event {
+                kind: Kind::Join,
+                flow: 1,
+                event_s: 1.0,
+                active_after: 2
+            }
+        );
         assert_eq!(c[0].converged_s, Some(1.4));
         // A threshold never reached is reported, with no convergence.
         let c = convergence(s, &fl, 1.01, 0.1, 0.5);

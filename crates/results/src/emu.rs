@@ -13,10 +13,10 @@ use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::measure::{QueueRow, DROP_REASONS, MARK_REASONS};
 use crate::metrics::nearest_rank;
-use crate::measure::SojournHist;
 use crate::record::{ClassRecord, FlowRecord, RunRecord, SampleRecord};
+use link::measure::SojournHist;
+use link::measure::{QueueRow, DROP_REASONS, MARK_REASONS};
 
 /// Payload bytes to wire bytes of a CBR datagram: 20 B of IPv4 and 8 B of UDP header.
 const UDP_IP_HEADER_BYTES: u64 = 28;
@@ -46,7 +46,9 @@ fn obj<'a>(v: &'a Value, k: &str) -> &'a Value {
 }
 
 fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
-    v.get(k).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    v.get(k)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 fn need<T>(x: Option<T>, what: &str) -> Result<T, String> {
@@ -68,7 +70,10 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
     let rt = obj(input, "router");
     let receiver = obj(input, "receiver");
     let senders = arr(input, "senders");
-    let sources: Vec<&str> = arr(input, "sources").iter().filter_map(Value::as_str).collect();
+    let sources: Vec<&str> = arr(input, "sources")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     let dst = need(s(input, "receiver_addr"), "receiver_addr")?;
     let port = need(u(input, "port"), "port")?;
     let warmup_ns = need(u(config, "warmup_ns"), "config.warmup_ns")?;
@@ -81,14 +86,24 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
     let mut by_port: HashMap<(u64, &str, u64), &Value> = HashMap::new();
     let mut port_reuse = 0u64;
     for c in arr(receiver, "conns") {
-        let key = (u(c, "proto").unwrap_or(6), s(c, "src").unwrap_or(""), u(c, "sport").unwrap_or(0));
+        let key = (
+            u(c, "proto").unwrap_or(6),
+            s(c, "src").unwrap_or(""),
+            u(c, "sport").unwrap_or(0),
+        );
         port_reuse += by_port.insert(key, c).is_some() as u64;
     }
     let mut router_flows: HashMap<(u64, &str, u64, &str, u64), &Value> = HashMap::new();
     for f in arr(rt, "flows") {
         let proto = u(f, "proto").unwrap_or(0);
         if proto == 6 || proto == 17 {
-            let key = (proto, s(f, "src").unwrap_or(""), u(f, "sport").unwrap_or(0), s(f, "dst").unwrap_or(""), u(f, "dport").unwrap_or(0));
+            let key = (
+                proto,
+                s(f, "src").unwrap_or(""),
+                u(f, "sport").unwrap_or(0),
+                s(f, "dst").unwrap_or(""),
+                u(f, "dport").unwrap_or(0),
+            );
             router_flows.insert(key, f);
         }
     }
@@ -99,14 +114,28 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
             let proto = if s(f, "cc") == Some("cbr") { 17 } else { 6 };
             let sport = u(f, "sport");
             let conn = sport.and_then(|p| by_port.get(&(proto, src, p)).copied());
-            let router = sport.and_then(|p| router_flows.remove(&(proto, src, p, dst, port))).unwrap_or(&Value::Null);
-            joined.push(Joined { class: c, proto, snd: f, conn, router });
+            let router = sport
+                .and_then(|p| router_flows.remove(&(proto, src, p, dst, port)))
+                .unwrap_or(&Value::Null);
+            joined.push(Joined {
+                class: c,
+                proto,
+                snd: f,
+                conn,
+                router,
+            });
         }
     }
     joined.sort_by_key(|j| u(j.snd, "flow"));
     let unmatched_router_flows = router_flows.len();
 
-    let cc_name = |c: usize| cfg_classes.get(c).and_then(|k| s(obj(k, "cc"), "name")).unwrap_or("cbr").to_string();
+    let cc_name = |c: usize| {
+        cfg_classes
+            .get(c)
+            .and_then(|k| s(obj(k, "cc"), "name"))
+            .unwrap_or("cbr")
+            .to_string()
+    };
     let mut flows = Vec::with_capacity(joined.len());
     for j in &joined {
         let (snd, rf) = (j.snd, j.router);
@@ -136,7 +165,8 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
                 // wrote is (the simulator: its last data acknowledged after the stop).
                 (Some(e), Some(l))
                     if size_bytes.is_some_and(|n| received >= n)
-                        || (i(snd, "finished_writing_ns").is_some() && received >= u(snd, "written_bytes").unwrap_or(0)) =>
+                        || (i(snd, "finished_writing_ns").is_some()
+                            && received >= u(snd, "written_bytes").unwrap_or(0)) =>
                 {
                     Some((l - e) as f64 / 1e9)
                 }
@@ -172,8 +202,15 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
             // UDP/IP headers, as the simulator's); UDP retransmits nothing.
             let dg = u(snd, "datagrams_sent").unwrap_or(0);
             rec.segs_sent = Some(dg);
-            rec.wire_bytes_sent = Some(u(snd, "payload_sent").unwrap_or(0) + UDP_IP_HEADER_BYTES * dg);
-            (rec.retrans_segs, rec.rto_count, rec.tlp_count, rec.recoveries, rec.cwr_count) = (Some(0), Some(0), Some(0), Some(0), Some(0));
+            rec.wire_bytes_sent =
+                Some(u(snd, "payload_sent").unwrap_or(0) + UDP_IP_HEADER_BYTES * dg);
+            (
+                rec.retrans_segs,
+                rec.rto_count,
+                rec.tlp_count,
+                rec.recoveries,
+                rec.cwr_count,
+            ) = (Some(0), Some(0), Some(0), Some(0), Some(0));
             rec.segs_received = Some(u(conn, "datagrams").unwrap_or(0));
         }
         flows.push(rec);
@@ -197,8 +234,12 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         .collect();
 
     let sh = obj(rt, "sojourn_hist");
-    let bins: Vec<(u64, u64)> = arr(sh, "bins").iter().filter_map(|b| Some((b.get(0)?.as_u64()?, b.get(1)?.as_u64()?))).collect();
-    let sojourn = SojournHist::from_indexed(u(sh, "bin_ns").unwrap_or(1000), &bins, u(sh, "max_ns"));
+    let bins: Vec<(u64, u64)> = arr(sh, "bins")
+        .iter()
+        .filter_map(|b| Some((b.get(0)?.as_u64()?, b.get(1)?.as_u64()?)))
+        .collect();
+    let sojourn =
+        SojournHist::from_indexed(u(sh, "bin_ns").unwrap_or(1000), &bins, u(sh, "max_ns"));
 
     // Time series: receiver byte counts per tick (throughput), sender TCP_INFO (the rest).
     let mut tick_bytes: HashMap<(u64, u64, &str, u64), i64> = HashMap::new();
@@ -206,14 +247,20 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         let k = u(t, "k").unwrap_or(0);
         for b in arr(t, "bytes") {
             let f = |n: usize| b.get(n);
-            if let (Some(proto), Some(src), Some(sport), Some(n)) =
-                (f(0).and_then(Value::as_u64), f(1).and_then(Value::as_str), f(2).and_then(Value::as_u64), f(3).and_then(Value::as_i64))
-            {
+            if let (Some(proto), Some(src), Some(sport), Some(n)) = (
+                f(0).and_then(Value::as_u64),
+                f(1).and_then(Value::as_str),
+                f(2).and_then(Value::as_u64),
+                f(3).and_then(Value::as_i64),
+            ) {
                 tick_bytes.insert((k, proto, src, sport), n);
             }
         }
     }
-    let by_flow: HashMap<u64, &Joined> = joined.iter().filter_map(|j| Some((u(j.snd, "flow")?, j))).collect();
+    let by_flow: HashMap<u64, &Joined> = joined
+        .iter()
+        .filter_map(|j| Some((u(j.snd, "flow")?, j)))
+        .collect();
     let mut raw: Vec<&Value> = senders.iter().flat_map(|snd| arr(snd, "samples")).collect();
     raw.sort_by_key(|x| (u(x, "k"), u(x, "flow")));
     let mut samples = Vec::with_capacity(raw.len());
@@ -224,10 +271,15 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         let src = sources[j.class];
         let sport = u(j.snd, "sport").unwrap_or(0);
         let now_b = tick_bytes.get(&(k, j.proto, src, sport));
-        let prev_b = k.checked_sub(1).and_then(|p| tick_bytes.get(&(p, j.proto, src, sport))).copied().unwrap_or(0);
+        let prev_b = k
+            .checked_sub(1)
+            .and_then(|p| tick_bytes.get(&(p, j.proto, src, sport)))
+            .copied()
+            .unwrap_or(0);
         // tcp_packets_in_flight() (include/net/tcp.h): unacked − (sacked + lost) + retrans.
         let inflight = u(x, "unacked").map(|un| {
-            let v = un as i64 - (i(x, "sacked").unwrap_or(0) + i(x, "lost").unwrap_or(0)) + i(x, "retrans").unwrap_or(0);
+            let v = un as i64 - (i(x, "sacked").unwrap_or(0) + i(x, "lost").unwrap_or(0))
+                + i(x, "retrans").unwrap_or(0);
             v.max(0) as u64
         });
         samples.push(SampleRecord {
@@ -240,7 +292,9 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
             inflight,
             srtt_ms: u(x, "rtt").map(|r| r as f64 / 1e3),
             pacing_rate_bps: u(x, "pacing_rate").map(|r| r as f64 * 8.0),
-            ca_state: u(x, "ca_state").and_then(|c| CA_STATES.get(c as usize)).map(|c| c.to_string()),
+            ca_state: u(x, "ca_state")
+                .and_then(|c| CA_STATES.get(c as usize))
+                .map(|c| c.to_string()),
             ..SampleRecord::default()
         });
     }
@@ -259,9 +313,14 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         })
         .collect();
 
-    let mut counters: Map<String, Value> = obj(rt, "counters").as_object().cloned().unwrap_or_default();
+    let mut counters: Map<String, Value> =
+        obj(rt, "counters").as_object().cloned().unwrap_or_default();
     let sum_snd = |k: &str, cbr_only: bool| -> u64 {
-        joined.iter().filter(|j| !cbr_only || j.proto == 17).map(|j| u(j.snd, k).unwrap_or(0)).sum()
+        joined
+            .iter()
+            .filter(|j| !cbr_only || j.proto == 17)
+            .map(|j| u(j.snd, k).unwrap_or(0))
+            .sum()
     };
     let extra = json!({
         "router_complete": rt.get("complete"),
@@ -293,7 +352,10 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         delay_target_ns: u(bottleneck, "delay_target_ns"),
         interval_ns: iv_ns,
         hist_bin_ns: need(u(measure, "hist_bin_ns"), "config.measure.hist_bin_ns")?,
-        fct_bins_bytes: arr(measure, "fct_bins_bytes").iter().filter_map(Value::as_u64).collect(),
+        fct_bins_bytes: arr(measure, "fct_bins_bytes")
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect(),
         classes,
         flows,
         samples,
@@ -310,12 +372,18 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
 /// datagram goes at the same instant) behind its planned start, ns — median, p99 (nearest
 /// rank) and maximum over the flows that started.
 fn start_lateness<'a>(snd_flows: impl Iterator<Item = &'a Value>) -> Map<String, Value> {
-    let mut late: Vec<i64> = snd_flows.filter_map(|f| Some(i(f, "connect_ns")? - i(f, "start_ns")?)).collect();
+    let mut late: Vec<i64> = snd_flows
+        .filter_map(|f| Some(i(f, "connect_ns")? - i(f, "start_ns")?))
+        .collect();
     late.sort_unstable();
     let (p50, p99, max) = if late.is_empty() {
         (Value::Null, Value::Null, Value::Null)
     } else {
-        (json!(nearest_rank(&late, 0.5)), json!(nearest_rank(&late, 0.99)), json!(late[late.len() - 1]))
+        (
+            json!(nearest_rank(&late, 0.5)),
+            json!(nearest_rank(&late, 0.99)),
+            json!(late[late.len() - 1]),
+        )
     };
     let mut m = Map::new();
     m.insert("start_late_p50_ns".into(), p50);
@@ -384,44 +452,133 @@ mod tests {
     fn the_measurements_join_into_the_simulators_records() {
         let r = record(&input()).unwrap();
         let f = &r.flows;
-        assert_eq!(f.iter().map(|x| x.cc.as_str()).collect::<Vec<_>>(), ["reno", "reno", "cbr"]);
-        assert_eq!(f.iter().map(|x| x.delivered_bytes).collect::<Vec<_>>(), [400_000, 50_000, 2944]);
+        assert_eq!(
+            f.iter().map(|x| x.cc.as_str()).collect::<Vec<_>>(),
+            ["reno", "reno", "cbr"]
+        );
+        assert_eq!(
+            f.iter().map(|x| x.delivered_bytes).collect::<Vec<_>>(),
+            [400_000, 50_000, 2944]
+        );
         // The router's counts by reason, in the simulator's order; absent ones are 0.
-        assert_eq!((f[0].arrived_bytes, f[0].dropped_bytes, f[0].drops[0], f[0].drops[1], f[0].drops[2]), (900, 300, 1, 2, 0));
+        assert_eq!(
+            (
+                f[0].arrived_bytes,
+                f[0].dropped_bytes,
+                f[0].drops[0],
+                f[0].drops[1],
+                f[0].drops[2]
+            ),
+            (900, 300, 1, 2, 0)
+        );
         assert_eq!((f[1].arrived_bytes, f[2].arrived_bytes), (0, 3000));
         // TCP: sender and receiver TCP_INFO; the kernel does not report TLPs.
-        assert_eq!((f[0].segs_sent, f[0].retrans_segs, f[0].segs_received, f[0].tlp_count), (Some(350), Some(2), Some(7), None));
+        assert_eq!(
+            (
+                f[0].segs_sent,
+                f[0].retrans_segs,
+                f[0].segs_received,
+                f[0].tlp_count
+            ),
+            (Some(350), Some(2), Some(7), None)
+        );
         // CBR: exact datagram counts, wire = payload + 28 B each.
-        assert_eq!((f[2].segs_sent, f[2].wire_bytes_sent, f[2].segs_received, f[2].retrans_segs), (Some(2), Some(2944 + 56), Some(2), Some(0)));
+        assert_eq!(
+            (
+                f[2].segs_sent,
+                f[2].wire_bytes_sent,
+                f[2].segs_received,
+                f[2].retrans_segs
+            ),
+            (Some(2), Some(2944 + 56), Some(2), Some(0))
+        );
         // FCTs: the stopped flow from its establishment (20 ms) to its last byte (2.1 s); the
         // finite one 1.22 s → 1.5 s; the CBR flow from its planned start to its last send.
         assert_eq!(f[0].fct_s, Some(2.08));
         assert!((f[1].fct_s.unwrap() - 0.28).abs() < 1e-12);
         assert!((f[2].fct_s.unwrap() - 0.012).abs() < 1e-12);
         // Classes: the CBR class's CC is "cbr"; sojourns from the router's per-class sums.
-        assert_eq!((r.classes[1].cc.as_str(), r.classes[0].sojourn_sum_ns, r.sojourn_count), ("cbr", 4_000_000, 4));
-        assert_eq!((r.sojourn.count, r.sojourn.max_ns, r.sojourn.bins[0]), (4, 2_000_999, (1_000_000, 1000, 3)));
+        assert_eq!(
+            (
+                r.classes[1].cc.as_str(),
+                r.classes[0].sojourn_sum_ns,
+                r.sojourn_count
+            ),
+            ("cbr", 4_000_000, 4)
+        );
+        assert_eq!(
+            (r.sojourn.count, r.sojourn.max_ns, r.sojourn.bins[0]),
+            (4, 2_000_999, (1_000_000, 1000, 3))
+        );
         // The sample: tick 12's bytes less tick 11's over 100 ms; inflight = 10 − (3 + 2) + 1.
         let s = &r.samples[0];
-        assert_eq!((s.t_ns, s.throughput_bps, s.inflight, s.srtt_ms), (1_200_000_000, Some(12_500.0 * 8.0 / 0.1), Some(6), Some(30.5)));
-        assert_eq!((s.ca_state.as_deref(), s.pacing_rate_bps, s.cc_phase.as_deref()), (Some("loss"), Some(1e6), None));
+        assert_eq!(
+            (s.t_ns, s.throughput_bps, s.inflight, s.srtt_ms),
+            (
+                1_200_000_000,
+                Some(12_500.0 * 8.0 / 0.1),
+                Some(6),
+                Some(30.5)
+            )
+        );
+        assert_eq!(
+            (
+                s.ca_state.as_deref(),
+                s.pacing_rate_bps,
+                s.cc_phase.as_deref()
+            ),
+            (Some("loss"), Some(1e6), None)
+        );
         // The emulator's own counters.
         let c = &r.counters;
-        assert_eq!((c["router_unmatched_flows"].as_u64(), c["port_reuse"].as_u64(), c["reordered"].as_u64()), (Some(1), Some(1), Some(0)));
-        assert_eq!((c["cbr_send_errors"].as_u64(), c["cbr_blocked"].as_u64(), c["flows_without_connection"].as_u64()), (Some(1), Some(3), Some(0)));
+        assert_eq!(
+            (
+                c["router_unmatched_flows"].as_u64(),
+                c["port_reuse"].as_u64(),
+                c["reordered"].as_u64()
+            ),
+            (Some(1), Some(1), Some(0))
+        );
+        assert_eq!(
+            (
+                c["cbr_send_errors"].as_u64(),
+                c["cbr_blocked"].as_u64(),
+                c["flows_without_connection"].as_u64()
+            ),
+            (Some(1), Some(3), Some(0))
+        );
         // Start lateness 300 µs, 100 µs, 0: median (2nd of 3) 100 µs, p99 and max 300 µs.
-        assert_eq!((c["start_late_p50_ns"].as_i64(), c["start_late_p99_ns"].as_i64(), c["start_late_max_ns"].as_i64()), (Some(100_000), Some(300_000), Some(300_000)));
+        assert_eq!(
+            (
+                c["start_late_p50_ns"].as_i64(),
+                c["start_late_p99_ns"].as_i64(),
+                c["start_late_max_ns"].as_i64()
+            ),
+            (Some(100_000), Some(300_000), Some(300_000))
+        );
         // And the tables come out with the simulator's definitions. The stopped flow's fair
         // share over the 2 s window: beside the CBR flow in [1, 1.2) s (C/2 for a tenth of the
         // window), beside it and the finite flow in [1.2, 2) s (C/3 for 0.4), then stopped.
         let res = crate::collect(r);
         assert_eq!(res.counters["finite_flows"].as_u64(), Some(2));
         let fair = res.table("flows").f64("fair_share_bps");
-        assert!((fair[0] - (5e6 * 0.1 + 10e6 / 3.0 * 0.4)).abs() < 1e-6, "{fair:?}");
-        assert!(matches!(res.table("flows").get("tlp_count"), Some(Column::OptU64(_))));
+        assert!(
+            (fair[0] - (5e6 * 0.1 + 10e6 / 3.0 * 0.4)).abs() < 1e-6,
+            "{fair:?}"
+        );
+        assert!(matches!(
+            res.table("flows").get("tlp_count"),
+            Some(Column::OptU64(_))
+        ));
         // A column the simulator always fills is optional only where a value is missing.
-        assert_eq!(res.table("flows").get("segs_sent"), Some(&Column::OptU64(vec![Some(350), None, Some(2)])));
-        assert_eq!(res.table("flows").get("delivered_bytes"), Some(&Column::U64(vec![400_000, 50_000, 2944])));
+        assert_eq!(
+            res.table("flows").get("segs_sent"),
+            Some(&Column::OptU64(vec![Some(350), None, Some(2)]))
+        );
+        assert_eq!(
+            res.table("flows").get("delivered_bytes"),
+            Some(&Column::U64(vec![400_000, 50_000, 2944]))
+        );
     }
 
     use crate::tables::Column;
