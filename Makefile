@@ -21,7 +21,7 @@ $(STAMP)/deps: Makefile constraints.txt
 	@command -v ethtool >/dev/null && command -v ip >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool iproute2 >/dev/null; }
 	@# Its eBPF congestion controls (bpf/): clang/llvm compile them, libbpf-dev links the
 	@# loader, bpftool writes vmlinux.h from the kernel's BTF.
-	@command -v clang >/dev/null && command -v llc >/dev/null && command -v bpftool >/dev/null && test -f /usr/include/bpf/libbpf.h || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev bpftool >/dev/null; }
+	@command -v clang >/dev/null && command -v llc >/dev/null && command -v bpftool >/dev/null && test -f /usr/include/bpf/libbpf.h && command -v tcpdump >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev bpftool tcpdump >/dev/null; }
 	@touch $@
 
 deps: $(STAMP)/deps
@@ -38,13 +38,15 @@ build: deps
 	cargo build --release -q -p router
 	@$(MAKE) --no-print-directory bpf
 
-# The emulator's eBPF congestion controls and their loader (docs/emulator.md), into target/bpf.
+# The emulator's eBPF congestion controls and their loader (docs/emulator.md), into target/bpf,
+# with the test CE marker (bpf/aqmlab_cemark.bpf.c, a tc classifier for tests/test_prague_bpf.py).
 # vmlinux.h is the running kernel's BTF as C (generated, never committed); the objects use
 # CO-RE relocations against it. A kernel without BTF cannot run them: say so, build the rest.
 BPF_OUT := target/bpf
 KERNEL_BTF := /sys/kernel/btf/vmlinux
+BPF_OBJS := $(BPF_OUT)/aqmlab_dctcp.bpf.o $(BPF_OUT)/aqmlab_prague.bpf.o $(BPF_OUT)/aqmlab_cemark.bpf.o
 bpf:
-	@if test -r $(KERNEL_BTF); then $(MAKE) --no-print-directory $(BPF_OUT)/aqmlab_dctcp.bpf.o $(BPF_OUT)/aqmlab-bpfcc; \
+	@if test -r $(KERNEL_BTF); then $(MAKE) --no-print-directory $(BPF_OBJS) $(BPF_OUT)/aqmlab-bpfcc; \
 	else echo "no $(KERNEL_BTF): the eBPF congestion controls are not built (the emulator refuses them)"; fi
 
 $(BPF_OUT)/vmlinux.h: $(KERNEL_BTF)

@@ -50,19 +50,31 @@ fn check(config_json: &str) -> PyResult<()> {
 #[pyfunction]
 fn estimate<'py>(py: Python<'py>, config_json: &str) -> PyResult<Bound<'py, PyAny>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
-    let e = serde_json::to_value(sim::estimate::estimate(&cfg)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let e = serde_json::to_value(sim::estimate::estimate(&cfg))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     json_to_py(py, &e)
 }
+
+/// A planned flow as Python receives it: (class index, start_ns, stop_ns, size_bytes).
+type PlannedFlow = (usize, u64, Option<u64>, Option<u64>);
+/// A flows table's columns as Python passes them: (flow, start_s, stop_s).
+type FlowsColumns = (Vec<i64>, Vec<f64>, Vec<Option<f64>>);
+/// One event's convergence: (event, flow, event_s, active_after, converged_s).
+type Converged = (&'static str, i64, f64, usize, Option<f64>);
 
 /// Every flow of the run as the simulator plans it (`sim::world::flow_plan`, which
 /// `World::new` itself uses): a list, in flow-id order, of
 /// `(class index, start_ns, stop_ns or None, size_bytes or None)` — scheduled starts and stops
 /// and workload arrivals with their size draws. Raises ValueError("dotted.key: message").
 #[pyfunction]
-fn flow_plan(config_json: &str) -> PyResult<Vec<(usize, u64, Option<u64>, Option<u64>)>> {
+fn flow_plan(config_json: &str) -> PyResult<Vec<PlannedFlow>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
     cfg.check().map_err(PyValueError::new_err)?;
-    Ok(sim::world::flow_plan(&cfg).map_err(run_error)?.into_iter().map(|p| (p.class, p.start_ns, p.stop_ns, p.size_bytes)).collect())
+    Ok(sim::world::flow_plan(&cfg)
+        .map_err(run_error)?
+        .into_iter()
+        .map(|p| (p.class, p.start_ns, p.stop_ns, p.size_bytes))
+        .collect())
 }
 
 /// Validate one CC config `{"name": ..., tunables...}`. Returns the error message, or None.
@@ -82,7 +94,11 @@ fn check_cc(cc_json: &str) -> Option<String> {
 /// simulated time done; Ctrl-C stops the run with KeyboardInterrupt.
 #[pyfunction]
 #[pyo3(signature = (config_json, progress=None))]
-fn run<'py>(py: Python<'py>, config_json: &str, progress: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+fn run<'py>(
+    py: Python<'py>,
+    config_json: &str,
+    progress: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
     let world = sim::World::new(cfg).map_err(run_error)?;
     let progress: Option<Py<PyAny>> = progress.map(|p| p.unbind());
@@ -144,7 +160,8 @@ fn result_to_py<'py>(py: Python<'py>, result: &sim::RunResult) -> PyResult<Bound
 /// Raises ValueError for records it cannot read.
 #[pyfunction]
 fn tables_from_records<'py>(py: Python<'py>, records_json: &str) -> PyResult<Bound<'py, PyDict>> {
-    let input: serde_json::Value = serde_json::from_str(records_json).map_err(|e| PyValueError::new_err(format!("emulator records: {e}")))?;
+    let input: serde_json::Value = serde_json::from_str(records_json)
+        .map_err(|e| PyValueError::new_err(format!("emulator records: {e}")))?;
     let record = results::emu::record(&input).map_err(PyValueError::new_err)?;
     let result = results::collect(record);
     let out = result_to_py(py, &result)?;
@@ -176,7 +193,10 @@ fn describe_ccs(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// the engine's units: the `[host]` table's defaults come from here.
 #[pyfunction]
 fn host_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    json_to_py(py, &serde_json::to_value(link::config::HostConfig::linux()).expect("HostConfig serializes"))
+    json_to_py(
+        py,
+        &serde_json::to_value(link::config::HostConfig::linux()).expect("HostConfig serializes"),
+    )
 }
 
 /// Names of the queue disciplines this build provides.
@@ -197,32 +217,61 @@ fn describe_aqms(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// parameters: returns `(engine aqm config, delay_target_ns or None)`. A refused option raises
 /// `ValueError(key, message)`, key "" meaning the discipline as a whole.
 #[pyfunction]
-fn lower_aqm<'py>(py: Python<'py>, options_json: &str, link_json: &str) -> PyResult<(Bound<'py, PyAny>, Option<u64>)> {
+fn lower_aqm<'py>(
+    py: Python<'py>,
+    options_json: &str,
+    link_json: &str,
+) -> PyResult<(Bound<'py, PyAny>, Option<u64>)> {
     let options: aqm::QdiscOptions = serde_json::from_str(options_json).map_err(|e| {
         let m = e.to_string();
         PyValueError::new_err(("", m.split(" at line ").next().unwrap_or(&m).to_string()))
     })?;
-    let link: aqm::Link = serde_json::from_str(link_json).map_err(|e| PyValueError::new_err(("", e.to_string())))?;
-    let lowered = options.lower(&link).map_err(|e| PyValueError::new_err((e.key, e.message)))?;
-    let config = serde_json::to_value(&lowered.config).map_err(|e| PyValueError::new_err(("", e.to_string())))?;
+    let link: aqm::Link =
+        serde_json::from_str(link_json).map_err(|e| PyValueError::new_err(("", e.to_string())))?;
+    let lowered = options
+        .lower(&link)
+        .map_err(|e| PyValueError::new_err((e.key, e.message)))?;
+    let config = serde_json::to_value(&lowered.config)
+        .map_err(|e| PyValueError::new_err(("", e.to_string())))?;
     Ok((json_to_py(py, &config)?, lowered.delay_target_ns))
 }
 
 /// A flows table's columns (flow, start_s, stop_s) as `results::convergence` schedules.
-fn spans(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>)) -> PyResult<Vec<results::convergence::Span>> {
+fn spans(flows: FlowsColumns) -> PyResult<Vec<results::convergence::Span>> {
     let (flow, start, stop) = flows;
     if flow.len() != start.len() || flow.len() != stop.len() {
-        return Err(PyValueError::new_err("flows: flow, start_s and stop_s differ in length"));
+        return Err(PyValueError::new_err(
+            "flows: flow, start_s and stop_s differ in length",
+        ));
     }
-    Ok(flow.into_iter().zip(start).zip(stop).map(|((flow, start_s), stop_s)| results::convergence::Span { flow, start_s, stop_s }).collect())
+    Ok(flow
+        .into_iter()
+        .zip(start)
+        .zip(stop)
+        .map(|((flow, start_s), stop_s)| results::convergence::Span {
+            flow,
+            start_s,
+            stop_s,
+        })
+        .collect())
 }
 
 /// A time series' columns (t_s, flow, throughput_bps), checked for equal lengths.
-fn series<'a>(t_s: &'a [f64], flow: &'a [i64], throughput_bps: &'a [f64]) -> PyResult<results::convergence::Series<'a>> {
+fn series<'a>(
+    t_s: &'a [f64],
+    flow: &'a [i64],
+    throughput_bps: &'a [f64],
+) -> PyResult<results::convergence::Series<'a>> {
     if t_s.len() != flow.len() || t_s.len() != throughput_bps.len() {
-        return Err(PyValueError::new_err("timeseries: t_s, flow and throughput_bps differ in length"));
+        return Err(PyValueError::new_err(
+            "timeseries: t_s, flow and throughput_bps differ in length",
+        ));
     }
-    Ok(results::convergence::Series { t_s, flow, throughput_bps })
+    Ok(results::convergence::Series {
+        t_s,
+        flow,
+        throughput_bps,
+    })
 }
 
 /// The windowed Jain index (`results::convergence::windowed_jain`): from the time series' columns
@@ -235,18 +284,25 @@ fn windowed_jain(
     flow: Vec<i64>,
     throughput_bps: Vec<f64>,
     window_s: f64,
-    flows: Option<(Vec<i64>, Vec<f64>, Vec<Option<f64>>)>,
+    flows: Option<FlowsColumns>,
 ) -> PyResult<(Vec<f64>, Vec<Option<f64>>)> {
     let ts = series(&t_s, &flow, &throughput_bps)?;
     let flows = flows.map(spans).transpose()?;
-    Ok(results::convergence::windowed_jain(ts, window_s, flows.as_deref()).into_iter().unzip())
+    Ok(
+        results::convergence::windowed_jain(ts, window_s, flows.as_deref())
+            .into_iter()
+            .unzip(),
+    )
 }
 
 /// The joins and leaves (`results::convergence::events`) of a flows table `(flow, start_s,
 /// stop_s)` before `end_s`: a list of `(event, flow, event_s, active_after)`.
 #[pyfunction]
-fn events(flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>), end_s: f64) -> PyResult<Vec<(&'static str, i64, f64, usize)>> {
-    Ok(results::convergence::events(&spans(flows)?, end_s).into_iter().map(|e| (e.kind.name(), e.flow, e.event_s, e.active_after)).collect())
+fn events(flows: FlowsColumns, end_s: f64) -> PyResult<Vec<(&'static str, i64, f64, usize)>> {
+    Ok(results::convergence::events(&spans(flows)?, end_s)
+        .into_iter()
+        .map(|e| (e.kind.name(), e.flow, e.event_s, e.active_after))
+        .collect())
 }
 
 /// Convergence after each join or leave (`results::convergence::convergence`): a list of
@@ -256,25 +312,42 @@ fn convergence(
     t_s: Vec<f64>,
     flow: Vec<i64>,
     throughput_bps: Vec<f64>,
-    flows: (Vec<i64>, Vec<f64>, Vec<Option<f64>>),
+    flows: FlowsColumns,
     threshold: f64,
     window_s: f64,
     hold_s: f64,
-) -> PyResult<Vec<(&'static str, i64, f64, usize, Option<f64>)>> {
+) -> PyResult<Vec<Converged>> {
     let ts = series(&t_s, &flow, &throughput_bps)?;
     let c = results::convergence::convergence(ts, &spans(flows)?, threshold, window_s, hold_s);
-    Ok(c.into_iter().map(|c| (c.event.kind.name(), c.event.flow, c.event.event_s, c.event.active_after, c.converged_s)).collect())
+    Ok(c.into_iter()
+        .map(|c| {
+            (
+                c.event.kind.name(),
+                c.event.flow,
+                c.event.event_s,
+                c.event.active_after,
+                c.converged_s,
+            )
+        })
+        .collect())
 }
 
 /// Harm (`results::metrics::throughput_harm`, `delay_harm`; Ware et al., HotNets 2019) of a class
 /// against its solo baseline: `(throughput_harm, delay_harm)`, each None where undefined (a
 /// zero denominator) or where an input is None.
 #[pyfunction]
-fn harm(mixed_goodput: Option<f64>, base_goodput: Option<f64>, mixed_sojourn_mean: Option<f64>, base_sojourn_mean: Option<f64>) -> (Option<f64>, Option<f64>) {
+fn harm(
+    mixed_goodput: Option<f64>,
+    base_goodput: Option<f64>,
+    mixed_sojourn_mean: Option<f64>,
+    base_sojourn_mean: Option<f64>,
+) -> (Option<f64>, Option<f64>) {
     let both = |a: Option<f64>, b: Option<f64>| a.zip(b);
     (
-        both(mixed_goodput, base_goodput).and_then(|(m, b)| results::metrics::throughput_harm(m, b)),
-        both(mixed_sojourn_mean, base_sojourn_mean).and_then(|(m, b)| results::metrics::delay_harm(m, b)),
+        both(mixed_goodput, base_goodput)
+            .and_then(|(m, b)| results::metrics::throughput_harm(m, b)),
+        both(mixed_sojourn_mean, base_sojourn_mean)
+            .and_then(|(m, b)| results::metrics::delay_harm(m, b)),
     )
 }
 

@@ -57,9 +57,9 @@ BPF_CCS: dict[str, BpfCc] = {
 #: CCs of the scenario language that neither this kernel nor our eBPF ports provide, and why
 #: (the emulator's refusal says it; docs/emulator.md, "eBPF congestion controls").
 NO_PORT: dict[str, str] = {
-    "prague": "aqmlab has no eBPF port of TCP Prague yet; the kernel would register one (flags "
-    "TCP_CONG_NEEDS_ACCECN | TCP_CONG_ECT_1_NEGOTIATION are accepted for a BPF CC here), the "
-    "port itself (AccECN-driven per-ACK alpha, ECT(1), pacing) is not written",
+    "prague": "aqmlab's eBPF port of TCP Prague (bpf/aqmlab_prague.bpf.c) negotiates AccECN but on this kernel "
+    "sends its data as ECT(0), not ECT(1): a BPF CC cannot set the socket's ECN codepoint after the handshake "
+    "(docs/emulator.md, \"eBPF congestion controls\"), so an L4S AQM would treat it as a Classic flow",
     "bbr2": "aqmlab has no eBPF port of BBRv2 (an out-of-tree tcp_bbr2.c; cong_control with the rate sample is allowed for a BPF CC, the port is not written)",
     "bbr3": "aqmlab has no eBPF port of BBRv3 (an out-of-tree tcp_bbr.c v3; cong_control with the rate sample is allowed for a BPF CC, the port is not written)",
 }
