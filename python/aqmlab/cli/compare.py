@@ -50,7 +50,7 @@ def compare(
         sim.save(output / "sim", overwrite=overwrite)
     emu = run_emulator(s, output / "emu" if output is not None else None, overwrite, show)
     rows = compare_rows(sim.summary, emu.summary)
-    report = None
+    report: Path | None = None
     if output is not None:
         from aqmlab.report.compare import write_compare_report
 
@@ -59,9 +59,9 @@ def compare(
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    t = Table(title=f"{s.name}: simulator vs emulator (real Linux {os.uname().release} TCP)", title_justify="left")
+    table = Table(title=f"{s.name}: simulator vs emulator (real Linux {os.uname().release} TCP)", title_justify="left")
     for col in ("metric", "sim", "emu", "emu − sim"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+        table.add_column(col, justify="left" if col == "metric" else "right")
 
     def fmt(x: float | None, f: str, diff: bool = False) -> str:
         if x is None:
@@ -71,8 +71,8 @@ def compare(
         return f"{x:+.3f}" if diff else f"{x:.3f}"
 
     for r in rows:
-        t.add_row(r["metric"], fmt(r["sim"], r["format"]), fmt(r["emu"], r["format"]), fmt(r["diff"], r["format"], True))
-    out.print(t)
-    if output is not None:
+        table.add_row(r["metric"], fmt(r["sim"], r["format"]), fmt(r["emu"], r["format"]), fmt(r["diff"], r["format"], True))
+    out.print(table)
+    if output is not None and report is not None:
         out.print(f"results: {output / 'sim'}, {output / 'emu'}, {output / 'compare.json'}", highlight=False, soft_wrap=True)
         out.print(f"report: {report.resolve()}", highlight=False, soft_wrap=True)

@@ -38,7 +38,7 @@ from typing import Any, Callable
 from aqmlab.emu import bpfcc as _bpfcc
 from aqmlab.emu.results import PORT, assemble, save_extra
 from aqmlab.store.result import Result
-from aqmlab.scenario import Host, Scenario, ScenarioError, load_scenario
+from aqmlab.scenario import Flows, Host, Scenario, ScenarioError, Workload, load_scenario
 from aqmlab import engine
 
 __all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
@@ -154,7 +154,8 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     # Classes are the [[flows]], then the [[workload]]s (the engine config's order).
     if len(s.flows) + len(s.workload) > MAX_CLASSES:
         raise ScenarioError(f"the emulator addresses at most {MAX_CLASSES} flow classes (10.77.<i+1>.0/24), [[flows]] and [[workload]] together", key="flows")
-    for key, f in [*((f"flows[{i}]", f) for i, f in enumerate(s.flows)), *((f"workload[{i}]", w) for i, w in enumerate(s.workload))]:
+    keyed: list[tuple[str, Flows | Workload]] = [*((f"flows[{i}]", f) for i, f in enumerate(s.flows)), *((f"workload[{i}]", w) for i, w in enumerate(s.workload))]
+    for key, f in keyed:
         if f.cc == "cbr":
             continue  # UDP from the built-in sender: no kernel CC involved
         if f.cc_params:
@@ -188,7 +189,7 @@ def cc_plan(s: Scenario) -> dict[str, dict[str, Any]]:
     """Which implementation runs each TCP CC of `s` (after `preflight`): the kernel's own, or
     our eBPF port; recorded in the run's summary (``emu.cc``)."""
     plan: dict[str, dict[str, Any]] = {}
-    for f in [*s.flows, *s.workload]:
+    for f in s.classes():
         if f.cc == "cbr" or f.cc in plan:
             continue
         b = _bpfcc.BPF_CCS.get(f.cc)
@@ -589,7 +590,11 @@ def _signals_raise() -> Callable[[], None]:
         raise _Interrupted(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    return lambda: [signal.signal(s, h) for s, h in old.items()] and None
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    return restore
 
 
 def _signals_ignore() -> None:

@@ -451,8 +451,8 @@ class Sender:
             # Datagram k leaves at start + k·1500·8/rate, exactly (integer ns).
             due = start + (f.k * CBR_WIRE_BYTES * 8 * 1_000_000_000) // f.rate_bps
             if due >= write_end:
-                if write_end < self.end:
-                    f.finished_ns = self.t0 + f.stop_ns  # type: ignore[operator]
+                if f.stop_ns is not None and write_end < self.end:
+                    f.finished_ns = self.t0 + f.stop_ns
                 return
             if due > now:
                 self.loop.at(due, self.send_cbr, f)
@@ -484,7 +484,7 @@ class Sender:
         """TCP_INFO of every connected socket (and a done flow's last reading, once more); a
         CBR flow's row carries no TCP state, only which flow and when."""
         t = now_ns()
-        keep = []
+        keep: list[TcpFlow | CbrFlow] = []
         for f in self.live:
             if isinstance(f, CbrFlow):
                 if f.finished_ns is not None and f.finished_ns + self.iv <= t:

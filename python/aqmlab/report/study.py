@@ -27,6 +27,7 @@ import html
 import io
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -539,7 +540,7 @@ def is_harm_dir(d: str | Path) -> bool:
     return (Path(d) / "harm.json").is_file()
 
 
-def write_harm_report(directories: list[str | Path], output: str | Path) -> Path:
+def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> Path:
     """The harm page of one or several `aqmlab harm` directories: the harm table, a heatmap of
     classes × metric, and the mixed runs' convergence figures where they have joins/leaves."""
     frames = []

@@ -7,6 +7,7 @@ import difflib
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -131,7 +132,8 @@ def check_with_engine(s: Scenario, *, text: str | None = None, file: str | None 
         line = locate(text, key) if text is not None else None
         raise ScenarioError(msg, file=file, line=line, key=key)
 
-    for section, items in (("flows", s.flows), ("workload", s.workload)):
+    sections: tuple[tuple[str, Sequence[Flows | Workload]], ...] = (("flows", s.flows), ("workload", s.workload))
+    for section, items in sections:
         for i, f in enumerate(items):
             if f.cc == "cbr":
                 continue

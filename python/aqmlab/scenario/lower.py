@@ -151,7 +151,11 @@ def workload_class(w: Workload, name: str, rate_bps: int) -> dict[str, Any]:
         size = {"dist": "lognormal", "mu": math.log(sd.bytes_of("median")), "sigma": sd.sigma}
     else:
         size = {"dist": "empirical", "points": [list(p) for p in sd.points or []]}
-    rate_per_s = w.rate if w.rate is not None else w.load * rate_bps / 8 / sd.mean_bytes()
+    if w.rate is not None:
+        rate_per_s = w.rate
+    else:
+        assert w.load is not None  # exactly one of rate or load (Workload._rate_or_load)
+        rate_per_s = w.load * rate_bps / 8 / sd.mean_bytes()
     return {
         "name": name,
         "cc": {"name": w.cc, **w.cc_params},

@@ -85,10 +85,14 @@ class Scenario(Model):
             names.append(n)
         return names
 
+    def classes(self) -> list[Flows | Workload]:
+        """The flow classes, then the workloads: the engine config's classes, in its order."""
+        return [*self.flows, *self.workload]
+
     def rtt_ref_ns(self) -> int:
         if self.bottleneck.rtt_ref is not None:
             return u.parse_time(self.bottleneck.rtt_ref)
-        return min(u.parse_time(f.rtt) for f in [*self.flows, *self.workload])
+        return min(u.parse_time(f.rtt) for f in self.classes())
 
     def canonical(self) -> dict[str, Any]:
         """Every default filled in, quantities in canonical spelling, rtt_ref explicit."""

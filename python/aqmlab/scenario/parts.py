@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from fractions import Fraction
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, TYPE_CHECKING, Union
 
 from pydantic import (
     AfterValidator,
@@ -173,13 +173,14 @@ def _option_type(o: dict[str, Any]) -> Any:
     return Annotated[int if unit == "int" else float, Field(**bounds)]
 
 
-class _AqmModel(Model):
+class AqmModel(Model):
     """Base of the generated per-kind models: checks the description's "exactly one of"."""
 
     ABOUT: ClassVar[dict[str, Any]] = {}
+    kind: str
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "_AqmModel":
+    def _exactly_one(self) -> "AqmModel":
         units = {o["name"]: o["unit"] for o in self.ABOUT["options"]}
         for group in self.ABOUT["one_of"]:
             if sum(getattr(self, k) is not None for k in group) != 1:
@@ -187,7 +188,7 @@ class _AqmModel(Model):
         return self
 
 
-def _aqm_model(about: dict[str, Any]) -> type[BaseModel]:
+def _aqm_model(about: dict[str, Any]) -> type[AqmModel]:
     fields: dict[str, Any] = {"kind": (Literal[about["kind"]], about["kind"])}
     for o in about["options"]:
         t = _option_type(o)
@@ -198,13 +199,17 @@ def _aqm_model(about: dict[str, Any]) -> type[BaseModel]:
         else:
             fields[o["name"]] = (t, o["default"])
     name = "".join(w.capitalize() for w in about["kind"].split("_")) + "Aqm"
-    return create_model(name, __base__=_AqmModel, __doc__=about["summary"], ABOUT=(ClassVar[dict[str, Any]], about), **fields)
+    return create_model(name, __base__=AqmModel, __doc__=about["summary"], ABOUT=(ClassVar[dict[str, Any]], about), **fields)
 
 
 #: The generated model of each discipline, by kind (in the engine's registry order).
-AQM_MODELS: dict[str, type[BaseModel]] = {kind: _aqm_model(d) for kind, d in engine.describe_aqms().items()}
+AQM_MODELS: dict[str, type[AqmModel]] = {kind: _aqm_model(d) for kind, d in engine.describe_aqms().items()}
 TaildropAqm = AQM_MODELS["taildrop"]
-AqmSpec = Annotated[Union[tuple(AQM_MODELS.values())], Field(discriminator="kind")]
+if TYPE_CHECKING:
+    # The union is built at run time from the engine's registry; a type checker sees its base.
+    AqmSpec = AqmModel
+else:
+    AqmSpec = Annotated[Union[tuple(AQM_MODELS.values())], Field(discriminator="kind")]
 #: The disciplines that read packet values, so that the flows need a `[marker]`.
 VALUE_AQMS = tuple(k for k, d in engine.describe_aqms().items() if d["reads_packet_values"])
 
@@ -371,11 +376,13 @@ class SizeDistribution(Model):
         if self.dist == "exponential":
             return float(self.bytes_of("mean"))
         if self.dist == "pareto":
+            assert self.alpha is not None  # `pareto` requires it (_fields_of_the_dist)
             a, lo, hi = self.alpha, float(self.bytes_of("min")), float(self.bytes_of("max"))
             if abs(a - 1.0) < 1e-12:
                 return lo * hi / (hi - lo) * math.log(hi / lo)
             return (lo**a / (1 - (lo / hi) ** a)) * a / (a - 1) * (lo ** (1 - a) - hi ** (1 - a))
         if self.dist == "lognormal":
+            assert self.sigma is not None  # `lognormal` requires it (_fields_of_the_dist)
             return self.bytes_of("median") * math.exp(self.sigma**2 / 2)
         pts = self.points or []
         return sum((b[1] - a[1]) * (a[0] + b[0]) / 2 for a, b in zip(pts, pts[1:])) + pts[0][1] * pts[0][0]

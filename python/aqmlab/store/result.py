@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, KeysView
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,10 @@ class _Frames(dict):
     def __contains__(self, name: object) -> bool:
         return name in self.arrow
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.arrow)
 
-    def keys(self):  # type: ignore[override]
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
         return self.arrow.keys()
 
 

@@ -156,7 +156,7 @@ def _run_sweep_holding(
     return result
 
 
-def _connect(address: str):
+def _connect(address: str) -> Any:
     try:
         from distributed import Client
     except ImportError:
