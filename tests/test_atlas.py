@@ -177,6 +177,34 @@ def test_a_bad_spec_is_one_keyed_line_exit_2_nothing_written(tmp_path, name, tex
     assert not (tmp_path / "out").exists()
 
 
+def _line_of(text: str, fragment: str) -> int:
+    """The 1-based line of the one line of `text` that holds `fragment`."""
+    lines = [i for i, ln in enumerate(text.splitlines(), 1) if fragment in ln]
+    assert len(lines) == 1, (fragment, lines)
+    return lines[0]
+
+
+# (id, spec text, --quick, the line's fragment, the error after "spec.toml:<line>: ")
+SPEC_ERRORS = [
+    ("misspelt-refine-key", SPEC.replace("rounds = 1", "round = 1"), False, "round =", "refine.round: unknown key (did you mean 'rounds'?)"),
+    ("misspelt-axis-key", SPEC.replace("levels = 2\n\n[ratio]", "levles = 2\n\n[ratio]"), False, "levles", "buffer.levles: unknown key (did you mean 'levels'?)"),
+    ("misspelt-quick-key", SPEC + '\n[quick]\nccss = ["cubic", "reno"]\n', False, "ccss", "quick.ccss: unknown key (did you mean 'ccs'?)"),
+    ("count-as-a-string", SPEC.replace("seeds = [1]", 'seeds = [1]\ncount = "2"'), False, "count", "count: '2': Input should be a valid integer"),
+    ("levels-not-an-integer", SPEC.replace("levels = 2\n\n[ratio]", "levels = 2.5\n\n[ratio]"), False, "levels = 2.5", "buffer.levels: 2.5: Input should be a valid integer"),
+    ("rate-not-a-rate", SPEC.replace('rate = "10Mbps"', 'rate = "10 parsecs"'), False, "parsecs", "rate: '10 parsecs' is not a rate: unknown unit 'parsecs' (use bps, Kbps, Mbps, Gbps)"),
+    # A bad value in [quick] is named where it is written, not at the key it overrides.
+    ("quick-one-cc", SPEC + '\n[quick]\nccs = ["cubic"]\n', True, 'ccs = ["cubic"]', 'quick.ccs: needs at least two congestion controls, e.g. ["cubic", "bbr"]'),
+    ("quick-axis-levels", SPEC + "\n[quick]\nbuffer = { levels = 0 }\n", True, "levels = 0", "quick.buffer.levels: levels is a number of initial cells, at least 1"),
+]
+
+
+@pytest.mark.parametrize("name,text,quick,fragment,error", SPEC_ERRORS, ids=[s[0] for s in SPEC_ERRORS])
+def test_a_spec_is_checked_by_its_model_with_file_line_and_key(name, text, quick, fragment, error):
+    with pytest.raises(aqmlab.ScenarioError) as e:
+        parse_spec(text, file="spec.toml", quick=quick)
+    assert str(e.value) == f"spec.toml:{_line_of(text, fragment)}: {error}"
+
+
 def test_a_cell_without_a_valid_scenario_is_marked_not_run(tmp_path):
     # RED with tc's derivation (limit = the buffer, max = limit/4, min = max/3; tc-red(8)) has
     # no parameters for a buffer of 0.045 BDP at 20 Mbit/s × 20 ms (2.2 KB: max below one

@@ -190,3 +190,36 @@ def test_a_file_that_is_not_utf8_names_its_line_and_byte_offset(data: bytes, off
         err = " ".join(err.split())
         assert f"{path}:{line}: not UTF-8 text" in err and f"at byte offset {offset};" in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["scen.toml"]
+
+
+# Every file a user writes is read by one loader (aqmlab.inputs.loader): a TOML syntax error is
+# the same located message in each format, raised as the format's own ScenarioError subclass.
+def _formats(tmp_path: Path):
+    from aqmlab.fidelity.suite import FidelityError, load_manifest
+    from aqmlab.scenario import parse_scenario
+    from aqmlab.search.atlas import AtlasError, parse_spec
+    from aqmlab.search.spec import SearchError, parse_search
+    from aqmlab.studies.findings import FindingsError, parse_findings
+    from aqmlab.sweep.spec import SweepError, parse_sweep
+
+    def manifest(text: str, file: str) -> None:
+        (tmp_path / "manifest.toml").write_text(text)
+        load_manifest(tmp_path)
+
+    return [
+        ("scenario", lambda t, f: parse_scenario(t, file=f), aqmlab.ScenarioError, None),
+        ("sweep", lambda t, f: parse_sweep(t, file=f), SweepError, None),
+        ("search", lambda t, f: parse_search(t, file=f), SearchError, None),
+        ("atlas", lambda t, f: parse_spec(t, file=f), AtlasError, None),
+        ("findings", lambda t, f: parse_findings(t, file=f), FindingsError, None),
+        ("manifest", manifest, FidelityError, str(tmp_path / "manifest.toml")),
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["scenario", "sweep", "search", "atlas", "findings", "manifest"])
+def test_a_toml_syntax_error_is_one_located_message_in_every_format(fmt: str, tmp_path: Path) -> None:
+    name, parse, error, file = next(f for f in _formats(tmp_path) if f[0] == fmt)
+    text = 'name = "x"\n# a comment\nseed = = 1\n'  # line 3: a value is missing
+    with pytest.raises(error) as e:
+        parse(text, "in.toml")
+    assert str(e.value) == f"{file or 'in.toml'}:3: TOML syntax: Invalid value"

@@ -105,6 +105,33 @@ def test_the_shipped_cases_cover_what_the_suite_promises() -> None:
     assert max(c.scenario.engine_config()["bottleneck"]["rate_bps"] for c in cases) <= 400_000_000
 
 
+CASE = '[[case]]\nname = "a"\nfile = "a.toml"\nwhat = "one case"\nquick = true\n'
+
+
+@pytest.mark.parametrize(
+    "text, line, error",
+    [
+        # Lines counted in CASE: 1 [[case]], 2 name, 3 file, 4 what, 5 quick.
+        (CASE.replace("quick =", "quik ="), 5, "case[0].quik: unknown key (did you mean 'quick'?)"),
+        (CASE.replace("quick = true", 'quick = "yes"'), 5, "case[0].quick: 'yes': Input should be a valid boolean"),
+        (CASE.replace('what = "one case"\n', ""), 1, "case[0].what: required key is missing"),
+        (CASE.replace('file = "a.toml"', 'file = ""'), 3, "case[0].file: expected a non-empty string"),
+        # The second case's name is line 5 + 2.
+        (CASE + CASE, 7, "case[1].name: duplicate case 'a'"),
+        ("cases = []\n", 1, "cases: unknown key (did you mean 'case'?)"),
+        ("# no cases\n", None, "case: no [[case]] tables"),
+        (CASE.replace("quick = true", "quick = = true"), 5, "TOML syntax: Invalid value"),
+    ],
+)
+def test_a_bad_manifest_is_refused_with_file_line_and_key(tmp_path: Path, text: str, line: int | None, error: str) -> None:
+    # The manifest is checked before any case file is read: none is needed here.
+    (tmp_path / "manifest.toml").write_text(text)
+    with pytest.raises(F.FidelityError) as e:
+        F.load_manifest(tmp_path)
+    where = tmp_path / "manifest.toml"
+    assert str(e.value) == (f"{where}:{line}: {error}" if line else f"{where}: {error}")
+
+
 def test_unknown_case_and_non_root_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     r = CliRunner().invoke(app, ["fidelity", "--cases", "cbr-overload-taildrop,nope", "-o", str(tmp_path / "f")])
     assert r.exit_code == 2 and "unknown case 'nope'" in r.output
@@ -252,7 +279,8 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
 
 @needs_testbed
 def test_a_case_the_emulator_cannot_run_is_reported_not_run(tmp_path: Path) -> None:
-    # Prague has no kernel module here and no eBPF port: the emulator refuses it by name.
+    # Prague has no kernel module here and its eBPF port cannot send ECT(1) data on this kernel:
+    # the emulator refuses it by name.
     base = next(c for c in F.load_manifest() if c.name == "dctcp-step")
     text = base.text.replace('cc = "dctcp"', 'cc = "prague"')
     assert text != base.text

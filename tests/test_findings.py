@@ -113,6 +113,29 @@ def test_a_bad_findings_file_is_refused_with_its_line(text: str, line: int, key:
     assert str(e.value).startswith(f"t.findings.toml:{line}: {key}: ") and words in str(e.value), str(e.value)
 
 
+FINDING = '[[finding]]\nid = "x"\nstatement = "s"\nsource = "Fig. 1"\nwhere = { aqm = "step" }\nmetric = "utilization"\nclaim = "< 0.6"\n'
+
+
+@pytest.mark.parametrize(
+    "text, line, error",
+    [
+        # Lines counted in FINDING: 1 [[finding]], 2 id, 3 statement, 4 source, 5 where, 6 metric, 7 claim.
+        (FINDING.replace("metric =", "metrc ="), 6, "finding[0].metrc: unknown key (did you mean 'metric'?)"),
+        (FINDING.replace('metric = "utilization"', "metric = 3"), 6, "finding[0].metric: 3: Input should be a valid string"),
+        (FINDING.replace('statement = "s"', 'statement = "  "'), 3, "finding[0].statement: expected a non-empty string"),
+        (FINDING + 'agg = "median"\n', 8, "finding[0].agg: 'median': Input should be 'all' or 'mean'"),
+        (FINDING.replace('{ aqm = "step" }', '{ aqm = ["step"] }'), 5, "finding[0].where.aqm: expected a single value (an axis label, a class name, a CC or an RTT in ms)"),
+        # The second finding's id is line 7 + 2.
+        (FINDING + FINDING, 9, "finding[1].id: duplicate id 'x'"),
+        ("findings = 1\n" + FINDING, 1, "findings: unknown key (did you mean 'finding'?)"),
+    ],
+)
+def test_a_findings_file_is_checked_by_its_model_with_file_line_and_key(text: str, line: int, error: str) -> None:
+    with pytest.raises(FindingsError) as e:
+        parse_findings(text, file="t.findings.toml", axes=AXES)
+    assert str(e.value) == f"t.findings.toml:{line}: {error}"
+
+
 @pytest.mark.parametrize("study", list(STUDIES))
 def test_every_study_ships_findings_valid_on_its_full_grid(study: str) -> None:
     fs = load_findings(study)  # raises on a selector naming an axis or a value the grid lacks

@@ -198,6 +198,33 @@ def test_bad_search_input_is_one_keyed_line_exit_2_nothing_written(tmp_path, nam
     assert not (tmp_path / "out").exists()
 
 
+def _line_of(text: str, fragment: str) -> int:
+    """The 1-based line of the one line of `text` that holds `fragment`."""
+    lines = [i for i, ln in enumerate(text.splitlines(), 1) if fragment in ln]
+    assert len(lines) == 1, (fragment, lines)
+    return lines[0]
+
+
+# (id, text, the line's fragment, the error after "s.toml:<line>: ")
+TABLE_ERRORS = [
+    ("misspelt-var-key", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 1.0, hihg = 8.0, log = true }"), "hihg", "search.space.r.hihg: unknown key (did you mean 'high'?)"),
+    ("misspelt-shrink-key", _sub("tolerance = 0.05", "tolerence = 0.05"), "tolerence", "search.shrink.tolerence: unknown key (did you mean 'tolerance'?)"),
+    ("budget-as-a-string", _sub("budget = 12", 'budget = "12"'), "budget", "search.budget: '12': Input should be a valid integer"),
+    ("log-as-a-string", _sub("log = true }", 'log = "yes" }'), "log = ", "search.space.r.log: 'yes': Input should be a valid boolean"),
+    ("var-not-a-table", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = 4"), "r = 4", "search.space.r: 4: Input should be a valid dictionary"),
+    ("choices-with-a-range", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 1.0, choices = [1, 8] }"), "choices", "search.space.r: choices cannot go with low"),
+    ("check-seeds-overlap", _sub("check_seeds = [7, 8]", "check_seeds = [1, 8]"), "check_seeds", "search.shrink.check_seeds: the check seeds must differ from the search's seeds"),
+    ("unknown-optimizer", _sub("batch = 4", 'batch = 4\noptimizer = "tpx"'), "optimizer", "search.optimizer: 'tpx': Input should be 'tpe', 'random' or 'grid'"),
+]
+
+
+@pytest.mark.parametrize("name,text,fragment,error", TABLE_ERRORS, ids=[t[0] for t in TABLE_ERRORS])
+def test_the_search_table_is_checked_by_its_model_with_file_line_and_key(name, text, fragment, error):
+    with pytest.raises(aqmlab.ScenarioError) as e:
+        parse_search(text, file="s.toml")
+    assert str(e.value) == f"s.toml:{_line_of(text, fragment)}: {error}"
+
+
 def test_the_budget_option_below_one_is_refused(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text(RENO)

@@ -229,6 +229,29 @@ def test_bad_sweep_input_exits_2_and_writes_nothing(tmp_path, extra, fragment):
     assert not out.exists()
 
 
+# (id, what follows BASE, the line's fragment, the error after "bad.toml:<line>: "). [sweep]
+# itself is open (every key but exclude and cases is an axis); [report], [quick]'s sweep and
+# the cases' shape are fixed.
+TABLE_ERRORS = [
+    ("misspelt-report-key", '[sweep]\nN = [1]\nf = [1]\n[report]\nx = "N"\ncolum = "f"\n', "colum", "report.colum: unknown key (did you mean 'col'?)"),
+    ("report-axis-not-a-string", "[sweep]\nN = [1]\nf = [1]\n[report]\nx = 3\n", "x = 3", "report.x: 3: Input should be a valid string"),
+    ("axis-not-a-list", "[sweep]\nN = 2\nf = [1]\n", "N = 2", "sweep.N: must be a list of values, not int"),
+    ("dotted-axis-empty", '[sweep]\nN = [1]\nf = [1]\n"flows.*.rtt" = []\n', "flows.*.rtt", 'sweep."flows.*.rtt": empty list: an axis needs at least one value'),
+    ("case-only-not-a-table", '[sweep]\nN = [1]\nf = [1]\n[sweep.cases.mix]\n"cubic+bbr" = { only = 3 }\n', "only", 'sweep.cases.mix."cubic+bbr".only: must be a table of other axes\' values'),
+    ("quick-axis-not-in-sweep", "[sweep]\nN = [1]\nf = [1]\n[quick]\nsweep = { M = [1] }\n", "M = [1]", "quick.sweep.M: 'M' is not an axis of [sweep]"),
+]
+
+
+@pytest.mark.parametrize("name,extra,fragment,error", TABLE_ERRORS, ids=[t[0] for t in TABLE_ERRORS])
+def test_the_sweep_tables_are_checked_by_their_model_with_file_line_and_key(name, extra, fragment, error):
+    text = BASE + extra
+    line = [i for i, ln in enumerate(text.splitlines(), 1) if fragment in ln]
+    assert len(line) == 1
+    with pytest.raises(aqmlab.ScenarioError) as e:
+        parse_sweep(text, file="bad.toml", quick=name.startswith("quick"))
+    assert str(e.value) == f"bad.toml:{line[0]}: {error}"
+
+
 def test_a_cluster_that_does_not_answer_exits_2_and_writes_nothing(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text(sweep_text("[sweep]\nN = [1]\nf = [1]\n"))

@@ -31,18 +31,17 @@ import math
 import os
 import shutil
 import statistics
-import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from aqmlab import engine
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.inputs.errors import ScenarioError, read_utf8
-from aqmlab.inputs.locate import locate
+from aqmlab.inputs.loader import InputModel, KeyedValueError, NonEmptyStr, load
 from aqmlab.scenario import Scenario, error_from_validation, parse_scenario
 from aqmlab.scenario.units import parse_time
 
@@ -139,31 +138,44 @@ class Case:
             raise error_from_validation(e, None, None) from None
 
 
+class CaseEntry(InputModel):
+    """One ``[[case]]`` of the manifest: the case's name, its scenario file (relative to the
+    manifest), what it shows, and whether it is in the short subset (``--quick``)."""
+
+    name: NonEmptyStr
+    file: NonEmptyStr
+    what: NonEmptyStr
+    quick: bool = False
+
+
+class Manifest(InputModel):
+    """The suite's ``manifest.toml``: its cases, in the order they run."""
+
+    case: list[CaseEntry] = Field(default_factory=list, validate_default=True)
+
+    @field_validator("case")
+    @classmethod
+    def _cases(cls, v: list[CaseEntry]) -> list[CaseEntry]:
+        if not v:
+            raise ValueError("no [[case]] tables")
+        names: list[str] = []
+        for i, c in enumerate(v):
+            if c.name in names:
+                raise KeyedValueError(f"[{i}].name", f"duplicate case {c.name!r}", relative=True)
+            names.append(c.name)
+        return v
+
+
 def load_manifest(directory: Path = _DIR) -> list[Case]:
     """The suite's cases, in the manifest's order, each scenario validated."""
     mpath = directory / "manifest.toml"
-    text = read_utf8(mpath, FidelityError)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise FidelityError(f"TOML syntax: {e}", file=str(mpath)) from None
+    manifest = load(Manifest, read_utf8(mpath, FidelityError), file=str(mpath), error=FidelityError)
     cases: list[Case] = []
-    for i, c in enumerate(data.get("case", [])):
-        at = f"case[{i}]"
-        for k in c:
-            if k not in ("name", "file", "what", "quick"):
-                raise FidelityError("unknown key (allowed: name, file, what, quick)", file=str(mpath), line=locate(text, f"{at}.{k}"), key=f"{at}.{k}")
-        for k in ("name", "file", "what"):
-            if not isinstance(c.get(k), str) or not c[k]:
-                raise FidelityError("required string is missing", file=str(mpath), line=locate(text, at), key=f"{at}.{k}")
-        if any(x.name == c["name"] for x in cases):
-            raise FidelityError(f"duplicate case {c['name']!r}", file=str(mpath), line=locate(text, f"{at}.name"), key=f"{at}.name")
-        f = directory / c["file"]
+    for c in manifest.case:
+        f = directory / c.file
         ctext = read_utf8(f, FidelityError)
         s = parse_scenario(ctext, file=str(f), default_name=f.stem, base_dir=f.parent)
-        cases.append(Case(c["name"], f, c["what"], bool(c.get("quick", False)), s, ctext))
-    if not cases:
-        raise FidelityError("no [[case]] tables", file=str(mpath))
+        cases.append(Case(c.name, f, c.what, c.quick, s, ctext))
     return cases
 
 

@@ -10,17 +10,36 @@ from __future__ import annotations
 
 import re
 
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\" ]+?)\s*(\]\]?)\s*(#.*)?$")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"]+(?:\s*\.\s*[A-Za-z0-9_\-\"]+)*)\s*=")
+#: One part of a TOML key: bare, "basic" or 'literal' (a quoted part may hold dots).
+_PART = r"""(?:"(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_\-]+)"""
+_DOTTED = rf"{_PART}(?:\s*\.\s*{_PART})*"
+_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED})\s*(\]\]?)\s*(#.*)?$")
+_KEY = re.compile(rf"^\s*({_DOTTED})\s*=")
+_KEY_PART = re.compile(rf"\s*({_PART})\s*(?:\.|$)")
+_INLINE_KEY = re.compile(rf"({_PART})\s*=")
 
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_PATH_PART = re.compile(r""""((?:[^"\\]|\\.)*)"|([^.\[\]"]+)|\[(\d+)\]""")
+
+
+def _unquote(part: str) -> str:
+    if len(part) >= 2 and part[0] == part[-1] == '"':
+        return re.sub(r"\\u([0-9a-fA-F]{4})|\\(.)", lambda m: chr(int(m.group(1), 16)) if m.group(1) else m.group(2), part[1:-1])
+    if len(part) >= 2 and part[0] == part[-1] == "'":
+        return part[1:-1]
+    return part.strip()
+
+
+def _split_key(key: str) -> tuple[str, ...]:
+    """A TOML dotted key as written (``sweep."flows.*.count"``) → its parts."""
+    return tuple(_unquote(m) for m in _KEY_PART.findall(key))
 
 
 def split_path(path: str) -> list[str | int]:
-    """``flows[1].cc_params.beta`` → ["flows", 1, "cc_params", "beta"]."""
+    """``flows[1].cc_params.beta`` → ["flows", 1, "cc_params", "beta"]; a quoted part is one
+    key (``sweep."flows.*.count"`` → ["sweep", "flows.*.count"])."""
     out: list[str | int] = []
-    for name, idx in _PATH_PART.findall(path):
-        out.append(int(idx) if idx else name)
+    for quoted, name, idx in _PATH_PART.findall(path):
+        out.append(int(idx) if idx else _unquote(f'"{quoted}"') if quoted or not name else name)
     return out
 
 
@@ -33,7 +52,7 @@ def _index_lines(text: str) -> dict[tuple[str | int, ...], int]:
         line = raw.split("#", 1)[0] if '"' not in raw else raw
         m = _HEADER.match(line)
         if m and m.group(1) in ("[", "[["):
-            parts = tuple(p.strip().strip('"') for p in m.group(2).split("."))
+            parts = _split_key(m.group(2))
             if m.group(1) == "[[":
                 n = counts.get(parts, 0)
                 counts[parts] = n + 1
@@ -45,14 +64,14 @@ def _index_lines(text: str) -> dict[tuple[str | int, ...], int]:
             continue
         k = _KEY.match(line)
         if k:
-            key = tuple(p.strip().strip('"') for p in k.group(1).split("."))
+            key = _split_key(k.group(1))
             path = table + key
             where.setdefault(path, lineno)
             # Inline table: every key inside maps to this line.
             rest = line[k.end():]
             if "{" in rest:
-                for inner in re.findall(r"([A-Za-z0-9_\-]+)\s*=", rest):
-                    where.setdefault(path + (inner,), lineno)
+                for inner in _INLINE_KEY.findall(rest):
+                    where.setdefault(path + (_unquote(inner),), lineno)
     return where
 
 

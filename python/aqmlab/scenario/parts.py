@@ -25,14 +25,7 @@ from pydantic import (
 
 from aqmlab.scenario import units as u
 from aqmlab import engine
-
-class KeyedValueError(ValueError):
-    """A check across tables that names the dotted key it is about (for the error's line)."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(message)
-        self.key = key
-
+from aqmlab.inputs.loader import KeyedValueError
 
 # ------------------------------------------------------------------------------------------
 # Quantity fields

@@ -42,17 +42,16 @@ import copy
 import itertools
 import json
 import math
-import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import pandas as pd
 import pyarrow as pa
+from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from aqmlab.inputs.errors import ScenarioError, read_utf8
-from aqmlab.inputs.locate import locate
+from aqmlab.inputs.loader import InputModel, located, read_toml, validate
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
 from aqmlab.scenario import Scenario
@@ -64,11 +63,6 @@ __all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_p
 
 class AtlasError(ScenarioError):
     """Bad atlas spec: one message naming where and what."""
-
-
-_KEYS = {"name", "rate", "rtt", "duration", "warmup", "seeds", "count", "ccs", "ecn", "aqms", "buffer", "ratio", "refine", "quick"}
-_AXIS_KEYS = {"low", "high", "levels"}
-_REFINE_KEYS = {"threshold", "rounds"}
 
 
 @dataclass(frozen=True)
@@ -144,96 +138,207 @@ def default_spec_path() -> Path:
     return Path(__file__).with_name("atlas_default.toml")
 
 
-def _err(msg: str, key: str | None, file: str | None, text: str | None) -> AtlasError:
-    return AtlasError(msg, file=file, line=locate(text, key) if text and key else None, key=key)
+# ------------------------------------------------------------------------------------------
+# The spec file
+# ------------------------------------------------------------------------------------------
+
+
+def _ccs() -> list[str]:
+    """The congestion controls a pair may have (CBR is no congestion control)."""
+    from aqmlab.scenario import available
+
+    return [k for k in available("cc") if k != "cbr"]
+
+
+def _parses(parse: Callable[[str], Any]) -> Any:
+    """A quantity checked by the scenario's parser (`units`), kept as written."""
+
+    def check(v: str) -> str:
+        parse(v)
+        return v
+
+    return AfterValidator(check)
+
+
+def _time(v: str) -> Any:
+    from aqmlab.scenario.units import parse_time
+
+    return parse_time(v)
+
+
+def _rate(v: str) -> Any:
+    from aqmlab.scenario.units import parse_rate
+
+    return parse_rate(v)
+
+
+class AxisSpec(InputModel):
+    """``[buffer]``, ``[ratio]``: a log axis from low to high, cut into `levels` initial cells."""
+
+    low: float
+    high: float
+    levels: int
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("levels is a number of initial cells, at least 1")
+        return v
+
+    @model_validator(mode="after")
+    def _range(self) -> "AxisSpec":
+        if not self.low > 0 or not math.isfinite(self.high):
+            raise ValueError("low and high are numbers above 0 (a log axis)")
+        if self.low >= self.high:
+            raise ValueError(f"empty range: low = {self.low:g} is not below high = {self.high:g}")
+        return self
+
+    def axis(self) -> Axis:
+        return Axis(float(self.low), float(self.high), self.levels)
+
+
+class RefineSpec(InputModel):
+    """``[refine]``: split a cell whose value differs from a neighbour's by more than
+    `threshold`, at most `rounds` times."""
+
+    threshold: float = 0.1
+    rounds: int = 2
+
+    @field_validator("threshold")
+    @classmethod
+    def _threshold(cls, v: float) -> float:
+        if not v > 0 or not math.isfinite(v):
+            raise ValueError("threshold is a positive difference of Jain's index or harm")
+        return v
+
+    @field_validator("rounds")
+    @classmethod
+    def _rounds(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("rounds is a non-negative integer")
+        return v
+
+
+#: The axes' defaults: a key the spec leaves out of [buffer] or [ratio] takes its value here.
+AXIS_DEFAULTS = {"buffer": {"low": 0.25, "high": 8.0, "levels": 4}, "ratio": {"low": 0.25, "high": 4.0, "levels": 4}}
+
+
+class _AtlasKeys(InputModel):
+    """The keys of a spec (all but [quick])."""
+
+    name: str = "atlas"
+    rate: Annotated[str, _parses(_rate)] = "20Mbps"
+    rtt: Annotated[str, _parses(_time)] = "20ms"
+    duration: Annotated[str, _parses(_time)] = "20s"
+    warmup: Annotated[str, _parses(_time)] = "5s"
+    seeds: list[int] = Field(default_factory=lambda: [1])
+    count: int = 1
+    ccs: list[str]
+    ecn: list[str] = Field(default_factory=list)
+    aqms: list[dict[str, Any]]
+    buffer: AxisSpec = Field(default_factory=lambda: AxisSpec(**AXIS_DEFAULTS["buffer"]))
+    ratio: AxisSpec = Field(default_factory=lambda: AxisSpec(**AXIS_DEFAULTS["ratio"]))
+    refine: RefineSpec = Field(default_factory=RefineSpec)
+
+    @field_validator("buffer", "ratio", mode="before")
+    @classmethod
+    def _axis_defaults(cls, v: Any, info: Any) -> Any:
+        return {**AXIS_DEFAULTS[info.field_name], **v} if isinstance(v, dict) else v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if not v or any(s < 0 for s in v) or len(set(v)) != len(v):
+            raise ValueError("a non-empty list of distinct non-negative integers")
+        return v
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("flows per congestion control, at least 1")
+        return v
+
+    @field_validator("ccs")
+    @classmethod
+    def _pairs(cls, v: list[str]) -> list[str]:
+        if len(v) < 2:
+            raise ValueError('needs at least two congestion controls, e.g. ["cubic", "bbr"]')
+        known = _ccs()
+        for c in v:
+            if c not in known:
+                raise ValueError(f"{c!r} is not a congestion control (ccs: {', '.join(known)})")
+        if len(set(v)) != len(v):
+            raise ValueError("a congestion control is listed twice")
+        return v
+
+    @field_validator("ecn")
+    @classmethod
+    def _ecn(cls, v: list[str]) -> list[str]:
+        known = _ccs()
+        if not all(c in known for c in v):
+            raise ValueError(f"a list of congestion controls (ccs: {', '.join(known)})")
+        return v
+
+    @field_validator("aqms")
+    @classmethod
+    def _aqms(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not v or not all("kind" in a for a in v):
+            raise ValueError('needs at least one AQM table, e.g. [{ kind = "taildrop" }]')
+        labels = [aqm_label(a) for a in v]
+        if len(set(labels)) != len(labels):
+            raise ValueError("two AQMs share a label: give one a `label`")
+        return v
+
+
+#: ``[quick]``: overrides of any other key of the spec (a table merges key by key), checked
+#: once merged.
+AtlasQuick = create_model("AtlasQuick", __base__=InputModel, __doc__="[quick]: overrides of the spec's keys.", **{k: (Any, None) for k in _AtlasKeys.model_fields})
+
+
+class AtlasFile(_AtlasKeys):
+    """An atlas spec file."""
+
+    quick: AtlasQuick | None = None  # type: ignore[valid-type]
+
+
+def _from_quick(key: str, q: dict[str, Any]) -> str:
+    """The key of a merged spec's value as the file writes it: under [quick] if it came from there."""
+    from aqmlab.inputs.locate import split_path
+
+    parts = split_path(key)
+    top = parts[0] if parts else None
+    if top in q and (not isinstance(q[top], dict) or len(parts) < 2 or parts[1] in q[top]):
+        return f"quick.{key}"
+    return key
 
 
 def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> AtlasSpec:
-    try:
-        d = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
-        raise AtlasError(f"TOML syntax: {msg}", file=file, line=int(m.group(1)) if m else None) from None
-    for k in d:
-        if k not in _KEYS:
-            raise _err(f"unknown key (allowed: {', '.join(sorted(_KEYS))})", k, file, text)
-    q = d.pop("quick", None)
+    d = read_toml(text, file=file, error=AtlasError)
+    t = validate(AtlasFile, d, text=text, file=file, error=AtlasError)
     if quick:
+        q = d.pop("quick", None)
         if q is None:
             raise AtlasError("this spec has no [quick] form", file=file)
         for k, v in q.items():
-            if k not in _KEYS - {"quick"}:
-                raise _err(f"unknown key (allowed: {', '.join(sorted(_KEYS - {'quick'}))})", f"quick.{k}", file, text)
-            if isinstance(v, dict) and isinstance(d.get(k), dict):
-                d[k] = {**d[k], **v}
-            else:
-                d[k] = v
-    from aqmlab.scenario import available
-
-    ccs = d.get("ccs")
-    if not isinstance(ccs, list) or len(ccs) < 2 or not all(isinstance(c, str) for c in ccs):
-        raise _err("needs at least two congestion controls, e.g. [\"cubic\", \"bbr\"]", "ccs", file, text)
-    known = available("cc")
-    for c in ccs:
-        if c not in known or c == "cbr":
-            raise _err(f"{c!r} is not a congestion control (ccs: {', '.join(k for k in known if k != 'cbr')})", "ccs", file, text)
-    if len(set(ccs)) != len(ccs):
-        raise _err("a congestion control is listed twice", "ccs", file, text)
-    aqms = d.get("aqms")
-    if not isinstance(aqms, list) or not aqms or not all(isinstance(a, dict) and "kind" in a for a in aqms):
-        raise _err("needs at least one AQM table, e.g. [{ kind = \"taildrop\" }]", "aqms", file, text)
-    labels = [aqm_label(a) for a in aqms]
-    if len(set(labels)) != len(labels):
-        raise _err("two AQMs share a label: give one a `label`", "aqms", file, text)
-
-    def axis(key: str, default: dict[str, Any]) -> Axis:
-        t = {**default, **d.get(key, {})}
-        for k in t:
-            if k not in _AXIS_KEYS:
-                raise _err(f"unknown key (allowed: {', '.join(sorted(_AXIS_KEYS))})", f"{key}.{k}", file, text)
-        lo, hi, n = t["low"], t["high"], t["levels"]
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)) or lo <= 0:
-            raise _err("low and high are numbers above 0 (a log axis)", key, file, text)
-        if lo >= hi:
-            raise _err(f"empty range: low = {lo} is not below high = {hi}", key, file, text)
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise _err("levels is a number of initial cells, at least 1", f"{key}.levels", file, text)
-        return Axis(float(lo), float(hi), n)
-
-    refine = d.get("refine", {})
-    for k in refine:
-        if k not in _REFINE_KEYS:
-            raise _err(f"unknown key (allowed: {', '.join(sorted(_REFINE_KEYS))})", f"refine.{k}", file, text)
-    thr, rounds = refine.get("threshold", 0.1), refine.get("rounds", 2)
-    if not isinstance(thr, (int, float)) or isinstance(thr, bool) or thr <= 0:
-        raise _err("threshold is a positive difference of Jain's index or harm", "refine.threshold", file, text)
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 0:
-        raise _err("rounds is a non-negative integer", "refine.rounds", file, text)
-    seeds = d.get("seeds", [1])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise _err("a non-empty list of distinct non-negative integers", "seeds", file, text)
-    count = d.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise _err("flows per congestion control, at least 1", "count", file, text)
-    ecn = d.get("ecn", [])
-    if not isinstance(ecn, list) or not all(c in known for c in ecn):
-        raise _err(f"a list of congestion controls (ccs: {', '.join(k for k in known if k != 'cbr')})", "ecn", file, text)
+            d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
+        t = validate(AtlasFile, d, text=text, file=file, error=AtlasError, key_of=lambda key: _from_quick(key, q))
     spec = AtlasSpec(
-        name=str(d.get("name", "atlas")),
-        rate=d.get("rate", "20Mbps"),
-        rtt=d.get("rtt", "20ms"),
-        duration=d.get("duration", "20s"),
-        warmup=d.get("warmup", "5s"),
-        seeds=list(seeds),
-        count=count,
-        ccs=list(ccs),
-        ecn=list(ecn),
-        aqms=[{k: v for k, v in a.items() if k != "label"} | ({"label": a["label"]} if "label" in a else {}) for a in aqms],
-        buffer=axis("buffer", {"low": 0.25, "high": 8.0, "levels": 4}),
-        ratio=axis("ratio", {"low": 0.25, "high": 4.0, "levels": 4}),
-        threshold=float(thr),
-        rounds=rounds,
+        name=t.name,
+        rate=t.rate,
+        rtt=t.rtt,
+        duration=t.duration,
+        warmup=t.warmup,
+        seeds=list(t.seeds),
+        count=t.count,
+        ccs=list(t.ccs),
+        ecn=list(t.ecn),
+        aqms=[{k: v for k, v in a.items() if k != "label"} | ({"label": a["label"]} if "label" in a else {}) for a in t.aqms],
+        buffer=t.buffer.axis(),
+        ratio=t.ratio.axis(),
+        threshold=float(t.refine.threshold),
+        rounds=t.refine.rounds,
         file=file,
     )
     # Every pair under every AQM makes a valid scenario (at the plane's centre).
@@ -259,7 +364,7 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
                 except ScenarioError as e:
                     first = first or f"{e.key + ': ' if e.key else ''}{e.detail}"
             if first is not None:
-                raise _err(first, "aqms", file, text)
+                raise located(AtlasError, first, key="aqms", file=file, text=text)
     return spec
 
 

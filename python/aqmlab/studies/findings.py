@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pandas as pd
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from aqmlab.inputs.errors import ScenarioError, read_utf8
-from aqmlab.inputs.locate import locate
+from aqmlab.inputs.loader import InputModel, KeyedValueError, NonEmptyStr, dotted, load
 
 __all__ = ["Finding", "FindingsError", "Verdict", "load_findings", "parse_findings", "evaluate", "evaluate_all", "findings_path"]
 
@@ -50,9 +50,6 @@ REPRODUCED, DIFFERS, NOT_COMPARABLE = "reproduced", "differs", "not comparable"
 
 #: Index columns a selector may name besides the sweep's axes: the flow class of a row.
 CLASS_KEYS = ("class", "cc", "rtt_ms", "count")
-
-_KEYS = {"id", "statement", "source", "where", "metric", "claim", "agg", "ratio_to", "why", "emulator"}
-_REQUIRED = ("id", "statement", "source", "where", "metric", "claim")
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _CMP = re.compile(rf"^\s*(<=|>=|<|>)\s*({_NUM})\s*$")
@@ -146,73 +143,99 @@ def findings_path(study: str) -> Path:
     return study_path(study).with_suffix(".findings.toml")
 
 
+# ------------------------------------------------------------------------------------------
+# The findings file
+# ------------------------------------------------------------------------------------------
+
+
+def _claim_text(v: str) -> str:
+    parse_claim(v)
+    return v
+
+
+def _single(v: Any) -> Any:
+    if isinstance(v, (dict, list)):
+        raise ValueError("expected a single value (an axis label, a class name, a CC or an RTT in ms)")
+    return v
+
+
+#: A selector of index rows: column (a sweep axis, or a class column of `CLASS_KEYS`) = value.
+#: Its keys are open (they are the study's axes): checked against the study's grid when the
+#: validation's context has its `axes`.
+Selector = dict[str, Annotated[Any, AfterValidator(_single)]]
+
+
+class FindingSpec(InputModel):
+    """One ``[[finding]]`` (the format is in this module's docstring)."""
+
+    id: NonEmptyStr
+    statement: NonEmptyStr
+    source: NonEmptyStr
+    where: Selector
+    metric: NonEmptyStr
+    claim: Annotated[NonEmptyStr, AfterValidator(_claim_text)]
+    agg: Literal["all", "mean"] = "all"
+    ratio_to: Selector = Field(default_factory=dict)
+    why: str = ""
+    emulator: str = ""
+
+    @field_validator("where", "ratio_to")
+    @classmethod
+    def _on_the_grid(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if info.field_name == "where" and not v:
+            raise ValueError("expected a table of column = value")
+        axes = (info.context or {}).get("axes")
+        if axes is not None:
+            for k, x in v.items():
+                if k not in axes and k not in CLASS_KEYS:
+                    raise KeyedValueError(dotted([k]), f"not an axis of the study (axes: {', '.join(axes)}) nor a class column ({', '.join(CLASS_KEYS)})", relative=True)
+                if k in axes and not any(_same(x, y) for y in axes[k]):
+                    raise KeyedValueError(dotted([k]), f"{x!r} is not a value of the study's {k} axis ({', '.join(map(str, axes[k]))})", relative=True)
+        return v
+
+    @model_validator(mode="after")
+    def _claim_fits(self, info: ValidationInfo) -> "FindingSpec":
+        if self.ratio_to and not (any(k in CLASS_KEYS for k in self.where) and any(k in CLASS_KEYS for k in self.ratio_to)):
+            raise KeyedValueError("ratio_to", f"a ratio is between two flow classes of the same runs: name one ({', '.join(CLASS_KEYS)}) in where and in ratio_to", relative=True)
+        claim = parse_claim(self.claim)
+        if claim.kind in ("max", "min"):
+            axes = (info.context or {}).get("axes")
+            if axes is not None and claim.over not in axes:
+                raise KeyedValueError("claim", f"{claim.over!r} is not an axis of the study", relative=True)
+            if claim.over not in self.where:
+                raise KeyedValueError("claim", f"'{claim.kind} over {claim.over}' needs {claim.over} in where (the value that should be the {claim.kind})", relative=True)
+        return self
+
+    def finding(self) -> Finding:
+        return Finding(
+            id=self.id, statement=self.statement.strip(), source=self.source.strip(), where=dict(self.where), metric=self.metric,
+            claim=parse_claim(self.claim), claim_text=self.claim, agg=self.agg, ratio_to=dict(self.ratio_to), why=self.why.strip(), emulator=self.emulator.strip(),
+        )
+
+
+class FindingsFile(InputModel):
+    """A findings file: ``[[finding]]`` tables only, their ids distinct."""
+
+    finding: list[FindingSpec] = Field(default_factory=list, validate_default=True)
+
+    @field_validator("finding")
+    @classmethod
+    def _ids(cls, v: list[FindingSpec]) -> list[FindingSpec]:
+        if not v:
+            raise ValueError("no [[finding]] tables")
+        seen: set[str] = set()
+        for i, f in enumerate(v):
+            if f.id in seen:
+                raise KeyedValueError(f"[{i}].id", f"duplicate id {f.id!r}", relative=True)
+            seen.add(f.id)
+        return v
+
+
 def parse_findings(text: str, *, file: str | None = None, axes: dict[str, list[Any]] | None = None) -> list[Finding]:
     """Parse a findings file. With `axes` (the full grid's axis → labels), every selector key
     must be an axis or a class column and every axis value one of the grid's."""
-
-    def err(msg: str, key: str) -> FindingsError:
-        return FindingsError(msg, file=file, line=locate(text, key), key=key)
-
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
-        raise FindingsError(f"TOML syntax: {msg}", file=file, line=int(m.group(1)) if m else None) from None
-    extra = set(data) - {"finding"}
-    if extra:
-        k = sorted(extra)[0]
-        raise err("unknown key (a findings file holds [[finding]] tables only)", k)
-    items = data.get("finding")
-    if not isinstance(items, list) or not items:
-        raise FindingsError("no [[finding]] tables", file=file)
-    out: list[Finding] = []
-    seen: set[str] = set()
-    for i, d in enumerate(items):
-        at = f"finding[{i}]"
-        for k in d:
-            if k not in _KEYS:
-                raise err(f"unknown key (allowed: {', '.join(sorted(_KEYS))})", f"{at}.{k}")
-        for k in _REQUIRED:
-            if k not in d:
-                raise FindingsError("required key is missing", file=file, line=locate(text, at), key=f"{at}.{k}")
-        for k in ("id", "statement", "source", "metric", "claim", "why", "emulator", "agg"):
-            if k in d and (not isinstance(d[k], str) or (k in _REQUIRED and not d[k].strip())):
-                raise err("expected a non-empty string", f"{at}.{k}")
-        if d["id"] in seen:
-            raise err(f"duplicate id {d['id']!r}", f"{at}.id")
-        seen.add(d["id"])
-        try:
-            claim = parse_claim(d["claim"])
-        except ValueError as e:
-            raise err(str(e), f"{at}.claim") from None
-        agg = d.get("agg", "all")
-        if agg not in ("all", "mean"):
-            raise err(f"{agg!r}: expected 'all' (every selected value satisfies the claim) or 'mean'", f"{at}.agg")
-        for sel_key in ("where", "ratio_to"):
-            sel = d.get(sel_key, {})
-            if not isinstance(sel, dict) or (sel_key == "where" and not sel):
-                raise err("expected a table of column = value", f"{at}.{sel_key}")
-            for k, v in sel.items():
-                if isinstance(v, (dict, list)):
-                    raise err("expected a single value (an axis label, a class name, a CC or an RTT in ms)", f"{at}.{sel_key}.{k}")
-                if axes is not None:
-                    if k not in axes and k not in CLASS_KEYS:
-                        raise err(f"not an axis of the study (axes: {', '.join(axes)}) nor a class column ({', '.join(CLASS_KEYS)})", f"{at}.{sel_key}.{k}")
-                    if k in axes and not any(_same(v, x) for x in axes[k]):
-                        raise err(f"{v!r} is not a value of the study's {k} axis ({', '.join(map(str, axes[k]))})", f"{at}.{sel_key}.{k}")
-        if d.get("ratio_to") and not (any(k in CLASS_KEYS for k in d["where"]) and any(k in CLASS_KEYS for k in d["ratio_to"])):
-            raise err(f"a ratio is between two flow classes of the same runs: name one ({', '.join(CLASS_KEYS)}) in where and in ratio_to", f"{at}.ratio_to")
-        if claim.kind in ("max", "min"):
-            if axes is not None and claim.over not in axes:
-                raise err(f"{claim.over!r} is not an axis of the study", f"{at}.claim")
-            if claim.over not in d["where"]:
-                raise err(f"'{claim.kind} over {claim.over}' needs {claim.over} in where (the value that should be the {claim.kind})", f"{at}.claim")
-        out.append(Finding(
-            id=d["id"], statement=d["statement"].strip(), source=d["source"].strip(), where=dict(d["where"]), metric=d["metric"],
-            claim=claim, claim_text=d["claim"], agg=agg, ratio_to=dict(d.get("ratio_to", {})), why=d.get("why", "").strip(), emulator=d.get("emulator", "").strip(),
-        ))
-    return out
+    doc = load(FindingsFile, text, file=file, error=FindingsError, context={"axes": axes})
+    return [f.finding() for f in doc.finding]
 
 
 def study_axes(study: str, *, quick: bool = False) -> dict[str, list[Any]]:

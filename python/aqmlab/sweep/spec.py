@@ -42,14 +42,14 @@ import itertools
 import math
 import operator
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, Field, PlainValidator, ValidationError
 
 from aqmlab.inputs.errors import read_utf8
+from aqmlab.inputs.loader import InputModel, KeyedValueError, dotted, located, read_toml, validate
 from aqmlab.scenario import Scenario, ScenarioError, error_from_validation
 
 __all__ = ["Sweep", "Run", "load_sweep", "parse_sweep", "SweepError"]
@@ -302,56 +302,120 @@ def _merge(data: dict[str, Any], patch: dict[str, Any]) -> None:
 _SCENARIO_TOP = set(Scenario.model_fields)
 
 
-def _axes_from(table: dict[str, Any], file: str | None) -> tuple[list[Axis], list[dict[str, Any]]]:
+# ------------------------------------------------------------------------------------------
+# The sweep file
+# ------------------------------------------------------------------------------------------
+
+
+def _axis_values(v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise ValueError(f"must be a list of values, not {type(v).__name__}")
+    if not v:
+        raise ValueError("empty list: an axis needs at least one value")
+    return v
+
+
+def _exclude(v: Any) -> list[dict[str, Any]]:
+    if not isinstance(v, list) or not all(isinstance(e, dict) for e in v):
+        raise ValueError('must be a list of tables, e.g. [{ N = 2, mix = "cubic" }]')
+    return v
+
+
+def _cases_axis(v: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(v, dict) or not v:
+        raise ValueError("needs at least one named case (a table of scenario patches)")
+    for label, patch in v.items():
+        if not isinstance(patch, dict):
+            raise KeyedValueError(dotted([label]), "a case is a table patching the scenario", relative=True)
+        if not isinstance(patch.get("only", {}), dict):
+            raise KeyedValueError(dotted([label, "only"]), "must be a table of other axes' values", relative=True)
+    return v
+
+
+#: An axis: its values, at least one (a variable's numbers, or values of a scenario key).
+AxisValues = Annotated[Any, PlainValidator(_axis_values)]
+#: A cases axis: named patches of the scenario, each with an optional `only` (other axes'
+#: values it runs with); the patches are scenario tables, validated with each run.
+CasesAxis = Annotated[Any, PlainValidator(_cases_axis)]
+
+
+class SweepTable(InputModel):
+    """``[sweep]``: every key but `exclude` and `cases` is an axis (a variable, or a dotted
+    scenario key; '*' = every flow class)."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, AxisValues]
+
+    exclude: Annotated[Any, PlainValidator(_exclude)] = Field(default_factory=list)
+    cases: dict[str, CasesAxis] = Field(default_factory=dict)
+
+
+class QuickTable(InputModel):
+    """``[quick]``: overrides of the scenario (validated with each run), and a `sweep` table of
+    shorter axes (each one of [sweep]'s), other exclusions or other cases."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sweep: SweepTable = Field(default_factory=SweepTable)
+
+
+class ReportTable(InputModel):
+    """``[report]``: the figures' layout — the axes along x, across columns and rows, and
+    `where`, a selection of runs (axis = value)."""
+
+    x: str | None = None
+    col: str | None = None
+    row: str | None = None
+    where: dict[str, Any] = Field(default_factory=dict)
+
+
+class SweepFile(InputModel):
+    """A sweep file: a scenario (every other key, validated run by run with the axes' values
+    applied) with the axes to vary."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sweep: SweepTable = Field(default_factory=SweepTable)
+    quick: QuickTable | None = None
+    report: ReportTable = Field(default_factory=ReportTable)
+
+
+def _axes_from(table: dict[str, Any], at: dict[str, str], *, file: str | None, text: str | None) -> tuple[list[Axis], list[dict[str, Any]]]:
+    """The axes of a validated [sweep] table; `at` is where each of its keys was written
+    ("sweep" or "quick.sweep")."""
     axes: list[Axis] = []
     exclude = table.get("exclude", [])
-    if not isinstance(exclude, list) or not all(isinstance(e, dict) for e in exclude):
-        raise SweepError("must be a list of tables, e.g. [{ N = 2, mix = \"cubic\" }]", file=file, key="sweep.exclude")
     for key, values in table.items():
         if key in ("exclude", "cases"):
             continue
-        if not isinstance(values, list):
-            raise SweepError(f"must be a list of values, not {type(values).__name__}", file=file, key=f"sweep.{_quote(key)}")
-        if not values:
-            raise SweepError("empty list: an axis needs at least one value", file=file, key=f"sweep.{_quote(key)}")
         is_path = "." in key or key in _SCENARIO_TOP
         labels = [_label(v, i) for i, v in enumerate(values)]
         axes.append(Axis(key, list(zip(labels, values)), "path" if is_path else "var"))
     for name, cases in table.get("cases", {}).items():
-        if not isinstance(cases, dict) or not cases:
-            raise SweepError("needs at least one named case (a table of scenario patches)", file=file, key=f"sweep.cases.{name}")
-        for label, patch in cases.items():
-            if not isinstance(patch, dict):
-                raise SweepError("a case is a table patching the scenario", file=file, key=f"sweep.cases.{name}.{label}")
-            only = patch.get("only", {})
-            if not isinstance(only, dict):
-                raise SweepError("must be a table of other axes' values", file=file, key=f"sweep.cases.{name}.{label}.only")
         axes.append(Axis(name, list(cases.items()), "cases"))
     names = [a.name for a in axes]
     for ex in exclude:
         for k in ex:
             if k not in names:
-                raise SweepError(f"{k!r} is not an axis (axes: {', '.join(names)})", file=file, key="sweep.exclude")
+                raise located(SweepError, f"{k!r} is not an axis (axes: {', '.join(names)})", key=f"{at.get('exclude', 'sweep')}.exclude", file=file, text=text)
     for a in axes:
         if a.kind == "cases":
             for label, patch in a.values:
                 for k in patch.get("only", {}):
                     if k not in names or k == a.name:
-                        raise SweepError(f"{k!r} is not another axis (axes: {', '.join(names)})", file=file, key=f"sweep.cases.{a.name}.{label}.only")
+                        key = f"{at.get('cases.' + a.name, 'sweep')}.{dotted(['cases', a.name, label, 'only'])}"
+                        raise located(SweepError, f"{k!r} is not another axis (axes: {', '.join(names)})", key=key, file=file, text=text)
     return axes, exclude
 
 
 def parse_sweep(text: str, *, file: str | None = None, default_name: str = "sweep", quick: bool = False) -> Sweep:
     """Parse a sweep file's text; `quick` applies its [quick] table."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
-        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
-        raise SweepError(f"TOML syntax: {msg}", file=file, line=int(m.group(1)) if m else None) from None
+    data = read_toml(text, file=file, error=SweepError)
+    validate(SweepFile, data, text=text, file=file, error=SweepError)
     sweep_table = data.pop("sweep", {})
     quick_table = data.pop("quick", None)
     report = data.pop("report", {})
+    at: dict[str, str] = {}
     if quick:
         if quick_table is None:
             raise SweepError("this sweep has no [quick] form", file=file)
@@ -361,16 +425,18 @@ def parse_sweep(text: str, *, file: str | None = None, default_name: str = "swee
             if k == "cases":
                 for name, cases in v.items():
                     sweep_table.setdefault("cases", {})[name] = cases
+                    at[f"cases.{name}"] = "quick.sweep"
             else:
                 if k not in sweep_table and k != "exclude":
-                    raise SweepError(f"{k!r} is not an axis of [sweep]", file=file, key=f"quick.sweep.{_quote(k)}")
+                    raise located(SweepError, f"{k!r} is not an axis of [sweep]", key=f"quick.sweep.{dotted([k])}", file=file, text=text)
                 sweep_table[k] = v
+                at[k] = "quick.sweep"
         _merge(data, quick_table)
     name = data.get("name", default_name)
-    axes, exclude = _axes_from(sweep_table, file)
+    axes, exclude = _axes_from(sweep_table, at, file=file, text=text)
     sw = Sweep(name=name, base=data, axes=axes, exclude=exclude, report=report, file=file, text=text)
     if not sw.points():
-        raise SweepError("every combination is excluded: nothing to run", file=file, key="sweep.exclude")
+        raise located(SweepError, "every combination is excluded: nothing to run", key=f"{at.get('exclude', 'sweep')}.exclude", file=file, text=text)
     return sw
 
 
