@@ -6,10 +6,10 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 # Python dependencies, at the exact versions of constraints.txt (pyproject.toml declares the
 # compatible ranges a user's environment may hold).
-PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest pytest-xdist hypothesis maturin
+PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest pytest-xdist hypothesis maturin ruff mypy
 STAMP := .make
 
-.PHONY: run test deps build bpf rust-test py-test bench bench-emu clean
+.PHONY: run test deps build bpf lint rust-test py-test bench bench-emu clean
 
 $(STAMP)/deps: Makefile constraints.txt
 	@mkdir -p $(STAMP)
@@ -77,7 +77,16 @@ py-test: build
 	$(PYTHON) -m pytest -q --durations=15 -n 2 --dist loadfile -m "not emulator" tests
 	flock $(EMU_LOCK) $(PYTHON) -m pytest -q --durations=15 -m emulator tests
 
-test: deps rust-test py-test
+# The habits the code keeps (README §Tests): Rust formatted and clippy-clean at the workspace's
+# rust-version, Python linted and formatted by ruff and type-checked by mypy (pyproject.toml).
+lint: deps
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	$(PYTHON) -m ruff check python tests bench
+	$(PYTHON) -m ruff format --check python tests bench
+	$(PYTHON) -m mypy
+
+test: deps lint rust-test py-test
 
 bench:
 	cargo build --release -q -p sim --example bench

@@ -32,11 +32,11 @@ import json
 import os
 import platform
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import aqmlab
 from aqmlab.emu.emulate import emulate
-
 
 #: Payload per 1500-byte packet of a Linux TCP flow with timestamps (1500 − 20 − 20 − 12).
 PAYLOAD_FRACTION = 1448 / 1500
@@ -90,11 +90,21 @@ def agreement(files: list[str], rounds: int) -> None:
     for rnd in range(rounds):
         for f in files:
             r = emulate(f).summary
-            row = {"file": f, "round": rnd, "util": r["metrics"]["utilization"], "shares": _shares(r), "sojourn_ms": r["metrics"]["sojourn_ms"]["mean"],
-                   "drop": r["metrics"]["drop_ratio"] or 0, "jain": r["metrics"]["jain"], "late_p99_us": r["counters"]["late_p99_ns"] / 1e3}
+            row = {
+                "file": f,
+                "round": rnd,
+                "util": r["metrics"]["utilization"],
+                "shares": _shares(r),
+                "sojourn_ms": r["metrics"]["sojourn_ms"]["mean"],
+                "drop": r["metrics"]["drop_ratio"] or 0,
+                "jain": r["metrics"]["jain"],
+                "late_p99_us": r["counters"]["late_p99_ns"] / 1e3,
+            }
             emus[f].append(row)
             print(json.dumps(row), flush=True)
-    print("\n| scenario | utilization sim / emu | class-0 share sim (σ over seeds) / emu runs | mean sojourn ms sim / emu | drop ratio sim / emu | Jain sim / emu |")
+    print(
+        "\n| scenario | utilization sim / emu | class-0 share sim (σ over seeds) / emu runs | mean sojourn ms sim / emu | drop ratio sim / emu | Jain sim / emu |"
+    )
     print("|---|---|---|---|---|---|")
     for f in files:
         sm, es = sims[f], emus[f]
@@ -117,12 +127,20 @@ def main() -> None:
     p.add_argument("--agreement", nargs="*", help="scenario files: compare the two backends instead")
     a = p.parse_args()
     if a.agreement:
-        print(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+        print(
+            json.dumps(
+                {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            )
+        )
         agreement(a.agreement, a.rounds)
         return
     rates = [int(x) for x in a.rates.split(",")]
     hosts = [{"on": True, "off": False}[x] for x in a.offloads.split(",")]
-    print(json.dumps({"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+    print(
+        json.dumps(
+            {"machine": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        )
+    )
     rows: dict[tuple[bool, int], list[dict[str, Any]]] = {(h, r): [] for h in hosts for r in rates}
     for rnd in range(a.rounds):
         for h in hosts:
@@ -132,25 +150,45 @@ def main() -> None:
                 m, c, e = res.summary["metrics"], res.summary["counters"], res.summary["emu"]
                 pkts = c["rx_pkts"]
                 row = {
-                    "round": rnd, "offloads": h, "cc": a.cc, "flows": a.flows, "rate_mbps": r, "utilization": m["utilization"], "rate_error": abs(m["utilization"] - 1.0),
+                    "round": rnd,
+                    "offloads": h,
+                    "cc": a.cc,
+                    "flows": a.flows,
+                    "rate_mbps": r,
+                    "utilization": m["utilization"],
+                    "rate_error": abs(m["utilization"] - 1.0),
                     "goodput_ratio": m["goodput_bps"] / (r * 1e6 * PAYLOAD_FRACTION),
-                    "router_reordered": c["reordered"], "tcp_reord_seen": c["tcp_reord_seen"], "late_p99_us": c["late_p99_ns"] / 1e3,
-                    "late_max_us": c["late_max_ns"] / 1e3, "rx_pkts": pkts, "router_cpu_s": e["router_cpu_s"],
+                    "router_reordered": c["reordered"],
+                    "tcp_reord_seen": c["tcp_reord_seen"],
+                    "late_p99_us": c["late_p99_ns"] / 1e3,
+                    "late_max_us": c["late_max_ns"] / 1e3,
+                    "rx_pkts": pkts,
+                    "router_cpu_s": e["router_cpu_s"],
                     "cpu_per_pkt_us": e["router_cpu_s"] / pkts * 1e6 if e["router_cpu_s"] and pkts else None,
-                    "user_per_pkt_us": c["cpu_user_ns"] / pkts / 1e3 if pkts else None, "sys_per_pkt_us": c["cpu_sys_ns"] / pkts / 1e3 if pkts else None,
-                    "gso_packets_in": c["gso_packets_in"], "gso_segments_in": c["gso_segments_in"], "writes": c["writes"], "polls": c["polls"],
-                    "goodput_mbps": m["goodput_bps"] / 1e6, "drop_ratio": m["drop_ratio"], "load1": os.getloadavg()[0],
+                    "user_per_pkt_us": c["cpu_user_ns"] / pkts / 1e3 if pkts else None,
+                    "sys_per_pkt_us": c["cpu_sys_ns"] / pkts / 1e3 if pkts else None,
+                    "gso_packets_in": c["gso_packets_in"],
+                    "gso_segments_in": c["gso_segments_in"],
+                    "writes": c["writes"],
+                    "polls": c["polls"],
+                    "goodput_mbps": m["goodput_bps"] / 1e6,
+                    "drop_ratio": m["drop_ratio"],
+                    "load1": os.getloadavg()[0],
                 }
                 rows[(h, r)].append(row)
                 print(json.dumps(row), flush=True)
-    print("\n| offloads | rate | utilization | rate error | goodput ÷ C·1448/1500 | router reordered | TCP reord_seen | late p99 µs | router CPU µs/pkt (user + sys) | load |")
+    print(
+        "\n| offloads | rate | utilization | rate error | goodput ÷ C·1448/1500 | router reordered | TCP reord_seen | late p99 µs | router CPU µs/pkt (user + sys) | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for h in hosts:
         for r in rates:
             xs = rows[(h, r)]
             f = lambda k, fmt: " ".join(format(x[k], fmt) for x in xs)  # noqa: E731
             cpu = " ".join(f"{x['cpu_per_pkt_us']:.1f} ({x['user_per_pkt_us']:.1f} + {x['sys_per_pkt_us']:.1f})" for x in xs)
-            print(f"| {'on' if h else 'off'} | {r} Mbit/s | {f('utilization', '.4f')} | {f('rate_error', '.2%')} | {f('goodput_ratio', '.4f')} | {f('router_reordered', 'd')} | {f('tcp_reord_seen', 'd')} | {f('late_p99_us', '.0f')} | {cpu} | {f('load1', '.1f')} |")
+            print(
+                f"| {'on' if h else 'off'} | {r} Mbit/s | {f('utilization', '.4f')} | {f('rate_error', '.2%')} | {f('goodput_ratio', '.4f')} | {f('router_reordered', 'd')} | {f('tcp_reord_seen', 'd')} | {f('late_p99_us', '.0f')} | {cpu} | {f('load1', '.1f')} |"
+            )
 
 
 if __name__ == "__main__":

@@ -26,4 +26,8 @@ with tempfile.TemporaryDirectory() as tmp:
             times[mode].append(time.perf_counter() - t)
             print(f"round {k} {mode:8s} {times[mode][-1]:.2f} s", flush=True)
 ratios = sorted(a / b for a, b in zip(times["with"], times["without"]))
-print("ratios with/without:", " ".join(f"{r:.3f}" for r in ratios), f"median {ratios[len(ratios) // 2]:.3f}" if len(ratios) % 2 else f"median {(ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2:.3f}")
+print(
+    "ratios with/without:",
+    " ".join(f"{r:.3f}" for r in ratios),
+    f"median {ratios[len(ratios) // 2]:.3f}" if len(ratios) % 2 else f"median {(ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2:.3f}",
+)

@@ -11,8 +11,8 @@ import pytest
 
 import aqmlab
 from aqmlab import _native
-from aqmlab.scenario import AQM_MODELS, parse_scenario
 from aqmlab.cli.listing import option_table
+from aqmlab.scenario import AQM_MODELS, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,7 +73,11 @@ def test_the_docs_option_tables_are_the_descriptions() -> None:
 
 def test_options_are_converted_by_their_unit_and_refused_with_their_key() -> None:
     # A size in packets stays packets for CHOKe's packet options and counts 1500 B for RED.
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "red", "min": "10pkt", "avpkt": "1000B"}}, flows=[{"cc": "reno", "rtt": "20ms"}])
+    s = aqmlab.Scenario(
+        duration="1s",
+        bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "red", "min": "10pkt", "avpkt": "1000B"}},
+        flows=[{"cc": "reno", "rtt": "20ms"}],
+    )
     a = s.engine_config()["bottleneck"]["aqm"]
     assert (a["limit"], a["min"], a["avpkt"]) == (80 * 1500, 15_000, 1000)
     text = 'duration = "1s"\n[bottleneck]\nrate = "100Mbps"\nbuffer = "80pkt"\naqm = { kind = "pie", tupdate = "0ms" }\n[[flows]]\ncc = "reno"\nrtt = "20ms"\n'

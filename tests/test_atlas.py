@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab.search.atlas import Cell, _to_split, load_spec, parse_spec, run_atlas
 from aqmlab.cli.main import app
+from aqmlab.search.atlas import Cell, _to_split, load_spec, parse_spec, run_atlas
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -187,14 +187,44 @@ def _line_of(text: str, fragment: str) -> int:
 # (id, spec text, --quick, the line's fragment, the error after "spec.toml:<line>: ")
 SPEC_ERRORS = [
     ("misspelt-refine-key", SPEC.replace("rounds = 1", "round = 1"), False, "round =", "refine.round: unknown key (did you mean 'rounds'?)"),
-    ("misspelt-axis-key", SPEC.replace("levels = 2\n\n[ratio]", "levles = 2\n\n[ratio]"), False, "levles", "buffer.levles: unknown key (did you mean 'levels'?)"),
+    (
+        "misspelt-axis-key",
+        SPEC.replace("levels = 2\n\n[ratio]", "levles = 2\n\n[ratio]"),
+        False,
+        "levles",
+        "buffer.levles: unknown key (did you mean 'levels'?)",
+    ),
     ("misspelt-quick-key", SPEC + '\n[quick]\nccss = ["cubic", "reno"]\n', False, "ccss", "quick.ccss: unknown key (did you mean 'ccs'?)"),
     ("count-as-a-string", SPEC.replace("seeds = [1]", 'seeds = [1]\ncount = "2"'), False, "count", "count: '2': Input should be a valid integer"),
-    ("levels-not-an-integer", SPEC.replace("levels = 2\n\n[ratio]", "levels = 2.5\n\n[ratio]"), False, "levels = 2.5", "buffer.levels: 2.5: Input should be a valid integer"),
-    ("rate-not-a-rate", SPEC.replace('rate = "10Mbps"', 'rate = "10 parsecs"'), False, "parsecs", "rate: '10 parsecs' is not a rate: unknown unit 'parsecs' (use bps, Kbps, Mbps, Gbps)"),
+    (
+        "levels-not-an-integer",
+        SPEC.replace("levels = 2\n\n[ratio]", "levels = 2.5\n\n[ratio]"),
+        False,
+        "levels = 2.5",
+        "buffer.levels: 2.5: Input should be a valid integer",
+    ),
+    (
+        "rate-not-a-rate",
+        SPEC.replace('rate = "10Mbps"', 'rate = "10 parsecs"'),
+        False,
+        "parsecs",
+        "rate: '10 parsecs' is not a rate: unknown unit 'parsecs' (use bps, Kbps, Mbps, Gbps)",
+    ),
     # A bad value in [quick] is named where it is written, not at the key it overrides.
-    ("quick-one-cc", SPEC + '\n[quick]\nccs = ["cubic"]\n', True, 'ccs = ["cubic"]', 'quick.ccs: needs at least two congestion controls, e.g. ["cubic", "bbr"]'),
-    ("quick-axis-levels", SPEC + "\n[quick]\nbuffer = { levels = 0 }\n", True, "levels = 0", "quick.buffer.levels: levels is a number of initial cells, at least 1"),
+    (
+        "quick-one-cc",
+        SPEC + '\n[quick]\nccs = ["cubic"]\n',
+        True,
+        'ccs = ["cubic"]',
+        'quick.ccs: needs at least two congestion controls, e.g. ["cubic", "bbr"]',
+    ),
+    (
+        "quick-axis-levels",
+        SPEC + "\n[quick]\nbuffer = { levels = 0 }\n",
+        True,
+        "levels = 0",
+        "quick.buffer.levels: levels is a number of initial cells, at least 1",
+    ),
 ]
 
 
@@ -209,7 +239,9 @@ def test_a_cell_without_a_valid_scenario_is_marked_not_run(tmp_path):
     # RED with tc's derivation (limit = the buffer, max = limit/4, min = max/3; tc-red(8)) has
     # no parameters for a buffer of 0.045 BDP at 20 Mbit/s × 20 ms (2.2 KB: max below one
     # 1500-byte packet); at 0.9 BDP (45 KB) it has. Cells: centres of [0.01, 0.2] and [0.2, 4].
-    spec = SPEC.replace('rate = "10Mbps"', 'rate = "20Mbps"').replace('aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]', 'aqms = [{ kind = "red", avpkt = "1500B", bandwidth = "20Mbps" }]')
+    spec = SPEC.replace('rate = "10Mbps"', 'rate = "20Mbps"').replace(
+        'aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]', 'aqms = [{ kind = "red", avpkt = "1500B", bandwidth = "20Mbps" }]'
+    )
     spec = spec.replace("low = 0.25\nhigh = 4.0", "low = 0.01\nhigh = 4.0").replace("rounds = 1", "rounds = 0")
     s = parse_spec(spec)
     df = run_atlas(s, tmp_path / "out", jobs=2)

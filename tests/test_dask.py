@@ -69,10 +69,26 @@ def test_a_sweep_on_a_real_dask_cluster_survives_a_dead_worker_and_equals_a_loca
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env))
+        procs.append(
+            subprocess.Popen(
+                [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+        )
         _wait_port(port)
         for _ in range(2):
-            procs.append(subprocess.Popen([DASK, "worker", f"tcp://127.0.0.1:{port}", "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env))
+            procs.append(
+                subprocess.Popen(
+                    [DASK, "worker", f"tcp://127.0.0.1:{port}", "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=env,
+                )
+            )
         from distributed import Client
 
         with Client(f"tcp://127.0.0.1:{port}", timeout="30s") as c:
@@ -81,7 +97,12 @@ def test_a_sweep_on_a_real_dask_cluster_survives_a_dead_worker_and_equals_a_loca
         f = tmp_path / "s.toml"
         f.write_text(SWEEP)
         out = tmp_path / "cluster"
-        sweep = subprocess.Popen([sys.executable, "-m", "aqmlab", "sweep", str(f), "-o", str(out), "--cluster", f"tcp://127.0.0.1:{port}", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "aqmlab", "sweep", str(f), "-o", str(out), "--cluster", f"tcp://127.0.0.1:{port}", "-q"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         # Kill one worker (its whole process group) once the first runs have landed.
         deadline = time.time() + 120
         while time.time() < deadline:

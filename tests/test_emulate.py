@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _testbed import testbed_missing
+from test_report import CHROMIUM, open_in_browser
 from typer.testing import CliRunner
 
 import aqmlab
+from aqmlab.cli.main import app
 from aqmlab.emu import emulate as E
 from aqmlab.emu import traffic as T
-from aqmlab.cli.main import app
-from _testbed import testbed_missing
-from test_report import CHROMIUM, open_in_browser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,7 +129,7 @@ def test_tcp_info_of_a_loopback_connection() -> None:
 
     def rx() -> None:
         c, _ = srv.accept()
-        while (b := c.recv(65536)):
+        while b := c.recv(65536):
             got.extend(b)
         c.close()
 
@@ -152,11 +152,20 @@ def test_tcp_info_of_a_loopback_connection() -> None:
 
 def _fake_raw(rate_bps: int) -> dict[str, Any]:
     """Hand-made measurements of a 2-class run (window 2 s) for the assembly test."""
+
     def rflow(cls: int, sport: int, arrived: int, marked: int, dropped: int) -> dict[str, Any]:
         return {
-            "class": cls, "proto": 6, "src": f"10.77.{cls + 1}.2", "sport": sport, "dst": "10.77.200.2", "dport": 5201,
-            "arrived_bytes": arrived, "marked_bytes": marked, "dropped_bytes": dropped,
-            "drops": {"overflow": dropped // 1500}, "marks": {"step": marked // 1500},
+            "class": cls,
+            "proto": 6,
+            "src": f"10.77.{cls + 1}.2",
+            "sport": sport,
+            "dst": "10.77.200.2",
+            "dport": 5201,
+            "arrived_bytes": arrived,
+            "marked_bytes": marked,
+            "dropped_bytes": dropped,
+            "drops": {"overflow": dropped // 1500},
+            "marks": {"step": marked // 1500},
         }
 
     return {
@@ -166,25 +175,62 @@ def _fake_raw(rate_bps: int) -> dict[str, Any]:
             "flows": [rflow(0, 40000, 3_000_000, 30_000, 0), rflow(0, 40001, 1_500_000, 0, 15_000), rflow(1, 40002, 1_500_000, 0, 0)],
             "sojourn_hist": {"bin_ns": 1000, "bins": [[1000, 2], [3000, 2]]},
             "class_sojourn": [{"sum_ns": 6_000_000, "count": 3}, {"sum_ns": 6_000_000, "count": 1}],
-            "queue": [{"t_ns": 100_000_000, "qlen_pkts": 3, "backlog_bytes": 4500, "sojourn_mean_ns": 1.5e6, "sojourn_max_ns": 2_000_000, "link_bytes": 250_000, "drops": 1, "marks": 0}],
+            "queue": [
+                {
+                    "t_ns": 100_000_000,
+                    "qlen_pkts": 3,
+                    "backlog_bytes": 4500,
+                    "sojourn_mean_ns": 1.5e6,
+                    "sojourn_max_ns": 2_000_000,
+                    "link_bytes": 250_000,
+                    "drops": 1,
+                    "marks": 0,
+                }
+            ],
             "counters": {"rx_pkts": 10, "tx_pkts": 9, "reordered": 0},
         },
         "receiver": {
             "conns": [
-                {"src": "10.77.1.2", "sport": 40000, "bytes": 2_600_000, "window_bytes": 2_500_000, "last_byte_ns": 2_900_000_000, "final_info": {"data_segs_in": 1800}},
+                {
+                    "src": "10.77.1.2",
+                    "sport": 40000,
+                    "bytes": 2_600_000,
+                    "window_bytes": 2_500_000,
+                    "last_byte_ns": 2_900_000_000,
+                    "final_info": {"data_segs_in": 1800},
+                },
                 {"src": "10.77.1.2", "sport": 40001, "bytes": 1_300_000, "window_bytes": 1_250_000, "last_byte_ns": 2_900_000_000, "final_info": {}},
                 {"src": "10.77.2.2", "sport": 40002, "bytes": 1_000_000, "window_bytes": 1_000_000, "last_byte_ns": 1_200_000_000, "final_info": {}},
             ],
             "ticks": [{"k": 1, "bytes": [[6, "10.77.1.2", 40000, 125_000]]}],
         },
         "senders": [
-            {"flows": [
-                {"flow": 0, "sport": 40000, "start_ns": 0, "size_bytes": None, "final_info": {"total_retrans": 3, "data_segs_out": 1803, "total_rto": 0}},
-                {"flow": 1, "sport": 40001, "start_ns": 10_000_000, "size_bytes": None, "final_info": {}},
-            ], "samples": [
-                {"k": 1, "t_ns": 100_000_000, "flow": 0, "ca_state": 3, "snd_cwnd": 20, "snd_ssthresh": 14, "unacked": 20, "sacked": 2, "lost": 1, "retrans": 1, "rtt": 25_500, "pacing_rate": 1_000_000},
-            ]},
-            {"flows": [{"flow": 2, "sport": 40002, "start_ns": 200_000_000, "connected_ns": 230_000_000, "size_bytes": 1_000_000, "final_info": {}}], "samples": []},
+            {
+                "flows": [
+                    {"flow": 0, "sport": 40000, "start_ns": 0, "size_bytes": None, "final_info": {"total_retrans": 3, "data_segs_out": 1803, "total_rto": 0}},
+                    {"flow": 1, "sport": 40001, "start_ns": 10_000_000, "size_bytes": None, "final_info": {}},
+                ],
+                "samples": [
+                    {
+                        "k": 1,
+                        "t_ns": 100_000_000,
+                        "flow": 0,
+                        "ca_state": 3,
+                        "snd_cwnd": 20,
+                        "snd_ssthresh": 14,
+                        "unacked": 20,
+                        "sacked": 2,
+                        "lost": 1,
+                        "retrans": 1,
+                        "rtt": 25_500,
+                        "pacing_rate": 1_000_000,
+                    },
+                ],
+            },
+            {
+                "flows": [{"flow": 2, "sport": 40002, "start_ns": 200_000_000, "connected_ns": 230_000_000, "size_bytes": 1_000_000, "final_info": {}}],
+                "samples": [],
+            },
         ],
     }
 
@@ -308,7 +354,11 @@ def test_router_command_passes_through_to_the_binary(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "key", "words"),
     [
-        ('[[workload]]\ncc = "cubic"\nrtt = "10ms"\nrate = "10/s"\nsize = { dist = "fixed", size = "10KB" }\ncc_params = { beta = 800 }\n', "workload[0].cc_params", "module parameters"),
+        (
+            '[[workload]]\ncc = "cubic"\nrtt = "10ms"\nrate = "10/s"\nsize = { dist = "fixed", size = "10KB" }\ncc_params = { beta = 800 }\n',
+            "workload[0].cc_params",
+            "module parameters",
+        ),
         ('[[flows]]\ncc = "cubic"\nrtt = "10ms"\nfq_pacing = true\n', "flows[1].fq_pacing", "fq_pacing"),
         ('[[flows]]\ncc = "cubic"\nrtt = "10ms"\ncc_params = { beta = 800 }\n', "flows[1].cc_params", "module parameters"),
     ],
@@ -343,7 +393,7 @@ def _tag_of(pid: int, timeout: float = 20) -> str:
         for d in Path("/tmp").glob(f"{E.WORK_PREFIX}*"):
             try:
                 if int((d / "owner.pid").read_text()) == pid:
-                    return d.name[len(E.WORK_PREFIX):]
+                    return d.name[len(E.WORK_PREFIX) :]
             except (OSError, ValueError):
                 pass
         time.sleep(0.05)
@@ -384,7 +434,9 @@ LONG = 'duration = "30s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flow
 def test_a_signal_mid_run_leaves_nothing_behind(tmp_path: Path, sig: signal.Signals) -> None:
     scen = scenario(LONG, tmp_path)
     before = _aq_host_devices()
-    p = subprocess.Popen([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     tag = _tag_of(p.pid)
     _wait_mid_run(tag, 2)
     assert _leftovers(tag)["namespaces"], "the testbed exists mid-run"
@@ -400,7 +452,9 @@ def test_a_signal_mid_run_leaves_nothing_behind(tmp_path: Path, sig: signal.Sign
 def test_after_sigkill_cleanup_removes_the_stale_testbed(tmp_path: Path) -> None:
     scen = scenario(LONG, tmp_path)
     before = _aq_host_devices()
-    p = subprocess.Popen([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     tag = _tag_of(p.pid)
     _wait_mid_run(tag, 2)
     p.kill()
@@ -419,7 +473,10 @@ def test_after_sigkill_cleanup_removes_the_stale_testbed(tmp_path: Path) -> None
     ("text", "key"),
     [
         ('[[flows]]\ncc = "{cc}"\nrtt = "10ms"\n', "flows[0].cc"),
-        ('[[flows]]\ncc = "cubic"\nrtt = "10ms"\n[[workload]]\ncc = "{cc}"\nrtt = "10ms"\nrate = "10/s"\nsize = {{ dist = "fixed", size = "10KB" }}\n', "workload[0].cc"),
+        (
+            '[[flows]]\ncc = "cubic"\nrtt = "10ms"\n[[workload]]\ncc = "{cc}"\nrtt = "10ms"\nrate = "10/s"\nsize = {{ dist = "fixed", size = "10KB" }}\n',
+            "workload[0].cc",
+        ),
     ],
     ids=["flows", "workload"],
 )
@@ -439,7 +496,9 @@ def test_a_cc_the_kernel_lacks_is_refused_with_its_list(tmp_path: Path, text: st
 def test_a_cbr_class_with_tcp_options_is_refused(tmp_path: Path) -> None:
     # Bad input on the newly supported kind: refused when the scenario is read (exit 2, one
     # line, nothing created), before any testbed.
-    scen = scenario('duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cbr"\nrate = "1Mbps"\nrtt = "10ms"\necn = true\n', tmp_path)
+    scen = scenario(
+        'duration = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cbr"\nrate = "1Mbps"\nrtt = "10ms"\necn = true\n', tmp_path
+    )
     r = subprocess.run([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "flows[0]" in r.stderr and "cbr" in r.stderr and "ecn" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -555,7 +614,8 @@ def test_ppv_shares_cubic_and_bbr_more_equally_than_shallow_taildrop(tmp_path: P
     # PPV 0.97 (CUBIC 41.6 %).
     print(f"CUBIC+BBR: TailDrop Jain {j_td:.3f} (CUBIC share {cubic_td:.3f}), PPV Jain {j_ppv:.3f} (CUBIC share {cubic_ppv:.3f})")
     seen = {
-        "jain": [j_td, j_ppv], "cubic_share": [cubic_td, cubic_ppv],
+        "jain": [j_td, j_ppv],
+        "cubic_share": [cubic_td, cubic_ppv],
         "utilization": [td.summary["metrics"]["utilization"], ppv.summary["metrics"]["utilization"]],
         "late_p99_ns": [td.summary["counters"]["late_p99_ns"], ppv.summary["counters"]["late_p99_ns"]],
     }
@@ -658,7 +718,9 @@ def test_finite_and_stopped_flows(tmp_path: Path) -> None:
 @needs_testbed
 def test_compare_writes_both_runs_and_the_differences(tmp_path: Path) -> None:
     scen = scenario('duration = "6s"\nwarmup = "1s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "reno"\nrtt = "20ms"\n', tmp_path)
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "compare", str(scen), "-o", str(tmp_path / "cmp"), "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "aqmlab", "compare", str(scen), "-o", str(tmp_path / "cmp"), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     rows = {x["metric"]: x for x in json.loads(r.stdout)}
     sim = aqmlab.load_result(tmp_path / "cmp" / "sim")
@@ -693,7 +755,9 @@ WORKLOAD = (
 @needs_testbed
 def test_a_workload_runs_the_simulators_flows(tmp_path: Path) -> None:
     scen = scenario(WORKLOAD, tmp_path, "workload")
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "compare", str(scen), "-o", str(tmp_path / "cmp"), "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "aqmlab", "compare", str(scen), "-o", str(tmp_path / "cmp"), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     sim = aqmlab.load_result(tmp_path / "cmp" / "sim")
     emu = aqmlab.load_result(tmp_path / "cmp" / "emu")
@@ -782,7 +846,6 @@ def test_cbr_flows_keep_their_rate_when_uncongested(tmp_path: Path, aqm: str) ->
     assert f["cc"].tolist() == sim["cc"].tolist() == ["cbr", "cbr"]
     assert sim["delivered_bytes"][1] == 100_000 and sim["segs_sent"].tolist() == f["segs_sent"].tolist()
     assert sim["fct_s"][1] == pytest.approx(0.402)
-
 
 
 def _priorities(env: dict[str, str]) -> dict[str, list[str]]:

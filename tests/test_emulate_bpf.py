@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _testbed import testbed_missing
 
 import aqmlab
 from aqmlab.emu import bpfcc as B
 from aqmlab.emu import emulate as E
 from aqmlab.emu import traffic as T
-from _testbed import testbed_missing
 
 DCTCP = B.BPF_CCS["dctcp"]
 
@@ -287,7 +287,9 @@ def _wait_registered(p: subprocess.Popen[Any], timeout: float = 20) -> None:
 @needs_bpf
 def test_sigterm_mid_run_removes_the_cc(tmp_path: Path) -> None:
     scen = scenario(DCTCP_STEP.format(rtt="5ms").replace('duration = "6s"', 'duration = "30s"'), tmp_path)
-    p = subprocess.Popen([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     _wait_registered(p)
     p.send_signal(signal.SIGTERM)
     _, stderr = p.communicate(timeout=30)
@@ -301,7 +303,9 @@ def test_sigkill_of_the_run_removes_the_cc(tmp_path: Path) -> None:
     # The loader dies with its orchestrator (PR_SET_PDEATHSIG), and the kernel unregisters
     # the CC with it; only the namespaces stay for --cleanup.
     scen = scenario(DCTCP_STEP.format(rtt="5ms").replace('duration = "6s"', 'duration = "30s"'), tmp_path)
-    p = subprocess.Popen([sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "aqmlab", "emulate", str(scen), "-o", str(tmp_path / "out"), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _wait_registered(p)
     p.kill()
     p.wait()

@@ -14,11 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _testbed import testbed_missing
 
 import aqmlab
 from aqmlab.emu import emulate as E
-from _testbed import testbed_missing
-
 
 needs_testbed = pytest.mark.skipif(testbed_missing() is not None, reason=f"the emulator's testbed: {testbed_missing()}")
 

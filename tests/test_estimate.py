@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from aqmlab import _native
-from aqmlab.simulate.estimate import check_fits, estimate, mem_available
+from aqmlab.cli import main as cli
 from aqmlab.inputs.errors import ScenarioError
 from aqmlab.scenario import parse_scenario
-from aqmlab.cli import main as cli
+from aqmlab.simulate.estimate import check_fits, estimate, mem_available
 
 PKT_BITS = 8 * 1500  # one full-sized packet on the wire (1500-byte MTU)
 

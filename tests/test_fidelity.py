@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_emulate import needs_testbed
 from typer.testing import CliRunner
 
-from aqmlab.scenario import parse_scenario
+from aqmlab.cli.main import app
 from aqmlab.emu import emulate as E
 from aqmlab.fidelity import suite as F
-from aqmlab.cli.main import app
-from test_emulate import needs_testbed
+from aqmlab.scenario import parse_scenario
 
 
 def test_bands_on_hand_made_numbers() -> None:
@@ -151,7 +151,10 @@ def test_a_malformed_sim_stall_is_refused_before_anything_runs(tmp_path: Path) -
 
 
 def _emu_summary(stalls_by_role: dict[str, list[int]], window_ns: int = 10_000_000_000) -> dict:
-    cpus = {f"cpu{i}": {"role": role, "wakeups": 0, "stalls": [[500_000 * (j + 1), late] for j, late in enumerate(lates)]} for i, (role, lates) in enumerate(stalls_by_role.items())}
+    cpus = {
+        f"cpu{i}": {"role": role, "wakeups": 0, "stalls": [[500_000 * (j + 1), late] for j, late in enumerate(lates)]}
+        for i, (role, lates) in enumerate(stalls_by_role.items())
+    }
     return {"emu": {"stalls": {"period_ns": 500_000, "threshold_ns": 300_000, "window_ns": window_ns, "cpus": cpus}}}
 
 
@@ -262,7 +265,14 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
     for name in names:
         doc = json.loads((out / "cases" / name / "case.json").read_text())
         sts = [json.loads((out / "cases" / name / f"emu-{k}" / "summary.json").read_text())["emu"]["stalls"] for k in (1, 2)]
-        long = [late + st["period_ns"] / 2 for st in sts for cpu in st["cpus"].values() if cpu["role"] == "traffic" for _, late in cpu["stalls"] if late + st["period_ns"] / 2 >= 1e6]
+        long = [
+            late + st["period_ns"] / 2
+            for st in sts
+            for cpu in st["cpus"].values()
+            if cpu["role"] == "traffic"
+            for _, late in cpu["stalls"]
+            if late + st["period_ns"] / 2 >= 1e6
+        ]
         if long:
             assert doc["sim_stalls_from"].startswith(f"measured: {len(long)} stalls")
             window = sum(st["window_ns"] for st in sts)

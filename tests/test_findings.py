@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 import aqmlab
+from aqmlab.studies import STUDIES
 from aqmlab.studies.findings import FindingsError, evaluate, load_findings, parse_findings
 from aqmlab.sweep.spec import parse_sweep
-from aqmlab.studies import STUDIES
 
 AXES = {"aqm": ["step", "pi2", "csaqm"], "N": [2, 10], "K": [0.17, 0.5]}
 
@@ -35,7 +35,11 @@ def one(text: str, axes: dict | None = AXES):
 
 def test_threshold_claims_give_reproduced_or_differs() -> None:
     f = one('where = { aqm = "step", N = 2 }\nmetric = "utilization"\nclaim = "< 0.60"\n')
-    df = rows({"aqm": "step", "N": 2, "K": 0.17, "utilization": 0.55}, {"aqm": "step", "N": 2, "K": 0.5, "utilization": 0.59}, {"aqm": "pi2", "N": 2, "K": 0.17, "utilization": 0.99})
+    df = rows(
+        {"aqm": "step", "N": 2, "K": 0.17, "utilization": 0.55},
+        {"aqm": "step", "N": 2, "K": 0.5, "utilization": 0.59},
+        {"aqm": "pi2", "N": 2, "K": 0.17, "utilization": 0.99},
+    )
     v = evaluate(f, df, AXES)
     # Both selected runs (0.55, 0.59) are below 0.60; the PI2 run is not selected.
     assert v.verdict == "reproduced" and sorted(v.values) == [0.55, 0.59]
@@ -56,7 +60,10 @@ def test_approx_and_range_claims() -> None:
 
 
 def test_ratio_between_two_classes_of_the_same_run() -> None:
-    two = [{"class": "dctcp-5ms", "cc": "dctcp", "rtt_ms": 5.0, "rel_throughput": 1.5}, {"class": "bbr2-5ms", "cc": "bbr2", "rtt_ms": 5.0, "rel_throughput": 0.5}]
+    two = [
+        {"class": "dctcp-5ms", "cc": "dctcp", "rtt_ms": 5.0, "rel_throughput": 1.5},
+        {"class": "bbr2-5ms", "cc": "bbr2", "rtt_ms": 5.0, "rel_throughput": 0.5},
+    ]
     df = rows({"aqm": "step", "N": 2, "K": 0.17, "classes": two})
     f = one('where = { aqm = "step", cc = "dctcp" }\nratio_to = { cc = "bbr2" }\nmetric = "rel_throughput"\nclaim = "> 2"\n')
     v = evaluate(f, df)
@@ -67,8 +74,11 @@ def test_ratio_between_two_classes_of_the_same_run() -> None:
 
 def test_max_over_an_axis_compares_runs_that_differ_only_there() -> None:
     df = rows(
-        {"aqm": "step", "N": 2, "K": 0.17, "run_jain": 0.70}, {"aqm": "pi2", "N": 2, "K": 0.17, "run_jain": 0.80}, {"aqm": "csaqm", "N": 2, "K": 0.17, "run_jain": 0.95},
-        {"aqm": "step", "N": 10, "K": 0.17, "run_jain": 0.99}, {"aqm": "csaqm", "N": 10, "K": 0.17, "run_jain": 0.90},
+        {"aqm": "step", "N": 2, "K": 0.17, "run_jain": 0.70},
+        {"aqm": "pi2", "N": 2, "K": 0.17, "run_jain": 0.80},
+        {"aqm": "csaqm", "N": 2, "K": 0.17, "run_jain": 0.95},
+        {"aqm": "step", "N": 10, "K": 0.17, "run_jain": 0.99},
+        {"aqm": "csaqm", "N": 10, "K": 0.17, "run_jain": 0.90},
     )
     f = one('where = { aqm = "csaqm", N = 2 }\nmetric = "run_jain"\nclaim = "max over aqm"\n')
     v = evaluate(f, df, AXES)
@@ -124,7 +134,11 @@ FINDING = '[[finding]]\nid = "x"\nstatement = "s"\nsource = "Fig. 1"\nwhere = { 
         (FINDING.replace('metric = "utilization"', "metric = 3"), 6, "finding[0].metric: 3: Input should be a valid string"),
         (FINDING.replace('statement = "s"', 'statement = "  "'), 3, "finding[0].statement: expected a non-empty string"),
         (FINDING + 'agg = "median"\n', 8, "finding[0].agg: 'median': Input should be 'all' or 'mean'"),
-        (FINDING.replace('{ aqm = "step" }', '{ aqm = ["step"] }'), 5, "finding[0].where.aqm: expected a single value (an axis label, a class name, a CC or an RTT in ms)"),
+        (
+            FINDING.replace('{ aqm = "step" }', '{ aqm = ["step"] }'),
+            5,
+            "finding[0].where.aqm: expected a single value (an axis label, a class name, a CC or an RTT in ms)",
+        ),
         # The second finding's id is line 7 + 2.
         (FINDING + FINDING, 9, "finding[1].id: duplicate id 'x'"),
         ("findings = 1\n" + FINDING, 1, "findings: unknown key (did you mean 'finding'?)"),
@@ -178,7 +192,7 @@ def test_the_report_opens_with_the_findings_table(tmp_path: Path) -> None:
     html = write_report(d, d / "report.html").read_text(encoding="utf-8")
     # The table comes before every figure, one row per finding of the shipped file.
     assert html.index('<table class="findings">') < html.index("<img ")
-    table = html[html.index('<table class="findings">'): html.index("</table>", html.index('<table class="findings">'))]
+    table = html[html.index('<table class="findings">') : html.index("</table>", html.index('<table class="findings">'))]
     fs = load_findings("ckcd")
     assert table.count("<tr>") == len(fs) + 1
     # The verdict of "BBR takes more than twice CUBIC's share at TailDrop" follows from the

@@ -42,17 +42,46 @@ _scalars = st.one_of(
     st.text(max_size=12),
     st.sampled_from(["", "1", "0s", "-1s", "nan", "inf", "1e309", "${x}", "${1/0}", "[[flows]]", "ñ", "\x00"]),
 )
+
+
 def _mostly(good: list[Any], bad: list[Any]) -> st.SearchStrategy[Any]:
     """A plausible value seven times in eight, else a malformed one."""
     return st.one_of(*[st.sampled_from(good)] * 7, st.sampled_from(bad))
 
 
-TIMES = _mostly(["0.1s", "0.05s", "1ms", "10ms", "0s", "uniform(0s, 0.05s)", "staggered(0s, 10ms)"], ["-1s", "10", "1e-9s", "100000000s", "uniform(1s, 0s)", "abc", "0.2s"])
+TIMES = _mostly(
+    ["0.1s", "0.05s", "1ms", "10ms", "0s", "uniform(0s, 0.05s)", "staggered(0s, 10ms)"], ["-1s", "10", "1e-9s", "100000000s", "uniform(1s, 0s)", "abc", "0.2s"]
+)
 RATES = _mostly(["10Mbps", "100Mbps", "1Mbps"], ["0bps", "-5Mbps", "10 parsecs", "1e30bps", "1kbps"])
 SIZES = _mostly(["1bdp", "0.5bdp", "80pkt", "64KB", "1KB", "1MB"], ["0B", "0pkt", "-1pkt", "1e12pkt", "5ms", "10Mbps"])
 CCS = _mostly(["cubic", "reno", "dctcp", "bbr", "bbr2", "bbr3", "prague", "cbr"], ["nope", ""])
-AQMS = st.sampled_from(["taildrop", "red", "step", "pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "ppv", "csaqm", "bernoulli", "droptail"])
-AQM_OPTS = st.sampled_from(["target", "limit", "min", "max", "avpkt", "burst", "interval", "ecn", "drop", "mark", "tupdate", "alpha", "beta", "k", "flows", "quantum", "p", "tau", "adaptive", "threshold"])
+AQMS = st.sampled_from(
+    ["taildrop", "red", "step", "pie", "fq_pie", "pi2", "dualpi2", "codel", "fq_codel", "choke", "ckcd", "gsp", "ppv", "csaqm", "bernoulli", "droptail"]
+)
+AQM_OPTS = st.sampled_from(
+    [
+        "target",
+        "limit",
+        "min",
+        "max",
+        "avpkt",
+        "burst",
+        "interval",
+        "ecn",
+        "drop",
+        "mark",
+        "tupdate",
+        "alpha",
+        "beta",
+        "k",
+        "flows",
+        "quantum",
+        "p",
+        "tau",
+        "adaptive",
+        "threshold",
+    ]
+)
 
 
 def _value(specific: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -68,7 +97,9 @@ def _junk(tables: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[s
 
 
 def _aqm() -> st.SearchStrategy[Any]:
-    opts = st.dictionaries(AQM_OPTS, _value(st.one_of(TIMES, SIZES, st.floats(-2, 2), st.integers(-5, 2000), st.booleans(), st.sampled_from(["0.17rtt", "1.5rtt"]))), max_size=3)
+    opts = st.dictionaries(
+        AQM_OPTS, _value(st.one_of(TIMES, SIZES, st.floats(-2, 2), st.integers(-5, 2000), st.booleans(), st.sampled_from(["0.17rtt", "1.5rtt"]))), max_size=3
+    )
     return st.builds(lambda kind, o: {"kind": kind, **o}, AQMS, opts)
 
 
@@ -91,22 +122,62 @@ def _flow() -> st.SearchStrategy[dict[str, Any]]:
 
 def _workload() -> st.SearchStrategy[dict[str, Any]]:
     size = st.one_of(
-        st.fixed_dictionaries({"dist": st.sampled_from(["fixed", "uniform", "exponential", "pareto", "lognormal", "empirical", "zipf"])}, optional={"size": _value(SIZES), "min": _value(SIZES), "max": _value(SIZES), "mean": _value(SIZES), "alpha": _scalars, "median": _value(SIZES), "sigma": _scalars, "file": st.sampled_from(["missing.csv", "/dev/null", "", "."]), "points": st.lists(st.lists(_scalars, max_size=3), max_size=3)}),
+        st.fixed_dictionaries(
+            {"dist": st.sampled_from(["fixed", "uniform", "exponential", "pareto", "lognormal", "empirical", "zipf"])},
+            optional={
+                "size": _value(SIZES),
+                "min": _value(SIZES),
+                "max": _value(SIZES),
+                "mean": _value(SIZES),
+                "alpha": _scalars,
+                "median": _value(SIZES),
+                "sigma": _scalars,
+                "file": st.sampled_from(["missing.csv", "/dev/null", "", "."]),
+                "points": st.lists(st.lists(_scalars, max_size=3), max_size=3),
+            },
+        ),
         _scalars,
     )
-    return st.fixed_dictionaries({"cc": _value(CCS), "rate": _value(st.sampled_from(["10/s", "100/s", "0/s", "-1/s", "1e9/s", 10, "x"])), "size": size}, optional={"rtt": _value(TIMES), "start": _value(TIMES), "stop": _value(TIMES), "load": _value(st.floats(-1, 2)), "ecn": _value(st.booleans())})
+    return st.fixed_dictionaries(
+        {"cc": _value(CCS), "rate": _value(st.sampled_from(["10/s", "100/s", "0/s", "-1/s", "1e9/s", 10, "x"])), "size": size},
+        optional={"rtt": _value(TIMES), "start": _value(TIMES), "stop": _value(TIMES), "load": _value(st.floats(-1, 2)), "ecn": _value(st.booleans())},
+    )
 
 
 def _valid() -> st.SearchStrategy[dict[str, Any]]:
     """A scenario that validates (short: ≤ 0.1 s at ≤ 100 Mbit/s)."""
     flow = st.one_of(
-        st.fixed_dictionaries({"cc": st.sampled_from(["cubic", "reno", "dctcp", "bbr", "bbr2", "bbr3", "prague"]), "rtt": st.sampled_from(["10ms", "5ms", "30ms"])}, optional={"count": st.integers(1, 3), "start": st.sampled_from(["0s", "uniform(0s, 0.05s)", "staggered(0s, 10ms)"]), "ecn": st.booleans(), "size": st.sampled_from(["10KB", "100KB"])}),
+        st.fixed_dictionaries(
+            {"cc": st.sampled_from(["cubic", "reno", "dctcp", "bbr", "bbr2", "bbr3", "prague"]), "rtt": st.sampled_from(["10ms", "5ms", "30ms"])},
+            optional={
+                "count": st.integers(1, 3),
+                "start": st.sampled_from(["0s", "uniform(0s, 0.05s)", "staggered(0s, 10ms)"]),
+                "ecn": st.booleans(),
+                "size": st.sampled_from(["10KB", "100KB"]),
+            },
+        ),
         st.fixed_dictionaries({"cc": st.just("cbr"), "rate": st.sampled_from(["1Mbps", "20Mbps"]), "rtt": st.just("10ms")}),
     )
-    aqm = st.one_of(st.just({"kind": "taildrop"}), st.just({"kind": "red", "min": "10pkt", "max": "30pkt", "avpkt": "1500B"}), st.builds(lambda k: {"kind": k}, st.sampled_from(["pie", "fq_codel", "codel", "choke", "pi2", "dualpi2", "fq_pie", "gsp"])), st.just({"kind": "step", "target": "0.5rtt"}), st.just({"kind": "bernoulli", "drop": 0.01}))
+    aqm = st.one_of(
+        st.just({"kind": "taildrop"}),
+        st.just({"kind": "red", "min": "10pkt", "max": "30pkt", "avpkt": "1500B"}),
+        st.builds(lambda k: {"kind": k}, st.sampled_from(["pie", "fq_codel", "codel", "choke", "pi2", "dualpi2", "fq_pie", "gsp"])),
+        st.just({"kind": "step", "target": "0.5rtt"}),
+        st.just({"kind": "bernoulli", "drop": 0.01}),
+    )
     return st.fixed_dictionaries(
-        {"duration": st.sampled_from(["0.1s", "0.05s"]), "bottleneck": st.fixed_dictionaries({"rate": st.sampled_from(["10Mbps", "100Mbps"]), "buffer": st.sampled_from(["1bdp", "80pkt", "64KB"]), "aqm": aqm}), "flows": st.lists(flow, min_size=1, max_size=3)},
-        optional={"seed": st.integers(0, 2**64 - 1), "measure": st.fixed_dictionaries({"interval": st.sampled_from(["10ms", "0s", "50ms"])}), "warmup": st.just("0.01s")},
+        {
+            "duration": st.sampled_from(["0.1s", "0.05s"]),
+            "bottleneck": st.fixed_dictionaries(
+                {"rate": st.sampled_from(["10Mbps", "100Mbps"]), "buffer": st.sampled_from(["1bdp", "80pkt", "64KB"]), "aqm": aqm}
+            ),
+            "flows": st.lists(flow, min_size=1, max_size=3),
+        },
+        optional={
+            "seed": st.integers(0, 2**64 - 1),
+            "measure": st.fixed_dictionaries({"interval": st.sampled_from(["10ms", "0s", "50ms"])}),
+            "warmup": st.just("0.01s"),
+        },
     )
 
 
@@ -147,11 +218,19 @@ def _wild() -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _sweep_table() -> st.SearchStrategy[dict[str, Any]]:
-    axis_values = st.lists(st.one_of(_scalars, st.sampled_from(["${N}", "${N/2}", "${2*f}rtt", "${nope}", "${1/0}", "${(}", "${N**N**N}", "${10.0**400}", "${ceil(1e308*10)}"])), max_size=3)
-    axis_names = st.sampled_from(["N", "f", "flows.*.count", "flows.0.cc", "bottleneck.aqm", "duration", "nope.x", "flows.9.count", "*"])
-    return st.fixed_dictionaries({}, optional={"N": st.lists(st.sampled_from([1, 2, 0, -1, "a"]), max_size=3), "f": st.lists(st.sampled_from([0.5, 1, 0, -1]), max_size=2), "exclude": st.lists(st.dictionaries(axis_names, _scalars, max_size=1), max_size=2)}).flatmap(
-        lambda base: st.dictionaries(axis_names, axis_values, max_size=2).map(lambda extra: {**base, **extra})
+    axis_values = st.lists(
+        st.one_of(_scalars, st.sampled_from(["${N}", "${N/2}", "${2*f}rtt", "${nope}", "${1/0}", "${(}", "${N**N**N}", "${10.0**400}", "${ceil(1e308*10)}"])),
+        max_size=3,
     )
+    axis_names = st.sampled_from(["N", "f", "flows.*.count", "flows.0.cc", "bottleneck.aqm", "duration", "nope.x", "flows.9.count", "*"])
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "N": st.lists(st.sampled_from([1, 2, 0, -1, "a"]), max_size=3),
+            "f": st.lists(st.sampled_from([0.5, 1, 0, -1]), max_size=2),
+            "exclude": st.lists(st.dictionaries(axis_names, _scalars, max_size=1), max_size=2),
+        },
+    ).flatmap(lambda base: st.dictionaries(axis_names, axis_values, max_size=2).map(lambda extra: {**base, **extra}))
 
 
 # ------------------------------------------------------------------------------------------
@@ -192,7 +271,11 @@ def _toml_value(v: Any) -> str:
 
 def to_toml(doc: dict[str, Any]) -> str:
     """Top-level scalars, then [table]s, then [[array]]s of tables, as people write them."""
-    lines = [f"{_toml_str(k)} = {_toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))]
+    lines = [
+        f"{_toml_str(k)} = {_toml_value(v)}"
+        for k, v in doc.items()
+        if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))
+    ]
     for k, v in doc.items():
         if isinstance(v, dict):
             lines.append(f"\n[{_toml_str(k)}]")
@@ -207,7 +290,12 @@ def to_toml(doc: dict[str, Any]) -> str:
 
 def test_to_toml_round_trips() -> None:
     # The writer the fuzzers depend on: what it writes reads back as the document.
-    doc = {"duration": "1s", "seed": 3, "bottleneck": {"rate": "10Mbps", "aqm": {"kind": "red", "min": 2.5}}, "flows": [{"cc": "cubic", "count": 2}, {"cc": "bbr"}]}
+    doc = {
+        "duration": "1s",
+        "seed": 3,
+        "bottleneck": {"rate": "10Mbps", "aqm": {"kind": "red", "min": 2.5}},
+        "flows": [{"cc": "cubic", "count": 2}, {"cc": "bbr"}],
+    }
     assert tomllib.loads(to_toml(doc)) == doc
 
 
@@ -241,7 +329,9 @@ def assert_contract(command: str, file: Path, out: Path, dry_run: bool = False) 
     r = invoke(command, file, out, dry_run)
     text = r.output
     event(f"exit {r.exit_code}")  # how many examples got past validation (--hypothesis-show-statistics)
-    assert r.exception is None or isinstance(r.exception, SystemExit), f"{command} raised {type(r.exception).__name__}: {r.exception}\n--- input ---\n{file.read_bytes()[:2000]!r}"
+    assert r.exception is None or isinstance(r.exception, SystemExit), (
+        f"{command} raised {type(r.exception).__name__}: {r.exception}\n--- input ---\n{file.read_bytes()[:2000]!r}"
+    )
     assert "Traceback" not in text and "panicked" not in text, text
     assert r.exit_code in (0, 2), f"{command}: exit {r.exit_code}\n{text}\n--- input ---\n{file.read_bytes()[:2000]!r}"
     if r.exit_code == 2:
@@ -321,7 +411,11 @@ N = [1, 2]
 
 @pytest.mark.parametrize("command", _commands())
 @FUZZ
-@given(data=st.one_of(st.binary(max_size=300), st.builds(lambda i, b, n: VALID[:i] + b + VALID[i + n :], st.integers(0, len(VALID)), st.binary(max_size=8), st.integers(0, 8))))
+@given(
+    data=st.one_of(
+        st.binary(max_size=300), st.builds(lambda i, b, n: VALID[:i] + b + VALID[i + n :], st.integers(0, len(VALID)), st.binary(max_size=8), st.integers(0, 8))
+    )
+)
 def test_arbitrary_bytes(command: str, data: bytes, work: Path) -> None:
     if command in ("validate", "run"):
         data = re.sub(rb"\[sweep\][\s\S]*", b"", data)
@@ -364,7 +458,11 @@ def _leaf_paths(doc: Any, prefix: list[Any] | None = None) -> list[list[Any]]:
 
 
 _ENGINE_PATHS = _leaf_paths(ENGINE)
-_json_values = st.recursive(_scalars.filter(lambda v: not (isinstance(v, float) and v != v)), lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=6), c, max_size=3)), max_leaves=6)
+_json_values = st.recursive(
+    _scalars.filter(lambda v: not (isinstance(v, float) and v != v)),
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=6), c, max_size=3)),
+    max_leaves=6,
+)
 _engine_docs = st.builds(lambda p, v: json.dumps(_mutate(ENGINE, p, v), allow_nan=True), st.sampled_from(_ENGINE_PATHS), _json_values)
 _strings = st.one_of(st.text(max_size=200), _engine_docs, st.builds(lambda v: json.dumps(v, allow_nan=True), _json_values))
 
@@ -449,7 +547,14 @@ def test_a_count_beyond_the_engine_32_bits_is_refused_by_its_key(tmp_path: Path)
     assert r.output.startswith(f"error: {f}:9: flows[0].count: 4294967296: Input should be less than or equal to 4294967295"), r.output
 
 
-@pytest.mark.parametrize(("expr", "words"), [("${N**N**N}", "9**387420489 is too large"), ("${10.0**400}", "10.0**400 is too large"), ("${ceil(1e308*10)}", "cannot convert float infinity to integer")])
+@pytest.mark.parametrize(
+    ("expr", "words"),
+    [
+        ("${N**N**N}", "9**387420489 is too large"),
+        ("${10.0**400}", "10.0**400 is too large"),
+        ("${ceil(1e308*10)}", "cannot convert float infinity to integer"),
+    ],
+)
 def test_sweep_expressions_that_overflow_are_refused_at_once(tmp_path: Path, expr: str, words: str) -> None:
     # 9**9**9 has 370 million digits: computing it would take minutes before anything is
     # checked. A power beyond a double's range is refused; a float overflow is an error like

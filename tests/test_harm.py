@@ -61,7 +61,7 @@ def test_bbr_harms_cubic_in_a_shallow_buffer_more_than_cubic_harms_bbr_and_basel
 
 def test_harm_refuses_a_single_class_scenario(tmp_path):
     f = tmp_path / "one.toml"
-    f.write_text(MIX.split("[[flows]]\ncc = \"CC1\"")[0].replace("CC0", "cubic"))
+    f.write_text(MIX.split('[[flows]]\ncc = "CC1"')[0].replace("CC0", "cubic"))
     r = subprocess.run([sys.executable, "-m", "aqmlab", "harm", str(f), "-o", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 2 and "at least two TCP flow classes" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
@@ -69,7 +69,11 @@ def test_harm_refuses_a_single_class_scenario(tmp_path):
 
 def test_a_solo_baseline_keeps_every_class_schedule_of_starts_and_stops():
     # "The class against its own kind in the same setting": the same joins and leaves.
-    text = MIX.replace("CC0", "bbr").replace("CC1", "cubic").replace('cc = "bbr"\nrtt = "20ms"', 'cc = "bbr"\nrtt = "20ms"\ncount = 2\nstart = "staggered(2s, 3s)"\nstop = "staggered(12s, 2s)"')
+    text = (
+        MIX.replace("CC0", "bbr")
+        .replace("CC1", "cubic")
+        .replace('cc = "bbr"\nrtt = "20ms"', 'cc = "bbr"\nrtt = "20ms"\ncount = 2\nstart = "staggered(2s, 3s)"\nstop = "staggered(12s, 2s)"')
+    )
     s = parse_scenario(text)
     for i in (0, 1):
         b = solo_baseline(s, i)

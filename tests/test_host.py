@@ -131,8 +131,7 @@ def test_bbr_builds_a_queue_in_a_deep_buffer_when_its_hosts_stall() -> None:
     # link drains, and the queue grows by the excess; with hosts that never stall BBR keeps
     # only its ProbeBW sawtooth (the emulator's kernel: docs/fidelity.md, bbr-deep-taildrop).
     def queue_ms(host: str) -> float:
-        s = parse_scenario('duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "100Mbps"\nbuffer = "667pkt"\n'
-                           '[[flows]]\ncc = "bbr"\nrtt = "20ms"\n' + host)
+        s = parse_scenario('duration = "10s"\nwarmup = "3s"\n[bottleneck]\nrate = "100Mbps"\nbuffer = "667pkt"\n[[flows]]\ncc = "bbr"\nrtt = "20ms"\n' + host)
         return aqmlab.run(s).summary["metrics"]["sojourn_ms"]["mean"]
 
     calm = queue_ms("")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import aqmlab
 
 
@@ -34,8 +33,15 @@ def test_full_lowering() -> None:
     assert (cfg["duration_ns"], cfg["warmup_ns"], cfg["seed"]) == (10 * 10**9, 10**9, 7)
     a, b = cfg["classes"]
     assert a == {
-        "name": "dctcp-5ms", "cc": {"name": "dctcp"}, "cbr_rate_bps": None, "count": 5, "rtt_ns": 5_000_000, "ecn": False,
-        "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 10**9}, "size_bytes": None, "fq_pacing": False,
+        "name": "dctcp-5ms",
+        "cc": {"name": "dctcp"},
+        "cbr_rate_bps": None,
+        "count": 5,
+        "rtt_ns": 5_000_000,
+        "ecn": False,
+        "start": {"kind": "uniform", "lo_ns": 0, "hi_ns": 10**9},
+        "size_bytes": None,
+        "fq_pacing": False,
     }
     assert b["name"] == "cubic-50ms" and b["ecn"] is True and b["size_bytes"] == 1_000_000
     assert b["start"] == {"kind": "staggered", "first_ns": 0, "spacing_ns": 2 * 10**9}
@@ -47,8 +53,18 @@ def test_red_as_transcribed_from_tc() -> None:
     # De Schepper et al. (DualQ): red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
     cfg = scenario(kind="red", limit="1600000B", min="120000B", max="360000B", avpkt="1000B", burst=220, ecn=True, bandwidth="40Mbit").engine_config()
     assert cfg["bottleneck"]["aqm"] == {
-        "kind": "red", "limit": 1_600_000, "min": 120_000, "max": 360_000, "avpkt": 1000, "burst": 220,
-        "bandwidth": 40_000_000, "ecn": True, "harddrop": False, "nodrop": False, "adaptive": False, "gentle": False,
+        "kind": "red",
+        "limit": 1_600_000,
+        "min": 120_000,
+        "max": 360_000,
+        "avpkt": 1000,
+        "burst": 220,
+        "bandwidth": 40_000_000,
+        "ecn": True,
+        "harddrop": False,
+        "nodrop": False,
+        "adaptive": False,
+        "gentle": False,
     }
 
 
@@ -95,11 +111,20 @@ def test_cbr_class() -> None:
 def test_gsp_threshold_is_the_delay_target_at_line_rate() -> None:
     # Fejes et al. 2019: GSP target = 0.75 × buffer time. Buffer 0.5 BDP of 100 Mbit/s × 10 ms = 62 500 B
     # (5 ms); target 3.75 ms ⇒ θ = 3.75e-3 × 100e6 / 8 = 46 875 B.
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
+    s = aqmlab.Scenario(
+        duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}]
+    )
     b = s.engine_config()["bottleneck"]
     assert b["aqm"] == {
-        "kind": "gsp", "threshold_bytes": 46_875, "interval_ns": 200_000_000, "tau_ns": 1_000_000_000, "alpha": 1.0,
-        "max_time_ns": None, "adaptive": True, "limit_packets": None, "limit_bytes": 62_500,
+        "kind": "gsp",
+        "threshold_bytes": 46_875,
+        "interval_ns": 200_000_000,
+        "tau_ns": 1_000_000_000,
+        "alpha": 1.0,
+        "max_time_ns": None,
+        "adaptive": True,
+        "limit_packets": None,
+        "limit_bytes": 62_500,
     }
     assert b["delay_target_ns"] == 3_750_000
 
@@ -117,9 +142,19 @@ def test_ckcd_thresholds_are_clamped_to_the_buffer() -> None:
 
 def test_codel_lowers_to_the_linux_defaults_with_the_given_limit() -> None:
     # Liu et al. (CKCD): "CoDel (Δ 100 ms, D 5 ms), buffer 80 packets".
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
+    s = aqmlab.Scenario(
+        duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}]
+    )
     b = s.engine_config()["bottleneck"]
-    assert b["aqm"] == {"kind": "codel", "target_ns": 5_000_000, "interval_ns": 100_000_000, "limit": 80, "ecn": False, "ce_threshold_ns": None, "mtu_bytes": 1514}
+    assert b["aqm"] == {
+        "kind": "codel",
+        "target_ns": 5_000_000,
+        "interval_ns": 100_000_000,
+        "limit": 80,
+        "ecn": False,
+        "ce_threshold_ns": None,
+        "mtu_bytes": 1514,
+    }
     assert b["delay_target_ns"] == 5_000_000
 
 
@@ -128,29 +163,66 @@ def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
     a = s.engine_config()["bottleneck"]["aqm"]
     # sch_fq_codel defaults: 1024 flows, quantum 1514, limit 10240 (capped to the 500-packet
     # buffer), 32 MiB memory, drop batch 64, ECN on.
-    assert a == {"kind": "fq_codel", "flows": 1024, "quantum": 1514, "limit": 500, "memory_limit": 32 * 2**20, "drop_batch": 64,
-                 "target_ns": 5_000_000, "interval_ns": 100_000_000, "ecn": True, "ce_threshold_ns": None, "mtu_bytes": 1514}
+    assert a == {
+        "kind": "fq_codel",
+        "flows": 1024,
+        "quantum": 1514,
+        "limit": 500,
+        "memory_limit": 32 * 2**20,
+        "drop_batch": 64,
+        "target_ns": 5_000_000,
+        "interval_ns": 100_000_000,
+        "ecn": True,
+        "ce_threshold_ns": None,
+        "mtu_bytes": 1514,
+    }
 
 
 def test_pie_target_from_the_buffer_time_and_sch_pie_defaults() -> None:
     # Fejes et al. 2019: PIE target = 0.75 × buffer time, drop only. Buffer 1 BDP at 100 Mbit/s × 10 ms
     # (10 ms) ⇒ target 7.5 ms; the rest are sch_pie's defaults (tupdate 15 ms, alpha 2,
     # beta 20 in 1/16 Hz, limit 1000).
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "pie", "target": "7.5ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}])
+    s = aqmlab.Scenario(
+        duration="1s", bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "pie", "target": "7.5ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}]
+    )
     assert s.engine_config()["bottleneck"]["aqm"] == {
-        "kind": "pie", "target_ns": 7_500_000, "tupdate_ns": 15_000_000, "limit": 1000, "alpha": 2, "beta": 20,
-        "ecn": False, "bytemode": False, "dq_rate_estimator": False, "mtu_bytes": 1514,
+        "kind": "pie",
+        "target_ns": 7_500_000,
+        "tupdate_ns": 15_000_000,
+        "limit": 1000,
+        "alpha": 2,
+        "beta": 20,
+        "ecn": False,
+        "bytemode": False,
+        "dq_rate_estimator": False,
+        "mtu_bytes": 1514,
     }
 
 
 def test_pi2_target_is_k_times_the_rtt_with_the_given_gains() -> None:
     # Fejes et al. 2020 §III: target K·RTT (K = 0.5 of 5 ms ⇒ 2.5 ms), tupdate 10 ms, α 0.16,
     # β 3.2, any ECT scalable (Linux DCTCP sends ECT(0)).
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms",
-        "aqm": {"kind": "pi2", "target": "0.5rtt", "tupdate": "10ms", "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"}}, flows=[{"cc": "dctcp", "rtt": "5ms"}])
+    s = aqmlab.Scenario(
+        duration="1s",
+        bottleneck={
+            "rate": "1Gbps",
+            "buffer": "500ms",
+            "aqm": {"kind": "pi2", "target": "0.5rtt", "tupdate": "10ms", "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"},
+        },
+        flows=[{"cc": "dctcp", "rtt": "5ms"}],
+    )
     b = s.engine_config()["bottleneck"]
-    assert b["aqm"] == {"kind": "pi2", "target_ns": 2_500_000, "tupdate_ns": 10_000_000, "alpha": 0.16, "beta": 3.2, "k": 2.0, "ecn_mask": "any_ect",
-                        "limit": 10_000, "mtu_bytes": 1514}
+    assert b["aqm"] == {
+        "kind": "pi2",
+        "target_ns": 2_500_000,
+        "tupdate_ns": 10_000_000,
+        "alpha": 0.16,
+        "beta": 3.2,
+        "k": 2.0,
+        "ecn_mask": "any_ect",
+        "limit": 10_000,
+        "mtu_bytes": 1514,
+    }
     assert b["delay_target_ns"] == 2_500_000
 
 
@@ -160,9 +232,24 @@ def test_fq_pie_defaults() -> None:
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "500pkt", "aqm": {"kind": "fq_pie"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
     a = s.engine_config()["bottleneck"]["aqm"]
     # (PIE's own limit and MTU are sch_pie's defaults, unused by FQ-PIE.)
-    assert a == {"kind": "fq_pie", "flows": 1024, "limit": 500, "quantum": 1514, "ecn_prob": 0.1,
-                 "pie": {"target_ns": 15_000_000, "tupdate_ns": 15_000_000, "alpha": 2, "beta": 20, "ecn": False, "bytemode": False, "dq_rate_estimator": False,
-                         "limit": 1000, "mtu_bytes": 1514}}
+    assert a == {
+        "kind": "fq_pie",
+        "flows": 1024,
+        "limit": 500,
+        "quantum": 1514,
+        "ecn_prob": 0.1,
+        "pie": {
+            "target_ns": 15_000_000,
+            "tupdate_ns": 15_000_000,
+            "alpha": 2,
+            "beta": 20,
+            "ecn": False,
+            "bytemode": False,
+            "dq_rate_estimator": False,
+            "limit": 1000,
+            "mtu_bytes": 1514,
+        },
+    }
 
 
 def test_dualpi2_defaults_are_linuxs() -> None:
@@ -171,8 +258,18 @@ def test_dualpi2_defaults_are_linuxs() -> None:
     # 10 000, MTU 1514.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "40Mbps", "buffer": "250ms", "aqm": {"kind": "dualpi2"}}, flows=[{"cc": "dctcp", "rtt": "7ms"}])
     assert s.engine_config()["bottleneck"]["aqm"] == {
-        "kind": "dualpi2", "target_ns": 15_000_000, "tupdate_ns": 16_000_000, "alpha": 41 / 256, "beta": 819 / 256, "k": 2.0,
-        "step_ns": 1_000_000, "min_qlen_step": 0, "wc": 10, "ecn_mask": "l4s_ect", "limit": 10_000, "mtu_bytes": 1514,
+        "kind": "dualpi2",
+        "target_ns": 15_000_000,
+        "tupdate_ns": 16_000_000,
+        "alpha": 41 / 256,
+        "beta": 819 / 256,
+        "k": 2.0,
+        "step_ns": 1_000_000,
+        "min_qlen_step": 0,
+        "wc": 10,
+        "ecn_mask": "l4s_ect",
+        "limit": 10_000,
+        "mtu_bytes": 1514,
     }
     assert s.canonical()["bottleneck"]["aqm"]["alpha"] == 0.16015625
 
@@ -180,8 +277,11 @@ def test_dualpi2_defaults_are_linuxs() -> None:
 def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> None:
     # Fejes et al. 2019: buffer = f·RTT·C; 0.2 BDP of 100 Mbit/s × 10 ms = 25 000 B, handed to PPV
     # (it must see the overflowing arrival). No [marker]: equal sharing, T_m = 100 ms.
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.2bdp", "aqm": {"kind": "ppv"}},
-                        flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}])
+    s = aqmlab.Scenario(
+        duration="1s",
+        bottleneck={"rate": "100Mbps", "buffer": "0.2bdp", "aqm": {"kind": "ppv"}},
+        flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}],
+    )
     cfg = s.engine_config()
     assert cfg["bottleneck"]["aqm"] == {"kind": "ppv", "limit_packets": None, "limit_bytes": 25_000}
     assert cfg["marker"] == {"rate_window_ns": 100_000_000, "class_weights": [1.0, 1.0], "class_curves": [None, None]}
@@ -195,9 +295,12 @@ def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> Non
 def test_csaqm_target_bytes_and_weighted_marker_in_class_order() -> None:
     # Fejes et al. 2020: D_target = K·RTT = 0.5 × 5 ms = 2.5 ms ⇒ L_target = 2.5e-3 × 1e9 / 8 = 312 500 B;
     # CTV every 5 ms. Weights by class name, unlisted classes 1, in class order.
-    s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": {"kind": "csaqm", "target": "0.5rtt"}},
-                        flows=[{"cc": "dctcp", "rtt": "5ms", "name": "gold"}, {"cc": "dctcp", "rtt": "5ms"}, {"cc": "dctcp", "rtt": "5ms", "name": "bronze"}],
-                        marker={"tvf": "weighted", "weights": {"gold": 2, "bronze": 0.5}, "rate_window": "50ms"})
+    s = aqmlab.Scenario(
+        duration="1s",
+        bottleneck={"rate": "1Gbps", "buffer": "500ms", "aqm": {"kind": "csaqm", "target": "0.5rtt"}},
+        flows=[{"cc": "dctcp", "rtt": "5ms", "name": "gold"}, {"cc": "dctcp", "rtt": "5ms"}, {"cc": "dctcp", "rtt": "5ms", "name": "bronze"}],
+        marker={"tvf": "weighted", "weights": {"gold": 2, "bronze": 0.5}, "rate_window": "50ms"},
+    )
     cfg = s.engine_config()
     assert cfg["bottleneck"]["aqm"] == {"kind": "csaqm", "target_bytes": 312_500, "interval_ns": 5_000_000}
     assert cfg["bottleneck"]["delay_target_ns"] == 2_500_000

@@ -88,7 +88,7 @@ needs_testbed = pytest.mark.skipif(_WHY is not None, reason=f"eBPF Prague on the
 
 # The peers, run with this interpreter inside the namespaces. TCP_INFO is read by offset
 # (include/uapi/linux/tcp.h struct tcp_info, as in 6.18; 280 bytes with the AccECN fields).
-_PEER = r'''
+_PEER = r"""
 import json, socket, struct, sys, time
 TCP_CONGESTION, TCP_NOTSENT_LOWAT = 13, 25
 FIELDS = {"options": ("B", 5), "unacked": ("I", 24), "rtt_us": ("I", 68), "snd_ssthresh": ("I", 76),
@@ -145,7 +145,7 @@ else:
         pass
     s.close()
     print(json.dumps({"sent": sent, "seconds": time.monotonic() - t0, **out}), flush=True)
-'''
+"""
 
 
 @dataclass
@@ -229,8 +229,12 @@ def _run(tmp: Path, marked: bool, seconds: float) -> Run:
     pcap = tmp / "sender.pcap"
     procs: list[subprocess.Popen[str]] = []
     loader = subprocess.Popen(
-        [str(LOADER), str(PRAGUE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [str(LOADER), str(PRAGUE)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         ready = _readline(loader.stdout, 20)
@@ -250,27 +254,32 @@ def _run(tmp: Path, marked: bool, seconds: float) -> Run:
             _sh("ip", "-n", ns, "link", "set", dev, "gso_max_segs", "1")
         if marked:
             _sh("ip", "netns", "exec", snd, "tc", "qdisc", "add", "dev", "aqpr0", "clsact")
-            _sh("ip", "netns", "exec", snd, "tc", "filter", "add", "dev", "aqpr0", "egress",
-                "bpf", "direct-action", "obj", str(CEMARK), "sec", "tc")
+            _sh("ip", "netns", "exec", snd, "tc", "filter", "add", "dev", "aqpr0", "egress", "bpf", "direct-action", "obj", str(CEMARK), "sec", "tc")
         # Headers only, the first 3000 TCP packets: the handshake and ~1500 data segments.
         dump = subprocess.Popen(
-            ["ip", "netns", "exec", snd, "tcpdump", "-i", "aqpr0", "-n", "-s", "96", "-c", "3000",
-             "-U", "-w", str(pcap), "tcp"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            ["ip", "netns", "exec", snd, "tcpdump", "-i", "aqpr0", "-n", "-s", "96", "-c", "3000", "-U", "-w", str(pcap), "tcp"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         procs.append(dump)
         if "listening" not in _readline(dump.stderr, 10):
             raise RuntimeError("tcpdump did not start")
         recv = subprocess.Popen(
             ["ip", "netns", "exec", rcv, sys.executable, "-c", _PEER, "recv", CC, RCV_ADDR, str(PORT)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         procs.append(recv)
         if _readline(recv.stdout, 10) != "listening":
             raise RuntimeError(f"receiver did not start: {recv.stderr.read() if recv.poll() is not None else ''}")
         send = subprocess.run(
             ["ip", "netns", "exec", snd, sys.executable, "-c", _PEER, "send", CC, RCV_ADDR, str(PORT), str(seconds)],
-            capture_output=True, text=True, timeout=seconds + 20, check=False,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 20,
+            check=False,
         )
         if send.returncode != 0:
             raise RuntimeError(f"sender: {send.stderr.strip()}")

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 import aqmlab
 from aqmlab.analysis.harm import load_harm
-from aqmlab.sweep.spec import parse_sweep
 from aqmlab.cli.main import app
+from aqmlab.sweep.spec import parse_sweep
 
 SWEEP = """\
 name = "report-test"
@@ -78,7 +78,7 @@ def test_every_figure_is_saved_as_png_and_svg_and_embedded(report):
     for png in figs:
         assert png.stat().st_size > 1000
         assert png.with_suffix(".svg").read_text().lstrip().startswith(("<?xml", "<svg"))
-        assert f'report-figures/{png.name}' in html
+        assert f"report-figures/{png.name}" in html
     assert html.count("<img ") == len(figs)
     # The numbers under the utilization figure are the index's.
     df = aqmlab.load(report / "sweep")
@@ -110,7 +110,7 @@ def open_in_browser(page: Path, tmp_path: Path, *, min_images: int, shot: Path |
     n = int(re.search(r'data-images="(\d+)"', dom.stdout).group(1))
     loaded = int(re.search(r'data-loaded="(\d+)"', dom.stdout).group(1))
     assert n >= min_images and loaded == n, (n, loaded)
-    console_errors = [l for l in dom.stderr.splitlines() if "CONSOLE" in l and ("Error" in l or "Uncaught" in l)]
+    console_errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
     assert not console_errors, console_errors
     # The page as rendered (the unmodified report) is not blank.
     shot = shot or tmp_path / "shot.png"

@@ -12,9 +12,7 @@ import pytest
 import aqmlab
 from aqmlab.store import result as _results
 
-SMALL = aqmlab.Scenario(
-    name="small", duration="1s", bottleneck={"rate": "10Mbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "20ms", "count": 2}]
-)
+SMALL = aqmlab.Scenario(name="small", duration="1s", bottleneck={"rate": "10Mbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "20ms", "count": 2}])
 
 
 def test_round_trip(tmp_path: Path) -> None:

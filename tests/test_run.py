@@ -26,7 +26,8 @@ def mixed() -> aqmlab.Result:
         flows=[
             {"cc": "cubic", "count": 3, "rtt": "20ms", "ecn": True, "start": "uniform(0s, 200ms)"},
             {"cc": "dctcp", "count": 2, "rtt": "40ms"},
-            {"cc": "reno", "count": 1, "rtt": "80ms", "size": "300KB"}, {"cc": "reno", "count": 1, "rtt": "80ms", "size": "50MB", "name": "big"},
+            {"cc": "reno", "count": 1, "rtt": "80ms", "size": "300KB"},
+            {"cc": "reno", "count": 1, "rtt": "80ms", "size": "50MB", "name": "big"},
         ],
     )
     return aqmlab.run(s)
@@ -94,7 +95,12 @@ def test_timeseries_cover_every_started_flow(mixed: aqmlab.Result) -> None:
 def test_same_seed_same_tables_other_seed_differs() -> None:
     def go(seed: int) -> aqmlab.Result:
         return aqmlab.run(
-            aqmlab.Scenario(duration="3s", seed=seed, bottleneck={"rate": "50Mbps", "buffer": "1bdp"}, flows=[{"cc": "cubic", "count": 3, "rtt": "10ms", "start": "uniform(0s, 1s)"}])
+            aqmlab.Scenario(
+                duration="3s",
+                seed=seed,
+                bottleneck={"rate": "50Mbps", "buffer": "1bdp"},
+                flows=[{"cc": "cubic", "count": 3, "rtt": "10ms", "start": "uniform(0s, 1s)"}],
+            )
         )
 
     a, b, c = go(1), go(1), go(2)

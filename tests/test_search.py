@@ -14,12 +14,12 @@ import tomllib
 
 import pandas as pd
 import pytest
+from _testbed import testbed_missing
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab.search.runner import load_search, parse_search, run_search, shrink
 from aqmlab.cli.main import app
-from _testbed import testbed_missing
+from aqmlab.search.runner import load_search, parse_search, run_search, shrink
 
 # Two Reno flows at 10 ms against two at 10·r ms through a drop-tail queue. Reno's throughput
 # goes as 1/RTT at equal loss (Mathis et al., "The Macroscopic Behavior of the TCP Congestion
@@ -176,7 +176,12 @@ BAD = [
     ("empty-choices", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { choices = [] }"), "search.space.r.choices:", "empty range"),
     ("empty-range", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 2.0, high = 2.0 }"), "search.space.r:", "empty range"),
     ("low-above-high", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 8.0, high = 1.0 }"), "search.space.r:", "is above high"),
-    ("log-low-not-positive", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 0.0, high = 8.0, log = true }"), "search.space.r.low:", "log = true needs low > 0"),
+    (
+        "log-low-not-positive",
+        _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 0.0, high = 8.0, log = true }"),
+        "search.space.r.low:",
+        "log = true needs low > 0",
+    ),
     ("no-such-class", _sub('objective = "min jain"', 'objective = "min rel_throughput:medium"'), "search.objective:", "no flow class named 'medium'"),
     ("unknown-metric", _sub('objective = "min jain"', 'objective = "min fairness"'), "search.objective:", "unknown metric 'fairness'"),
     ("class-missing", _sub('objective = "min jain"', 'objective = "max harm"'), "search.objective:", "harm is per class"),
@@ -207,13 +212,28 @@ def _line_of(text: str, fragment: str) -> int:
 
 # (id, text, the line's fragment, the error after "s.toml:<line>: ")
 TABLE_ERRORS = [
-    ("misspelt-var-key", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 1.0, hihg = 8.0, log = true }"), "hihg", "search.space.r.hihg: unknown key (did you mean 'high'?)"),
+    (
+        "misspelt-var-key",
+        _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 1.0, hihg = 8.0, log = true }"),
+        "hihg",
+        "search.space.r.hihg: unknown key (did you mean 'high'?)",
+    ),
     ("misspelt-shrink-key", _sub("tolerance = 0.05", "tolerence = 0.05"), "tolerence", "search.shrink.tolerence: unknown key (did you mean 'tolerance'?)"),
     ("budget-as-a-string", _sub("budget = 12", 'budget = "12"'), "budget", "search.budget: '12': Input should be a valid integer"),
     ("log-as-a-string", _sub("log = true }", 'log = "yes" }'), "log = ", "search.space.r.log: 'yes': Input should be a valid boolean"),
     ("var-not-a-table", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = 4"), "r = 4", "search.space.r: 4: Input should be a valid dictionary"),
-    ("choices-with-a-range", _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 1.0, choices = [1, 8] }"), "choices", "search.space.r: choices cannot go with low"),
-    ("check-seeds-overlap", _sub("check_seeds = [7, 8]", "check_seeds = [1, 8]"), "check_seeds", "search.shrink.check_seeds: the check seeds must differ from the search's seeds"),
+    (
+        "choices-with-a-range",
+        _sub("r = { low = 1.0, high = 8.0, log = true }", "r = { low = 1.0, choices = [1, 8] }"),
+        "choices",
+        "search.space.r: choices cannot go with low",
+    ),
+    (
+        "check-seeds-overlap",
+        _sub("check_seeds = [7, 8]", "check_seeds = [1, 8]"),
+        "check_seeds",
+        "search.shrink.check_seeds: the check seeds must differ from the search's seeds",
+    ),
     ("unknown-optimizer", _sub("batch = 4", 'batch = 4\noptimizer = "tpx"'), "optimizer", "search.optimizer: 'tpx': Input should be 'tpe', 'random' or 'grid'"),
 ]
 
@@ -237,7 +257,11 @@ def test_replay_emu_is_refused_up_front_when_the_emulator_cannot_run_the_case(tm
     # DCTCP is a CC the emulator refuses by name unless the kernel has it; a harm objective
     # is refused whatever the kernel. Either way: before any run, exit 2, nothing written.
     f = tmp_path / "s.toml"
-    f.write_text(_sub('objective = "min jain"', 'objective = "max harm:long"').replace('cc = "reno"\ncount = 2\nrtt = "${10*r}ms"', 'cc = "cubic"\ncount = 2\nrtt = "${10*r}ms"'))
+    f.write_text(
+        _sub('objective = "min jain"', 'objective = "max harm:long"').replace(
+            'cc = "reno"\ncount = 2\nrtt = "${10*r}ms"', 'cc = "cubic"\ncount = 2\nrtt = "${10*r}ms"'
+        )
+    )
     r = CliRunner().invoke(app, ["search", str(f), "-o", str(tmp_path / "out"), "--replay-emu"])
     assert r.exit_code == 2 and "--replay-emu:" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
@@ -245,7 +269,7 @@ def test_replay_emu_is_refused_up_front_when_the_emulator_cannot_run_the_case(tm
 
 def test_a_directory_of_another_search_is_refused(reno, tmp_path):
     d, s, res = reno
-    other = parse_search(RENO.replace('seeds = [1]', 'seeds = [2]'), file="other.toml")
+    other = parse_search(RENO.replace("seeds = [1]", "seeds = [2]"), file="other.toml")
     with pytest.raises(aqmlab.ScenarioError, match="holds another search"):
         run_search(other, d / "out", jobs=1)
 
@@ -267,7 +291,12 @@ def test_replay_emu_runs_the_shrunk_case_on_the_emulator(tmp_path):
     text = RENO.replace("budget = 12", "budget = 4").replace('duration = "20s"', 'duration = "8s"').replace('warmup = "5s"', 'warmup = "2s"')
     f = tmp_path / "s.toml"
     f.write_text(text)
-    r = subprocess.run(["flock", "/tmp/aqmlab-emu.lock", sys.executable, "-m", "aqmlab", "search", str(f), "-o", str(tmp_path / "out"), "-q", "--replay-emu"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["flock", "/tmp/aqmlab-emu.lock", sys.executable, "-m", "aqmlab", "search", str(f), "-o", str(tmp_path / "out"), "-q", "--replay-emu"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     emu = json.loads((tmp_path / "out" / "emu.json").read_text())
     shrunk = aqmlab.load_scenario(tmp_path / "out" / "shrunk.toml")

@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab.sweep.spec import parse_sweep
-from aqmlab.sweep.runner import build_index
 from aqmlab.cli.main import app
 from aqmlab.studies import study_path
+from aqmlab.sweep.runner import build_index
+from aqmlab.sweep.spec import parse_sweep
 
 BASE = """\
 name = "small"
@@ -236,8 +236,18 @@ TABLE_ERRORS = [
     ("misspelt-report-key", '[sweep]\nN = [1]\nf = [1]\n[report]\nx = "N"\ncolum = "f"\n', "colum", "report.colum: unknown key (did you mean 'col'?)"),
     ("report-axis-not-a-string", "[sweep]\nN = [1]\nf = [1]\n[report]\nx = 3\n", "x = 3", "report.x: 3: Input should be a valid string"),
     ("axis-not-a-list", "[sweep]\nN = 2\nf = [1]\n", "N = 2", "sweep.N: must be a list of values, not int"),
-    ("dotted-axis-empty", '[sweep]\nN = [1]\nf = [1]\n"flows.*.rtt" = []\n', "flows.*.rtt", 'sweep."flows.*.rtt": empty list: an axis needs at least one value'),
-    ("case-only-not-a-table", '[sweep]\nN = [1]\nf = [1]\n[sweep.cases.mix]\n"cubic+bbr" = { only = 3 }\n', "only", 'sweep.cases.mix."cubic+bbr".only: must be a table of other axes\' values'),
+    (
+        "dotted-axis-empty",
+        '[sweep]\nN = [1]\nf = [1]\n"flows.*.rtt" = []\n',
+        "flows.*.rtt",
+        'sweep."flows.*.rtt": empty list: an axis needs at least one value',
+    ),
+    (
+        "case-only-not-a-table",
+        '[sweep]\nN = [1]\nf = [1]\n[sweep.cases.mix]\n"cubic+bbr" = { only = 3 }\n',
+        "only",
+        'sweep.cases.mix."cubic+bbr".only: must be a table of other axes\' values',
+    ),
     ("quick-axis-not-in-sweep", "[sweep]\nN = [1]\nf = [1]\n[quick]\nsweep = { M = [1] }\n", "M = [1]", "quick.sweep.M: 'M' is not an axis of [sweep]"),
 ]
 
@@ -257,7 +267,9 @@ def test_a_cluster_that_does_not_answer_exits_2_and_writes_nothing(tmp_path):
     f.write_text(sweep_text("[sweep]\nN = [1]\nf = [1]\n"))
     out = tmp_path / "out"
     # Port 9 (discard) on loopback: nothing listens there.
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "sweep", str(f), "-o", str(out), "--cluster", "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "aqmlab", "sweep", str(f), "-o", str(out), "--cluster", "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2, r.stderr
     assert "does not answer" in r.stderr
     assert not out.exists()

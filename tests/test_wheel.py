@@ -33,7 +33,9 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs_a_scenario(tmp_path: Path
     # installed module (a user's install would); what the run imports is compiled as it loads.
     pip = subprocess.run(
         [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "-c", str(ROOT / "constraints.txt"), str(wheels[-1])],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
 
@@ -55,14 +57,27 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs_a_scenario(tmp_path: Path
     assert summary["metrics"]["utilization"] > 0.9
     # Every table is there and readable by the venv's own pyarrow: 10 flows, 5 + 5 per class.
     read = subprocess.run(
-        [str(py), "-c", "import pyarrow.parquet as pq, json; t = {n: pq.read_table(f'out/{n}.parquet') for n in ('flows','classes','timeseries','queue','sojourn_hist','fct')}; print(json.dumps({n: v.num_rows for n, v in t.items()}))"],
-        capture_output=True, text=True, cwd=work, env=env, timeout=60,
+        [
+            str(py),
+            "-c",
+            "import pyarrow.parquet as pq, json; t = {n: pq.read_table(f'out/{n}.parquet') for n in ('flows','classes','timeseries','queue','sojourn_hist','fct')}; print(json.dumps({n: v.num_rows for n, v in t.items()}))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        timeout=60,
     )
     rows = json.loads(read.stdout)
     assert rows["flows"] == 10 and rows["classes"] == 2, rows
 
     # The base install is lean: Dask is the [cluster] extra, and --cluster says so.
-    (work / "sw.toml").write_text((work / "s.toml").read_text(encoding="utf-8").replace('duration = "30s"', 'duration = "0.1s"').replace('warmup = "5s"', 'warmup = "0s"') + '\n[sweep]\nseed = [1, 2]\n')
-    r = subprocess.run([str(aqmlab), "sweep", "sw.toml", "-o", "swout", "--cluster", "tcp://127.0.0.1:1"], capture_output=True, text=True, cwd=work, env=env, timeout=120)
+    (work / "sw.toml").write_text(
+        (work / "s.toml").read_text(encoding="utf-8").replace('duration = "30s"', 'duration = "0.1s"').replace('warmup = "5s"', 'warmup = "0s"')
+        + "\n[sweep]\nseed = [1, 2]\n"
+    )
+    r = subprocess.run(
+        [str(aqmlab), "sweep", "sw.toml", "-o", "swout", "--cluster", "tcp://127.0.0.1:1"], capture_output=True, text=True, cwd=work, env=env, timeout=120
+    )
     assert r.returncode == 2, r.stderr
     assert "pip install 'aqmlab[cluster]'" in r.stderr and not (work / "swout").exists(), r.stderr

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 import aqmlab
-from aqmlab.scenario import parse_scenario
 from aqmlab.cli.main import app
+from aqmlab.scenario import parse_scenario
 
 BASE = """\
 name = "w"
@@ -187,7 +187,11 @@ def test_a_stop_is_left_out_of_the_canonical_form_when_absent_and_lowered_when_g
     cls = s.engine_config()["classes"]
     assert cls[0]["stop"] == {"kind": "staggered", "first_ns": 20 * 10**9, "spacing_ns": 5 * 10**9}
     assert cls[1]["stop"] == {"kind": "fixed", "at_ns": 8 * 10**9}
-    assert parse_scenario(stops("uniform(20s, 21.5s)")).engine_config()["classes"][0]["stop"] == {"kind": "uniform", "lo_ns": 20 * 10**9, "hi_ns": 21_500_000_000}
+    assert parse_scenario(stops("uniform(20s, 21.5s)")).engine_config()["classes"][0]["stop"] == {
+        "kind": "uniform",
+        "lo_ns": 20 * 10**9,
+        "hi_ns": 21_500_000_000,
+    }
     no_stop = aqmlab.Scenario(duration="1s", bottleneck={"rate": "1Mbps", "buffer": "1bdp"}, flows=[{"cc": "reno", "rtt": "10ms"}])
     assert "stop" not in no_stop.canonical()["flows"][0]
     assert "stop" not in no_stop.engine_config()["classes"][0]
@@ -200,7 +204,7 @@ def test_a_stop_is_left_out_of_the_canonical_form_when_absent_and_lowered_when_g
         (stops("soon"), "14: flows[0].stop", "'soon' is not a stop (expected a time such as 60s, uniform(50s, 60s) or staggered(60s, 10s))"),
         (stops("staggered(20s, 0s)"), "14: flows[0].stop", "needs a positive spacing"),
         (stops("uniform(9s, 8s)"), "14: flows[0].stop", "uniform(a, b) needs a <= b"),
-        (stops().replace('count = 3\n', 'count = 3\nsize = "1MB"\n'), "15: flows[0].stop", "a stop is for bulk and cbr flows"),
+        (stops().replace("count = 3\n", 'count = 3\nsize = "1MB"\n'), "15: flows[0].stop", "a stop is for bulk and cbr flows"),
         (stops().replace('stop = "8s"', 'stop = "1s"'), "21: flows[1].stop", "flow 0 of the class could stop at 1 s, not after its start at 2 s"),
     ],
     ids=["stop-before-a-start", "unparsable", "zero-spacing", "uniform-reversed", "finite-flow", "cbr-stop-before-start"],

@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 from aqmlab.emu import emulate as E  # noqa: E402
-from aqmlab.scenario import units as u  # noqa: E402
 from aqmlab.fidelity.suite import case_metrics, load_manifest  # noqa: E402
+from aqmlab.scenario import units as u  # noqa: E402
 
 LINK_GOODPUT_BPS = 100e6 * 1448 / 1500  # BBR's bw counts payload: 1448 of each 1500-byte packet
 #: A rise is counted from 1 % above the estimate at rest (1.002-1.003 x the link in these runs).
@@ -50,6 +50,8 @@ RISE = 1.01
 EPISODE = 1.03
 #: Startup's own samples leave the max filter within a second of the start.
 SETTLED_S = 1.5
+
+
 def rises(ts: pd.DataFrame) -> tuple[float, list[tuple[float, float]]]:
     """The estimate at rest (bw / link) and each rise above RISE x rest: (t_s, bw / link).
 
@@ -109,14 +111,16 @@ def main() -> None:
             # How often a window of the same length, anywhere in the settled run, holds a stall >= 1 ms.
             grid = np.arange(SETTLED_S + win, duration_s, 0.005)
             base = {role: float(np.mean([longest(role, g - win, g) >= 1.0 for g in grid])) for role in roles}
-            row = {"seed": seed, "delay_ms": round(case_metrics(r.summary)["sojourn_mean_ms"], 3), "rest": round(rest, 4),
-                   "rises": [{"t_s": tu, "bw_over_link": round(ru, 4), **{f"stall_{k}_ms": round(longest(k, tu - win, tu), 2) for k in roles}}
-                             for tu, ru in up],
-                   "base": {k: round(v, 3) for k, v in base.items()},
-                   "stalls_ge_1ms": {k: int(((st["cpu"] == c) & (st["late_ns"] >= 1_000_000)).sum()) for k, c in roles.items()},
-                   "stall_max_ms": {k: round(float(st[st["cpu"] == c]["late_ns"].max() / 1e6), 2) if (st["cpu"] == c).any() else 0.0
-                                    for k, c in roles.items()},
-                   "steal_ms": r.summary["emu"].get("steal_ms")}
+            row = {
+                "seed": seed,
+                "delay_ms": round(case_metrics(r.summary)["sojourn_mean_ms"], 3),
+                "rest": round(rest, 4),
+                "rises": [{"t_s": tu, "bw_over_link": round(ru, 4), **{f"stall_{k}_ms": round(longest(k, tu - win, tu), 2) for k in roles}} for tu, ru in up],
+                "base": {k: round(v, 3) for k, v in base.items()},
+                "stalls_ge_1ms": {k: int(((st["cpu"] == c) & (st["late_ns"] >= 1_000_000)).sum()) for k, c in roles.items()},
+                "stall_max_ms": {k: round(float(st[st["cpu"] == c]["late_ns"].max() / 1e6), 2) if (st["cpu"] == c).any() else 0.0 for k, c in roles.items()},
+                "steal_ms": r.summary["emu"].get("steal_ms"),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -132,13 +136,18 @@ def summarize(rows: list[dict]) -> None:
     episodes = [x for r in rows for x in r["rises"] if is_episode(x, r)]
     small = [x for r in rows for x in r["rises"] if not is_episode(x, r)]
     for role in ("traffic", "router"):
-        print(f"{role} CPU: a stall >= 1 ms in the 3 RTTs before {sum(x[f'stall_{role}_ms'] >= 1 for x in episodes)} of "
-              f"{len(episodes)} rises >= {EPISODE} x rest and {sum(x[f'stall_{role}_ms'] >= 1 for x in small)} of {len(small)} "
-              f"smaller ones; in a random window of that length: {np.mean([r['base'][role] for r in rows]):.3f}")
+        print(
+            f"{role} CPU: a stall >= 1 ms in the 3 RTTs before {sum(x[f'stall_{role}_ms'] >= 1 for x in episodes)} of "
+            f"{len(episodes)} rises >= {EPISODE} x rest and {sum(x[f'stall_{role}_ms'] >= 1 for x in small)} of {len(small)} "
+            f"smaller ones; in a random window of that length: {np.mean([r['base'][role] for r in rows]):.3f}"
+        )
     loud = [r["delay_ms"] for r in rows if any(is_episode(x, r) for x in r["rises"])]
     quiet = [r["delay_ms"] for r in rows if not any(is_episode(x, r) for x in r["rises"])]
-    print(f"mean queueing delay: {np.mean(quiet) if quiet else float('nan'):.2f} ms over the {len(quiet)} runs without a rise >= "
-          f"{EPISODE} x rest, {np.mean(loud) if loud else float('nan'):.2f} ms over the {len(loud)} with one")
+    print(
+        f"mean queueing delay: {np.mean(quiet) if quiet else float('nan'):.2f} ms over the {len(quiet)} runs without a rise >= "
+        f"{EPISODE} x rest, {np.mean(loud) if loud else float('nan'):.2f} ms over the {len(loud)} with one"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -119,7 +119,12 @@ def main() -> None:
         with open("/tmp/aqmlab-emu.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             before = set(Path("/tmp").glob("aqmlab-emu-*"))
-            r = subprocess.run([sys.executable, "-m", "aqmlab", "emulate", str(tmp / "s.toml"), "-o", str(tmp / f"out{k}"), "-q", "--keep-work"], env=env, capture_output=True, text=True)
+            r = subprocess.run(
+                [sys.executable, "-m", "aqmlab", "emulate", str(tmp / "s.toml"), "-o", str(tmp / f"out{k}"), "-q", "--keep-work"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
         work = sorted(set(Path("/tmp").glob("aqmlab-emu-*")) - before)
         stats = json.loads((work[-1] / "bpfcc-dctcp.stats.json").read_text()) if work and (work[-1] / "bpfcc-dctcp.stats.json").exists() else {}
         for w in work:

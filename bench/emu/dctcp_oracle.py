@@ -36,7 +36,10 @@ from aqmlab.emu import emulate as E  # noqa: E402
 
 def bernoulli(p: float, duration: str) -> aqmlab.Scenario:
     return aqmlab.Scenario(
-        name=f"dctcp-bernoulli-{p}", duration=duration, warmup="3s", seed=1,
+        name=f"dctcp-bernoulli-{p}",
+        duration=duration,
+        warmup="3s",
+        seed=1,
         bottleneck={"rate": "200Mbps", "buffer": "100ms", "aqm": {"kind": "bernoulli", "mark": p}},
         flows=[{"cc": "dctcp", "rtt": "20ms"}],
     )
@@ -44,7 +47,10 @@ def bernoulli(p: float, duration: str) -> aqmlab.Scenario:
 
 def step(rtt: str, duration: str) -> aqmlab.Scenario:
     return aqmlab.Scenario(
-        name=f"dctcp-step-{rtt}", duration=duration, warmup="3s", seed=1,
+        name=f"dctcp-step-{rtt}",
+        duration=duration,
+        warmup="3s",
+        seed=1,
         bottleneck={"rate": "100Mbps", "buffer": "50ms", "aqm": {"kind": "step", "target": "0.17rtt"}},
         flows=[{"cc": "dctcp", "count": 2, "rtt": rtt}],
     )
@@ -78,27 +84,42 @@ def main() -> None:
         s = bernoulli(p, duration)
         sim = aqmlab.run(s)
         emu = emulate(s, tmp / f"b{p}")
-        rows.append({
-            "case": f"bernoulli p={p}", "W_ref_2/p": 2 / p,
-            "W_sim": mean_cwnd_sim(sim, 3.0), "W_emu": mean_cwnd_emu(tmp / f"b{p}", 3.0),
-            "mark_sim": sim.summary["metrics"]["mark_ratio"], "mark_emu": emu.summary["metrics"]["mark_ratio"],
-            "util_sim": sim.summary["metrics"]["utilization"], "util_emu": emu.summary["metrics"]["utilization"],
-        })
+        rows.append(
+            {
+                "case": f"bernoulli p={p}",
+                "W_ref_2/p": 2 / p,
+                "W_sim": mean_cwnd_sim(sim, 3.0),
+                "W_emu": mean_cwnd_emu(tmp / f"b{p}", 3.0),
+                "mark_sim": sim.summary["metrics"]["mark_ratio"],
+                "mark_emu": emu.summary["metrics"]["mark_ratio"],
+                "util_sim": sim.summary["metrics"]["utilization"],
+                "util_emu": emu.summary["metrics"]["utilization"],
+            }
+        )
     for rtt in ("5ms", "20ms"):
         s = step(rtt, duration)
         k_ms = 0.17 * float(rtt[:-2])
         sim = aqmlab.run(s)
         emu = emulate(s, tmp / f"s{rtt}")
         ms, me = sim.summary["metrics"], emu.summary["metrics"]
-        rows.append({
-            "case": f"step K={k_ms:.2f}ms rtt={rtt}", "K_ms": k_ms,
-            "util_sim": ms["utilization"], "util_emu": me["utilization"],
-            "qmean_sim_ms": ms["sojourn_ms"]["mean"], "qmean_emu_ms": me["sojourn_ms"]["mean"],
-            "qp99_sim_ms": ms["sojourn_ms"]["p99"], "qp99_emu_ms": me["sojourn_ms"]["p99"],
-            "mark_sim": ms["mark_ratio"], "mark_emu": me["mark_ratio"],
-            "drop_sim": ms["drop_ratio"], "drop_emu": me["drop_ratio"],
-            "W_sim": mean_cwnd_sim(sim, 3.0), "W_emu": mean_cwnd_emu(tmp / f"s{rtt}", 3.0),
-        })
+        rows.append(
+            {
+                "case": f"step K={k_ms:.2f}ms rtt={rtt}",
+                "K_ms": k_ms,
+                "util_sim": ms["utilization"],
+                "util_emu": me["utilization"],
+                "qmean_sim_ms": ms["sojourn_ms"]["mean"],
+                "qmean_emu_ms": me["sojourn_ms"]["mean"],
+                "qp99_sim_ms": ms["sojourn_ms"]["p99"],
+                "qp99_emu_ms": me["sojourn_ms"]["p99"],
+                "mark_sim": ms["mark_ratio"],
+                "mark_emu": me["mark_ratio"],
+                "drop_sim": ms["drop_ratio"],
+                "drop_emu": me["drop_ratio"],
+                "W_sim": mean_cwnd_sim(sim, 3.0),
+                "W_emu": mean_cwnd_emu(tmp / f"s{rtt}", 3.0),
+            }
+        )
     keys = []
     for r in rows:
         keys += [k for k in r if k not in keys]

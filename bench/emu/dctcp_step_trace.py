@@ -48,7 +48,10 @@ MSS = 1448
 
 def scenario(a: argparse.Namespace) -> aqmlab.Scenario:
     return aqmlab.Scenario(
-        name="dctcp-step-trace", duration=a.duration, warmup=a.warmup, seed=a.seed,
+        name="dctcp-step-trace",
+        duration=a.duration,
+        warmup=a.warmup,
+        seed=a.seed,
         bottleneck={"rate": a.rate, "buffer": "50ms", "aqm": {"kind": "step", "target": a.k}},
         flows=[{"cc": "dctcp", "count": a.flows, "rtt": a.rtt}],
         measure={"interval": "1ms"},
@@ -57,7 +60,8 @@ def scenario(a: argparse.Namespace) -> aqmlab.Scenario:
 
 PROBE = re.compile(
     r"\s(\d+\.\d+):\s+tcp:tcp_probe:.*src=([\d.]+):(\d+) dest=([\d.]+):(\d+) .*data_len=(\d+) "
-    r"snd_nxt=0x([0-9a-f]+) snd_una=0x([0-9a-f]+) snd_cwnd=(\d+) ssthresh=(\d+) .*srtt=(\d+)")
+    r"snd_nxt=0x([0-9a-f]+) snd_una=0x([0-9a-f]+) snd_cwnd=(\d+) ssthresh=(\d+) .*srtt=(\d+)"
+)
 
 
 def start_pcaps(out: Path, stop: threading.Event) -> list[subprocess.Popen]:
@@ -74,10 +78,30 @@ def start_pcaps(out: Path, stop: threading.Event) -> list[subprocess.Popen]:
                 ns = next((n for n in names if n.startswith(prefix)), None)
                 up = ns and "state UP" in subprocess.run(["ip", "-n", ns, "link", "show", "eth0"], capture_output=True, text=True).stdout
                 if up:
-                    procs.append(subprocess.Popen(
-                        ["ip", "netns", "exec", ns, "tcpdump", "-q", "-n", "-s", "96",
-                         "--time-stamp-precision", "nano", "-i", "eth0", "-w", str(out / f"{role}.pcap"), "tcp"],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                "ip",
+                                "netns",
+                                "exec",
+                                ns,
+                                "tcpdump",
+                                "-q",
+                                "-n",
+                                "-s",
+                                "96",
+                                "--time-stamp-precision",
+                                "nano",
+                                "-i",
+                                "eth0",
+                                "-w",
+                                str(out / f"{role}.pcap"),
+                                "tcp",
+                            ],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
                     del want[prefix]
             time.sleep(0.05)
 
@@ -96,8 +120,7 @@ def load_pcap(path: Path) -> pd.DataFrame:
         if not m:
             continue
         t, s, sp, d, dp, fl, seq, seqe, ack, win, ln = m.groups()
-        rows.append((float(t), s, int(sp), d, int(dp), fl, int(seq) if seq else -1, int(seqe) if seqe else -1,
-                     int(ack) if ack else -1, int(win), int(ln)))
+        rows.append((float(t), s, int(sp), d, int(dp), fl, int(seq) if seq else -1, int(seqe) if seqe else -1, int(ack) if ack else -1, int(win), int(ln)))
     return pd.DataFrame(rows, columns="t src sport dst dport flags seq seqe ack win len".split())
 
 
@@ -115,28 +138,33 @@ def pcap_figures(d: Path, warm: float, pkts_per_ms: float) -> None:
             segs = np.diff(a.ack.to_numpy()) % (1 << 32) / MSS
             segs = segs[segs > 0]
             q = np.percentile(segs, [50, 90, 99])
-            print(f"  flow {port}: segments/ACK mean {segs.mean():.2f} p50 {q[0]:.0f} p90 {q[1]:.0f} p99 {q[2]:.0f} "
-                  f"max {segs.max():.0f}; ACKs of > 2 segments {(segs > 2).mean():.3f}; ECE {a['flags'].str.contains('E').mean():.3f}")
+            print(
+                f"  flow {port}: segments/ACK mean {segs.mean():.2f} p50 {q[0]:.0f} p90 {q[1]:.0f} p99 {q[2]:.0f} "
+                f"max {segs.max():.0f}; ACKs of > 2 segments {(segs > 2).mean():.3f}; ECE {a['flags'].str.contains('E').mean():.3f}"
+            )
             if role != "receiver":
                 continue
             dd = data[data.sport == port].sort_values("t")
             at, cm = a.t.to_numpy(), np.maximum.accumulate(a.ack.to_numpy())
             j = np.searchsorted(at, dd.t.to_numpy())
-            wait = [at[jj + k] - tt for tt, se, jj in zip(dd.t.to_numpy(), dd.seqe.to_numpy(), j)
-                    if jj + (k := int(np.searchsorted(cm[jj:], se))) < len(at)]
+            wait = [at[jj + k] - tt for tt, se, jj in zip(dd.t.to_numpy(), dd.seqe.to_numpy(), j) if jj + (k := int(np.searchsorted(cm[jj:], se))) < len(at)]
             w = np.array(wait) * 1e6
             g = np.diff(dd.t.to_numpy()) * 1e6
-            print(f"  flow {port}: a segment waits for its ACK p50 {np.percentile(w, 50):.0f} p90 {np.percentile(w, 90):.0f} "
-                  f"p99 {np.percentile(w, 99):.0f} us; segments arrive {np.percentile(g, 50):.0f} us apart (p50), "
-                  f"{(g < 60).mean():.3f} closer than 60 us")
+            print(
+                f"  flow {port}: a segment waits for its ACK p50 {np.percentile(w, 50):.0f} p90 {np.percentile(w, 90):.0f} "
+                f"p99 {np.percentile(w, 99):.0f} us; segments arrive {np.percentile(g, 50):.0f} us apart (p50), "
+                f"{(g < 60).mean():.3f} closer than 60 us"
+            )
         if role == "sender":
             dt = data.sort_values("t").t.to_numpy()
             g = np.diff(dt) * 1e6
             trains = np.array([len(b) for b in np.split(dt, np.where(g >= 30)[0] + 1)])  # < 30 us apart
             h = np.histogram(dt, np.arange(dt[0], dt[-1], 0.0005))[0]
-            print(f"  data trains (< 30 us apart): mean {trains.mean():.2f} p99 {np.percentile(trains, 99):.0f} max {trains.max()}; "
-                  f"packets in trains >= 6: {trains[trains >= 6].sum() / trains.sum():.3f}; sent per 0.5 ms p99 "
-                  f"{np.percentile(h, 99):.0f} max {h.max()} (the link drains {pkts_per_ms / 2:.1f})")
+            print(
+                f"  data trains (< 30 us apart): mean {trains.mean():.2f} p99 {np.percentile(trains, 99):.0f} max {trains.max()}; "
+                f"packets in trains >= 6: {trains[trains >= 6].sum() / trains.sum():.3f}; sent per 0.5 ms p99 "
+                f"{np.percentile(h, 99):.0f} max {h.max()} (the link drains {pkts_per_ms / 2:.1f})"
+            )
 
 
 def parse_perf(data: Path) -> pd.DataFrame:
@@ -148,8 +176,7 @@ def parse_perf(data: Path) -> pd.DataFrame:
         m = PROBE.search(line)
         if not m or m.group(2).startswith("10.77.200.") or int(m.group(6)) != 0:
             continue
-        rows.append((float(m.group(1)), int(m.group(3)), int(m.group(7), 16), int(m.group(8), 16),
-                     int(m.group(9)), int(m.group(10)), int(m.group(11))))
+        rows.append((float(m.group(1)), int(m.group(3)), int(m.group(7), 16), int(m.group(8), 16), int(m.group(9)), int(m.group(10)), int(m.group(11))))
     return pd.DataFrame(rows, columns=["t", "port", "snd_nxt", "snd_una", "cwnd", "ssthresh", "srtt_us"])
 
 
@@ -163,9 +190,18 @@ def ack_figures(tr: pd.DataFrame, warm_frac: float) -> dict:
         acked = (np.diff(una) % (1 << 32)) / MSS  # segments newly acked by the next ACK
         inflight = ((g.snd_nxt.astype(np.int64) - g.snd_una.astype(np.int64)) % (1 << 32)) / MSS
         gap = np.diff(g.t.to_numpy()) * 1e6
-        per.append(dict(port=port, acks=len(g), cwnd=g.cwnd.mean(), inflight=inflight.mean(),
-                        acked_per_ack=acked[acked > 0].mean(), gap_p50_us=np.median(gap),
-                        gap_lt_20us=(gap < 20).mean(), srtt_ms=g.srtt_us.mean() / 1e3))
+        per.append(
+            dict(
+                port=port,
+                acks=len(g),
+                cwnd=g.cwnd.mean(),
+                inflight=inflight.mean(),
+                acked_per_ack=acked[acked > 0].mean(),
+                gap_p50_us=np.median(gap),
+                gap_lt_20us=(gap < 20).mean(),
+                srtt_ms=g.srtt_us.mean() / 1e3,
+            )
+        )
     out["flows"] = per
     return out
 
@@ -174,17 +210,22 @@ def queue_figures(res: aqmlab.Result, warm: float, k_pkts: float) -> dict:
     q = res.queue
     q = q[q.t_s >= warm]
     u = q.utilization.to_numpy()
-    return dict(util=res.summary["metrics"]["utilization"], mark=res.summary["metrics"]["mark_ratio"],
-                q_mean_pkts=q.qlen_pkts.mean(), q_p99_pkts=q.qlen_pkts.quantile(0.99),
-                frac_ms_empty=(q.qlen_pkts == 0).mean(), frac_ms_above_k=(q.qlen_pkts > k_pkts).mean(),
-                frac_ms_util_lt_0_5=(u < 0.5).mean(), mean_util_ms=u.mean())
+    return dict(
+        util=res.summary["metrics"]["utilization"],
+        mark=res.summary["metrics"]["mark_ratio"],
+        q_mean_pkts=q.qlen_pkts.mean(),
+        q_p99_pkts=q.qlen_pkts.quantile(0.99),
+        frac_ms_empty=(q.qlen_pkts == 0).mean(),
+        frac_ms_above_k=(q.qlen_pkts > k_pkts).mean(),
+        frac_ms_util_lt_0_5=(u < 0.5).mean(),
+        mean_util_ms=u.mean(),
+    )
 
 
 def flow_ts(res: aqmlab.Result, warm: float) -> dict:
     ts = res.timeseries
     ts = ts[ts.t_s >= warm]
-    return dict(cwnd=ts.cwnd.mean(), inflight=ts.inflight.mean(), srtt_ms=ts.srtt_ms.mean(),
-                frac_cwr=(ts.ca_state.astype(str).str.lower() == "cwr").mean())
+    return dict(cwnd=ts.cwnd.mean(), inflight=ts.inflight.mean(), srtt_ms=ts.srtt_ms.mean(), frac_cwr=(ts.ca_state.astype(str).str.lower() == "cwr").mean())
 
 
 def main() -> None:
@@ -220,8 +261,9 @@ def main() -> None:
             load = os.getloadavg()[0]
             perf = None
             if not a.no_perf:
-                perf = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "tcp:tcp_probe",
-                                         "-o", str(out / "perf.data")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                perf = subprocess.Popen(
+                    ["perf", "record", "-q", "-a", "-e", "tcp:tcp_probe", "-o", str(out / "perf.data")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
             stop = threading.Event()
             pcaps = start_pcaps(out, stop) if a.pcap else []
             try:
@@ -237,8 +279,10 @@ def main() -> None:
                 if perf:
                     perf.send_signal(signal.SIGINT)
                     perf.wait()
-        print(f"emu  (load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end; late_p99 "
-              f"{r.summary['counters'].get('late_p99_ns', float('nan')) / 1e3 if 'counters' in r.summary else 'n/a'} us)")
+        print(
+            f"emu  (load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end; late_p99 "
+            f"{r.summary['counters'].get('late_p99_ns', float('nan')) / 1e3 if 'counters' in r.summary else 'n/a'} us)"
+        )
         print("emu  queue:", {k: round(v, 4) for k, v in queue_figures(r, warm, k_pkts).items()})
         print("emu  flows (TCP_INFO 1 ms):", {k: round(v, 3) for k, v in flow_ts(r, warm).items()})
         ti = pq.read_table(emu_dir / "tcp_info.parquet").to_pandas()

@@ -35,8 +35,14 @@ def run(case, seed_k: int, probe: bool) -> dict[str, float]:
         fcntl.flock(lk, fcntl.LOCK_EX)
         s = E.emulate(case.seeded(seed_k)).summary
     c = s["counters"]
-    return {"late_p50_us": c["late_p50_ns"] / 1e3, "late_p99_us": c["late_p99_ns"] / 1e3, "late_max_us": c["late_max_ns"] / 1e3,
-            "util": s["metrics"]["utilization"], "delay_ms": s["metrics"]["sojourn_ms"]["mean"], "jain": s["metrics"]["jain"]}
+    return {
+        "late_p50_us": c["late_p50_ns"] / 1e3,
+        "late_p99_us": c["late_p99_ns"] / 1e3,
+        "late_max_us": c["late_max_ns"] / 1e3,
+        "util": s["metrics"]["utilization"],
+        "delay_ms": s["metrics"]["sojourn_ms"]["mean"],
+        "jain": s["metrics"]["jain"],
+    }
 
 
 def main() -> None:

@@ -18,10 +18,12 @@ import time
 from pathlib import Path
 
 from aqmlab import _native
-from aqmlab.simulate.estimate import estimate
 from aqmlab.scenario import load_scenario
+from aqmlab.simulate.estimate import estimate
 
-print("| scenario | packets est. / carried | flows | time-series rows (est.) | wall est. | CPU measured | wall measured | peak memory est. | peak RSS measured |")
+print(
+    "| scenario | packets est. / carried | flows | time-series rows (est.) | wall est. | CPU measured | wall measured | peak memory est. | peak RSS measured |"
+)
 print("|---|---|---|---|---|---|---|---|---|")
 for f in sys.argv[1:]:
     sc = load_scenario(f)

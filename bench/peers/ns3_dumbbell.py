@@ -44,10 +44,8 @@ import time
 
 SCENARIOS = {
     # name: rate, rtt_ms, flows, cc, buffer_bytes, aqm, k_bytes, duration_s
-    "a": dict(rate="1Gbps", rtt_ms=10.0, flows=20, cc="cubic", buffer_bytes=1_250_000,
-              aqm="fifo", k_bytes=None, duration=30.0),
-    "b": dict(rate="10Gbps", rtt_ms=5.0, flows=100, cc="dctcp", buffer_bytes=625_000_000,
-              aqm="red-step", k_bytes=1_062_500, duration=10.0),
+    "a": dict(rate="1Gbps", rtt_ms=10.0, flows=20, cc="cubic", buffer_bytes=1_250_000, aqm="fifo", k_bytes=None, duration=30.0),
+    "b": dict(rate="10Gbps", rtt_ms=5.0, flows=100, cc="dctcp", buffer_bytes=625_000_000, aqm="red-step", k_bytes=1_062_500, duration=10.0),
 }
 
 CC_TYPES = {"cubic": "ns3::TcpCubic", "dctcp": "ns3::TcpDctcp", "newreno": "ns3::TcpNewReno"}
@@ -65,8 +63,7 @@ def parse_rate(s: str) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenario", default="a", choices=sorted(SCENARIOS),
-                    help="preset matching aqmlab's bench scenario; other flags override it")
+    ap.add_argument("--scenario", default="a", choices=sorted(SCENARIOS), help="preset matching aqmlab's bench scenario; other flags override it")
     ap.add_argument("--flows", type=int)
     ap.add_argument("--rate", help="bottleneck rate, e.g. 1Gbps, 10Gbps")
     ap.add_argument("--rtt-ms", type=float, help="base two-way propagation delay (ms)")
@@ -76,8 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--aqm", choices=["fifo", "red-step"])
     ap.add_argument("--cc", choices=sorted(CC_TYPES))
     ap.add_argument("--access-rate", default="100Gbps")
-    ap.add_argument("--sock-buf", type=int, default=8 * 1024 * 1024,
-                    help="SndBufSize and RcvBufSize per socket (bytes)")
+    ap.add_argument("--sock-buf", type=int, default=8 * 1024 * 1024, help="SndBufSize and RcvBufSize per socket (bytes)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
 
@@ -191,8 +187,7 @@ def main(argv=None) -> int:
         a = bulk.Install(senders.Get(i))
         a.Start(ns.Seconds(start))
         a.Stop(ns.Seconds(p["duration"]))
-        sink = ns.PacketSinkHelper(
-            "ns3::TcpSocketFactory", ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo())
+        sink = ns.PacketSinkHelper("ns3::TcpSocketFactory", ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo())
         s = sink.Install(receivers.Get(i))
         s.Start(ns.Seconds(0.0))
         s.Stop(ns.Seconds(p["duration"]))

@@ -56,7 +56,23 @@ def main() -> None:
     for i, r in enumerate(load_sweep(ROOT / "bench/sweeps/fejes2019-1g-10ms.toml").runs()):
         if i % a.grid_every == 0 or r.params["N"] == 100 and r.params["f"] == 1:
             put(f"grid-{i:03d}", r.scenario.engine_config())
-    for args in (["a"], ["a", "fq_codel"], ["a", "fq_pie"], ["a", "ckcd"], ["a", "choke"], ["a", "dualpi2"], ["a", "ppv"], ["a", "csaqm"], ["b"], ["c"], ["c", "bbr"], ["c", "bbr3"], ["c", "prague"], ["d"], ["d", "bulk"]):
+    for args in (
+        ["a"],
+        ["a", "fq_codel"],
+        ["a", "fq_pie"],
+        ["a", "ckcd"],
+        ["a", "choke"],
+        ["a", "dualpi2"],
+        ["a", "ppv"],
+        ["a", "csaqm"],
+        ["b"],
+        ["c"],
+        ["c", "bbr"],
+        ["c", "bbr3"],
+        ["c", "prague"],
+        ["d"],
+        ["d", "bulk"],
+    ):
         text = subprocess.run([str(a.bench), *args, "--config"], check=True, capture_output=True, text=True).stdout
         put("bench-" + "-".join(args), json.loads(text))
     print(f"{n} configs in {a.out}")

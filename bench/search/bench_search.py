@@ -60,7 +60,6 @@ class Objective:
 
 def trajectory(search: Search, f: Objective, method: str, rep: int) -> list[float]:
     """The values of `search.budget` points, in the order the method asks them."""
-    values: list[float] = []
     if method == "nevergrad":
         return _nevergrad(search, f, rep)
     s = Search(**{**search.__dict__, "optimizer": method, "seed": rep})
@@ -135,7 +134,18 @@ def one_space(args: tuple[str, Path, int, int, int]) -> dict:
             runs.append({"evals": evals_to_target(search, vals, ref), "best": min(vals, key=search.objective.loss)})
             f.save()
         rows[m] = runs
-    return {"space": name, "objective": str(search.objective), "budget": search.budget, "batch": search.batch, "grid_points": len(grid), "grid_best": ref, "grid_best_at": grid[best_i], "methods": rows, "simulated": f.simulated, "wall_s": time.time() - t0}
+    return {
+        "space": name,
+        "objective": str(search.objective),
+        "budget": search.budget,
+        "batch": search.batch,
+        "grid_points": len(grid),
+        "grid_best": ref,
+        "grid_best_at": grid[best_i],
+        "methods": rows,
+        "simulated": f.simulated,
+        "wall_s": time.time() - t0,
+    }
 
 
 def _space_budgets(args: tuple[str, Path, int, int, list[int]]) -> list[dict]:

@@ -13,14 +13,31 @@ simulator, Parquet results.
     emu = aqmlab.emulate("examples/emu-cubic-30m.toml")   # real Linux TCP (root; docs/emulator.md)
 """
 
-from aqmlab.store.result import Result, load_result
-from aqmlab.simulate.run import VERSION as __version__
-from aqmlab.simulate.run import run
-from aqmlab.scenario import Scenario, ScenarioError, load_scenario
-from aqmlab.sweep.spec import Sweep, SweepError, load_sweep
-from aqmlab.sweep.runner import load, run_sweep
 from aqmlab.analysis.convergence import convergence, windowed_jain
 from aqmlab.analysis.harm import harm
 from aqmlab.emu.emulate import emulate
+from aqmlab.scenario import Scenario, ScenarioError, load_scenario
+from aqmlab.simulate.run import VERSION as __version__
+from aqmlab.simulate.run import run
+from aqmlab.store.result import Result, load_result
+from aqmlab.sweep.runner import load, run_sweep
+from aqmlab.sweep.spec import Sweep, SweepError, load_sweep
 
-__all__ = ["Scenario", "ScenarioError", "load_scenario", "run", "Result", "load_result", "Sweep", "SweepError", "load_sweep", "run_sweep", "load", "convergence", "windowed_jain", "harm", "emulate", "__version__"]
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "load_scenario",
+    "run",
+    "Result",
+    "load_result",
+    "Sweep",
+    "SweepError",
+    "load_sweep",
+    "run_sweep",
+    "load",
+    "convergence",
+    "windowed_jain",
+    "harm",
+    "emulate",
+    "__version__",
+]

@@ -1,4 +1,5 @@
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __version__: str
 
@@ -27,6 +28,8 @@ def convergence(
     window_s: float,
     hold_s: float,
 ) -> list[tuple[str, int, float, int, float | None]]: ...
-def harm(mixed_goodput: float | None, base_goodput: float | None, mixed_sojourn_mean: float | None, base_sojourn_mean: float | None) -> tuple[float | None, float | None]: ...
+def harm(
+    mixed_goodput: float | None, base_goodput: float | None, mixed_sojourn_mean: float | None, base_sojourn_mean: float | None
+) -> tuple[float | None, float | None]: ...
 
 PACKET_BYTES: int

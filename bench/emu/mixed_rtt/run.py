@@ -71,9 +71,20 @@ def sim(files: list[str], seeds: int) -> None:
             sh.append(share0(r.summary))
             fl = r.tables["flows"].to_pandas() if hasattr(r.tables["flows"], "to_pandas") else r.tables["flows"]
             drops.append(per_class(fl, "drops"))
-        print(json.dumps({"file": os.path.basename(f), "seeds": seeds, "share0": round(st.mean(sh), 4), "sd": round(st.stdev(sh), 4),
-                          "min": round(min(sh), 4), "max": round(max(sh), 4),
-                          "drops_per_flow": [round(st.mean(x), 1) for x in zip(*drops)]}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "file": os.path.basename(f),
+                    "seeds": seeds,
+                    "share0": round(st.mean(sh), 4),
+                    "sd": round(st.stdev(sh), 4),
+                    "min": round(min(sh), 4),
+                    "max": round(max(sh), 4),
+                    "drops_per_flow": [round(st.mean(x), 1) for x in zip(*drops)],
+                }
+            ),
+            flush=True,
+        )
 
 
 def grid(cc: str) -> None:
@@ -84,12 +95,20 @@ def grid(cc: str) -> None:
     for d1 in steps:
         row = []
         for d3 in steps:
-            flows = [{"cc": cc, "count": 5, "rtt": f"{10 + d1 / 1000}ms", "start": "uniform(0s, 1s)"},
-                     {"cc": cc, "count": 5, "rtt": f"{30 + d3 / 1000}ms", "start": "uniform(0s, 1s)"}]
+            flows = [
+                {"cc": cc, "count": 5, "rtt": f"{10 + d1 / 1000}ms", "start": "uniform(0s, 1s)"},
+                {"cc": cc, "count": 5, "rtt": f"{30 + d3 / 1000}ms", "start": "uniform(0s, 1s)"},
+            ]
             v = st.mean(
-                share0(aqmlab.run(aqmlab.Scenario(name="grid", duration="10s", warmup="3s", seed=k, flows=flows,
-                                                  bottleneck={"rate": "50Mbps", "buffer": "1bdp", "rtt_ref": "10ms"})).summary)
-                for k in range(1, 6))
+                share0(
+                    aqmlab.run(
+                        aqmlab.Scenario(
+                            name="grid", duration="10s", warmup="3s", seed=k, flows=flows, bottleneck={"rate": "50Mbps", "buffer": "1bdp", "rtt_ref": "10ms"}
+                        )
+                    ).summary
+                )
+                for k in range(1, 6)
+            )
             row.append(v)
         allv += row
         print(f"{d1:>5} " + " ".join(f"{v:.3f}" for v in row), flush=True)
@@ -114,8 +133,20 @@ def noise(files: list[str], seeds: int, share: str, offset_us: int, jitter_us: i
                     json.dump(c, fh)
             out = subprocess.run([share, *paths], env=env, check=True, capture_output=True, text=True).stdout
             sh = [float(line.split()[1]) for line in out.splitlines()]
-            print(json.dumps({"file": os.path.basename(f), "seeds": seeds, "offset_us": offset_us, "jitter_us": jitter_us, "fwd_permille": fwd,
-                              "share0": round(st.mean(sh), 4), "sd": round(st.stdev(sh), 4)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "file": os.path.basename(f),
+                        "seeds": seeds,
+                        "offset_us": offset_us,
+                        "jitter_us": jitter_us,
+                        "fwd_permille": fwd,
+                        "share0": round(st.mean(sh), 4),
+                        "sd": round(st.stdev(sh), 4),
+                    }
+                ),
+                flush=True,
+            )
 
 
 def emu(files: list[str], rounds: int) -> None:
@@ -136,11 +167,23 @@ def emu(files: list[str], rounds: int) -> None:
             for k in ("rwnd_limited", "sndbuf_limited"):
                 x = last.groupby("class", sort=False).apply(lambda d, k=k: float(d[k].sum() / max(d["busy_time"].sum(), 1)), include_groups=False)
                 lim[k] = [round(float(v), 4) for v in x.values]
-            print(json.dumps({"file": os.path.basename(f), "round": rnd, "share0": round(share0(s), 4),
-                              "util": round(s["metrics"]["utilization"], 4),
-                              "late_p99_us": s["counters"]["late_p99_ns"] / 1e3, "late_max_us": s["counters"]["late_max_ns"] / 1e3,
-                              "drops_per_flow": per_class(fl, "drops"), "retrans_per_flow": per_class(fl, "retrans_segs"),
-                              **lim, "loadavg": os.getloadavg()[0]}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "file": os.path.basename(f),
+                        "round": rnd,
+                        "share0": round(share0(s), 4),
+                        "util": round(s["metrics"]["utilization"], 4),
+                        "late_p99_us": s["counters"]["late_p99_ns"] / 1e3,
+                        "late_max_us": s["counters"]["late_max_ns"] / 1e3,
+                        "drops_per_flow": per_class(fl, "drops"),
+                        "retrans_per_flow": per_class(fl, "retrans_segs"),
+                        **lim,
+                        "loadavg": os.getloadavg()[0],
+                    }
+                ),
+                flush=True,
+            )
 
 
 IDLE = """name = "idle-ping"
@@ -187,13 +230,19 @@ def ping() -> None:
             if tag is None:
                 raise SystemExit("no testbed appeared")
             time.sleep(3.0)  # the router and the receiver are up by scenario time 0 (≈ 2.5 s)
-            pings = [subprocess.Popen(["ip", "netns", "exec", f"aqS{i}-{tag}", "ping", "-c", "400", "-i", "0.01", "10.77.200.2"],
-                                      stdout=subprocess.PIPE, text=True) for i in (0, 1)]
+            pings = [
+                subprocess.Popen(["ip", "netns", "exec", f"aqS{i}-{tag}", "ping", "-c", "400", "-i", "0.01", "10.77.200.2"], stdout=subprocess.PIPE, text=True)
+                for i in (0, 1)
+            ]
             for i, (p, base) in enumerate(zip(pings, (10.0, 30.0))):
                 ms = [float(x) for x in re.findall(r"time=([\d.]+) ms", p.communicate()[0])][20:]
                 ex = sorted(round((x - base) * 1000) for x in ms)
                 q = lambda f: ex[int(f * (len(ex) - 1))]  # noqa: E731
-                print(json.dumps({"class": i, "base_ms": base, "n": len(ex), "excess_us": {"min": ex[0], "p10": q(0.1), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99)}}))
+                print(
+                    json.dumps(
+                        {"class": i, "base_ms": base, "n": len(ex), "excess_us": {"min": ex[0], "p10": q(0.1), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99)}}
+                    )
+                )
         finally:
             emu.wait()
 

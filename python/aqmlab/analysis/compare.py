@@ -10,6 +10,7 @@ __all__ = ["compare_rows"]
 
 def _rows(sim: dict[str, Any], emu: dict[str, Any]) -> list[tuple[str, float | None, float | None, str]]:
     """(label, sim value, emu value, format) per metric: the run's, then each class's."""
+
     def m(summary: dict[str, Any], *path: str) -> float | None:
         x: Any = summary["metrics"]
         for p in path:
@@ -36,9 +37,6 @@ def _rows(sim: dict[str, Any], emu: dict[str, Any]) -> list[tuple[str, float | N
             (f"{n}: drop ratio", cs["drop_ratio"], ce["drop_ratio"], "pct"),
         ]
     return rows
-
-
-
 
 
 def compare_rows(sim: dict[str, Any], emu: dict[str, Any]) -> list[dict[str, Any]]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from aqmlab import engine
 
+from aqmlab import engine
 
 __all__ = ["windowed_jain", "convergence", "events"]
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import pandas as pd
 
-from aqmlab.simulate.run import run
+from aqmlab import engine
 from aqmlab.scenario import Scenario
+from aqmlab.simulate.run import run
 from aqmlab.store.atomic import write_text
 from aqmlab.sweep.runner import is_complete
-from aqmlab import engine
 
 __all__ = ["harm", "solo_baseline", "load_harm"]
 
@@ -93,4 +93,3 @@ def harm(s: Scenario, directory: str | Path) -> tuple[pd.DataFrame, int]:
 
 def load_harm(directory: str | Path) -> pd.DataFrame:
     return pd.DataFrame(json.loads((Path(directory) / "harm.json").read_text(encoding="utf-8"))["harm"])
-

@@ -8,10 +8,8 @@ from typing import Annotated
 
 import typer
 
-from aqmlab.scenario import ScenarioError
 from aqmlab.cli.common import err, fail, out
-
-
+from aqmlab.scenario import ScenarioError
 
 
 def atlas(
@@ -20,12 +18,14 @@ def atlas(
     quick: Annotated[bool, typer.Option("--quick", help="The spec's \\[quick] form (a laptop's atlas)")] = False,
     jobs: Annotated[int | None, typer.Option("-j", "--jobs", help="Parallel runs (default: every core)", min=1)] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address")] = None,
-    rounds: Annotated[int | None, typer.Option("--rounds", help="Refinement rounds (overrides the spec's \\[refine] rounds; a rerun with more extends the atlas)", min=0)] = None,
+    rounds: Annotated[
+        int | None, typer.Option("--rounds", help="Refinement rounds (overrides the spec's \\[refine] rounds; a rerun with more extends the atlas)", min=0)
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Map Jain's index and harm of every CC pair × AQM over buffer (BDP) × RTT ratio, refined adaptively; writes DIR/atlas.html."""
-    from aqmlab.search.atlas import load_spec, run_atlas
     from aqmlab.report.atlas import write_atlas_report
+    from aqmlab.search.atlas import load_spec, run_atlas
 
     try:
         s = load_spec(None if spec == "default" else spec, quick=quick)

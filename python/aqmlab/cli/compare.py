@@ -41,7 +41,9 @@ def compare(
                 fail(ScenarioError(f"{t} exists and is not empty (pass --overwrite to replace it)"))
     show = not quiet and not as_json and err.is_terminal
     if show:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(), console=err, transient=True
+        ) as bar:
             task = bar.add_task(f"{s.name} (simulator)", total=1.0)
             sim = run_sim(s, progress=lambda f: bar.update(task, completed=f))
     else:

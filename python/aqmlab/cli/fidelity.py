@@ -10,11 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aqmlab.scenario import ScenarioError
-from aqmlab.fidelity.suite import EMU_RUNS
 from aqmlab.cli.common import err, fail, out
-
-
+from aqmlab.fidelity.suite import EMU_RUNS
+from aqmlab.scenario import ScenarioError
 
 
 def fidelity(
@@ -22,15 +20,23 @@ def fidelity(
     quick: Annotated[bool, typer.Option("--quick", help="The short subset (cases marked quick: a few seconds each)")] = False,
     cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
     emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = EMU_RUNS,
-    lock: Annotated[Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")] = None,
-    sim_stall: Annotated[str, typer.Option("--sim-stall", help="The simulator's host stalls: 'measured' (as the emulator's traffic core stalled in the case's runs), 'none', or a length (with --sim-stall-every)")] = "measured",
+    lock: Annotated[
+        Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")
+    ] = None,
+    sim_stall: Annotated[
+        str,
+        typer.Option(
+            "--sim-stall",
+            help="The simulator's host stalls: 'measured' (as the emulator's traffic core stalled in the case's runs), 'none', or a length (with --sim-stall-every)",
+        ),
+    ] = "measured",
     sim_stall_every: Annotated[str | None, typer.Option("--sim-stall-every", help="With a --sim-stall length: the mean interval between those stalls")] = None,
     list_cases: Annotated[bool, typer.Option("--list", help="List the cases and exit")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run the fidelity suite: each case on the simulator and the emulator (root), every metric scored against its band."""
-    from aqmlab.fidelity import suite as F
     from aqmlab.emu.emulate import is_root
+    from aqmlab.fidelity import suite as F
 
     try:
         allc = F.load_manifest()
@@ -61,18 +67,34 @@ def fidelity(
         if show:
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
                 task = bar.add_task("fidelity", total=len(chosen))
-                docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=lambda m: bar.update(task, description=m), on_case=lambda c, d: bar.advance(task),
-                                   sim_stalls=sim_stalls)
+                docs = F.run_suite(
+                    target,
+                    chosen,
+                    emu_runs=emu_runs,
+                    lock=lock,
+                    log=lambda m: bar.update(task, description=m),
+                    on_case=lambda c, d: bar.advance(task),
+                    sim_stalls=sim_stalls,
+                )
         else:
-            docs = F.run_suite(target, chosen, emu_runs=emu_runs, lock=lock, log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)), sim_stalls=sim_stalls)
+            docs = F.run_suite(
+                target,
+                chosen,
+                emu_runs=emu_runs,
+                lock=lock,
+                log=(lambda m: None) if quiet else (lambda m: err.print(m, highlight=False)),
+                sim_stalls=sim_stalls,
+            )
     except ScenarioError as e:  # EmulatorError included: the cases finished so far are kept
         fail(e)
         return
     except KeyboardInterrupt:
         err.print("interrupted: finished cases are kept; run the same command again to resume")
         raise typer.Exit(130) from None
-    t = Table(title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds{F.sim_hosts_text(docs)}) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error",
-              title_justify="left")
+    t = Table(
+        title=f"fidelity: simulator (mean of {F.SIM_SEEDS} seeds{F.sim_hosts_text(docs)}) vs emulator ({emu_runs} run(s)); the extreme seed or run in brackets, dev/tol ± its standard error",
+        title_justify="left",
+    )
     for col in ("case", "metric", "sim", "emu", "band", "dev/tol", ""):
         t.add_column(col, justify="left" if col in ("case", "metric", "band", "") else "right")
     for d in docs:

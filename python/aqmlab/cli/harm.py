@@ -32,6 +32,14 @@ def harm_cmd(
     for col in ("class", "goodput", "baseline", "throughput harm", "delay", "baseline delay", "delay harm"):
         t.add_column(col, justify="left" if col == "class" else "right")
     for _, r in df.iterrows():
-        t.add_row(r["class"], f"{r['goodput_bps'] / 1e6:.1f} Mbps", f"{r['baseline_goodput_bps'] / 1e6:.1f} Mbps", f"{r['throughput_harm']:+.3f}", f"{r['sojourn_mean_ms']:.2f} ms", f"{r['baseline_sojourn_mean_ms']:.2f} ms", f"{r['delay_harm']:+.3f}")
+        t.add_row(
+            r["class"],
+            f"{r['goodput_bps'] / 1e6:.1f} Mbps",
+            f"{r['baseline_goodput_bps'] / 1e6:.1f} Mbps",
+            f"{r['throughput_harm']:+.3f}",
+            f"{r['sojourn_mean_ms']:.2f} ms",
+            f"{r['baseline_sojourn_mean_ms']:.2f} ms",
+            f"{r['delay_harm']:+.3f}",
+        )
     out.print(t)
     out.print(f"harm table: {output / 'harm.json'}", highlight=False)

@@ -8,9 +8,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from aqmlab.scenario import Marker
-from aqmlab.cli.common import out
 from aqmlab import engine
+from aqmlab.cli.common import out
+from aqmlab.scenario import Marker
 
 app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
 
@@ -45,7 +45,14 @@ def option_table(about: dict[str, Any]) -> str:
         return "No options."
     rows = ["| option | unit | default | range | meaning | source |", "|---|---|---|---|---|---|"]
     for o in about["options"]:
-        cells = [f"`{o['name']}`", _unit(o).replace("|", "\\|"), f"`{_default(o)}`" if _default(o) not in ("–", "required") else _default(o), o["range_text"], o["doc"], o["source"]]
+        cells = [
+            f"`{o['name']}`",
+            _unit(o).replace("|", "\\|"),
+            f"`{_default(o)}`" if _default(o) not in ("–", "required") else _default(o),
+            o["range_text"],
+            o["doc"],
+            o["source"],
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     if about["one_of"]:
         rows.append("")
@@ -85,8 +92,8 @@ def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each dis
 @app.command("studies")
 def studies() -> None:
     """The seed studies `aqmlab reproduce` runs, with their run counts (full and --quick)."""
-    from aqmlab.sweep.spec import load_sweep
     from aqmlab.studies import STUDIES, study_path
+    from aqmlab.sweep.spec import load_sweep
 
     t = Table(title="seed studies (aqmlab reproduce NAME [--quick])", title_justify="left")
     for col in ("study", "paper", "runs", "quick runs", "what"):

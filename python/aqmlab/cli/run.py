@@ -11,12 +11,10 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from aqmlab.cli.common import err, fail, out
+from aqmlab.scenario import Scenario, ScenarioError, load_scenario
 from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
 from aqmlab.simulate.run import run as run_scenario
-from aqmlab.scenario import Scenario, ScenarioError, load_scenario
-from aqmlab.cli.common import err, fail, out
-
-
 
 
 def _load(path: Path) -> Scenario:
@@ -31,7 +29,10 @@ def validate(file: Annotated[Path, typer.Argument(help="Scenario TOML file")]) -
     """Check a scenario file without running it."""
     s = _load(file)
     flows = ", ".join(f"{f.count}×{f.cc} {f.rtt}" for f in s.flows)
-    out.print(f"ok: {s.name}: {s.bottleneck.rate}, buffer {s.bottleneck.buffer}, aqm {s.bottleneck.aqm.kind}; {flows}; {s.duration} (hash {s.hash()})", highlight=False)
+    out.print(
+        f"ok: {s.name}: {s.bottleneck.rate}, buffer {s.bottleneck.buffer}, aqm {s.bottleneck.aqm.kind}; {flows}; {s.duration} (hash {s.hash()})",
+        highlight=False,
+    )
     out.print(estimate(s).line(), highlight=False, soft_wrap=True)
 
 
@@ -49,7 +50,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     for col in ("class", "flows", "goodput", "rel. throughput", "Jain", "mark ratio", "drop ratio"):
         t.add_column(col, justify="left" if col == "class" else "right")
     for c in summary["classes"]:
-        t.add_row(c["name"], str(c["count"]), f"{c['goodput_bps'] / 1e6:.1f} Mbps", _num(c["rel_throughput"]), _num(c["jain"]), _pct(c["mark_ratio"]), _pct(c["drop_ratio"]))
+        t.add_row(
+            c["name"],
+            str(c["count"]),
+            f"{c['goodput_bps'] / 1e6:.1f} Mbps",
+            _num(c["rel_throughput"]),
+            _num(c["jain"]),
+            _pct(c["mark_ratio"]),
+            _pct(c["drop_ratio"]),
+        )
     out.print(t)
     s = m["sojourn_ms"]
     out.print(
@@ -91,7 +100,15 @@ def run(
     show = not quiet and not as_json and sys.stderr.isatty()
     try:
         if show:
-            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}% of simulated time"), TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True) as bar:
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>5.1f}% of simulated time"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
                 task = bar.add_task(s.name, total=1.0)
                 res = run_scenario(s, progress=lambda f: bar.update(task, completed=f))
         else:

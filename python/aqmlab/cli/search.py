@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from aqmlab.cli.common import err, fail, out
 from aqmlab.scenario import ScenarioError
 from aqmlab.store.atomic import write_text
-from aqmlab.cli.common import err, fail, out
 
-
+if TYPE_CHECKING:
+    # Imported where used: the search pulls in optuna, which `aqmlab --help` need not load.
+    from aqmlab.search.runner import Evaluator
+    from aqmlab.search.spec import Search
 
 
 def search(
@@ -49,13 +52,15 @@ def search(
         _search_and_shrink(s, output, ev, quiet, show, t0, no_shrink, replay_emu)
 
 
-def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
-    from aqmlab.search.runner import run_search, shrink
+def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
     from aqmlab.report.search import write_search_report
+    from aqmlab.search.runner import run_search, shrink
 
     try:
         if show:
-            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), TimeElapsedColumn(), console=err) as bar:
+            with Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), TimeElapsedColumn(), console=err
+            ) as bar:
                 task = bar.add_task(s.name, total=s.budget)
                 res = run_search(s, output, evaluator=ev, on_points=lambda n, total: bar.update(task, completed=n, total=total))
         else:
@@ -80,7 +85,11 @@ def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, 
     b = res.best
     where = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in b.params.items())
     if not quiet:
-        out.print(f"{s.name}: {len(res.points)} points, {res.simulated} runs simulated ({time.perf_counter() - t0:.1f} s); worst {s.objective} = {b.value:.4g} at {where}", highlight=False, soft_wrap=True)
+        out.print(
+            f"{s.name}: {len(res.points)} points, {res.simulated} runs simulated ({time.perf_counter() - t0:.1f} s); worst {s.objective} = {b.value:.4g} at {where}",
+            highlight=False,
+            soft_wrap=True,
+        )
         out.print(f"worst point: {output / 'best.toml'}", highlight=False)
     shrunk = None
     if not no_shrink:
@@ -91,7 +100,11 @@ def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, 
         assert shrunk is not None
         c = shrunk["check"]
         if not quiet:
-            out.print(f"shrunk: {shrunk['shrunk']['value']:.4g} (tolerance {s.tolerance:g} of {b.value:.4g}); on seeds {c['seeds']}: mean {c['mean']:.4g} — {'holds' if c['holds'] else 'does NOT hold'}; {output / 'shrunk.toml'}", highlight=False, soft_wrap=True)
+            out.print(
+                f"shrunk: {shrunk['shrunk']['value']:.4g} (tolerance {s.tolerance:g} of {b.value:.4g}); on seeds {c['seeds']}: mean {c['mean']:.4g} — {'holds' if c['holds'] else 'does NOT hold'}; {output / 'shrunk.toml'}",
+                highlight=False,
+                soft_wrap=True,
+            )
     emu = None
     if replay_emu:
         emu = _replay(s, output, shrunk)
@@ -102,20 +115,23 @@ def _search_and_shrink(s, output: Path, ev, quiet: bool, show: bool, t0: float, 
         out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
 
 
-def _emu_preflight(s) -> None:
+def _emu_preflight(s: Search) -> None:
     """Refuse --replay-emu before anything runs when the emulator cannot run the scenario."""
     from aqmlab.emu.emulate import preflight
 
     sc = s.scenario({v.name: v.mid() for v in s.space}, s.seeds[0])
     if s.objective.metric == "harm":
-        raise ScenarioError("--replay-emu with a harm objective would need the solo baselines on the emulator too; replay best.toml with `aqmlab harm` and `aqmlab emulate` by hand", key="--replay-emu")
+        raise ScenarioError(
+            "--replay-emu with a harm objective would need the solo baselines on the emulator too; replay best.toml with `aqmlab harm` and `aqmlab emulate` by hand",
+            key="--replay-emu",
+        )
     try:
         preflight(sc)
     except ScenarioError as e:
         raise ScenarioError(f"cannot replay on the emulator: {e.detail}", key="--replay-emu") from None
 
 
-def _replay(s, output: Path, shrunk: dict | None) -> dict:
+def _replay(s: Search, output: Path, shrunk: dict[str, Any] | None) -> dict[str, Any]:
     """Run the shrunk case (else the worst point) on the emulator with the search's first seed."""
     from aqmlab.emu.emulate import emulate
 

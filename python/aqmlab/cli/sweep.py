@@ -10,13 +10,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
-from aqmlab.scenario import ScenarioError
-from aqmlab.sweep.spec import Run, Sweep, load_sweep
-from aqmlab.sweep.runner import SweepResult, plan, run_sweep
 from aqmlab.cli.common import err, fail, out
-
-
+from aqmlab.scenario import ScenarioError
+from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
+from aqmlab.sweep.runner import SweepResult, plan, run_sweep
+from aqmlab.sweep.spec import Run, Sweep, load_sweep
 
 
 def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry_run: bool, quiet: bool) -> SweepResult | None:
@@ -71,7 +69,11 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
         err.print("interrupted: finished runs are kept; run the same command again to resume")
         raise typer.Exit(130) from None
     if not quiet:
-        out.print(f"{sw.name}: {res.total} runs — {res.ran} ran, {res.skipped} already done, {len(res.failed)} failed ({res.wall_s:.1f} s); index: {output / 'index.parquet'}", highlight=False, soft_wrap=True)
+        out.print(
+            f"{sw.name}: {res.total} runs — {res.ran} ran, {res.skipped} already done, {len(res.failed)} failed ({res.wall_s:.1f} s); index: {output / 'index.parquet'}",
+            highlight=False,
+            soft_wrap=True,
+        )
     for h, msg in res.failed:
         err.print(f"[red]run {h} failed:[/] {msg}", highlight=False, soft_wrap=True)
     if res.failed:
@@ -96,7 +98,9 @@ def _check_estimates(sw: Sweep, runs: list[Run]) -> None:
         err.print(
             f"warning: {len(long)} of {len(ests)} runs are expected to take over an hour each on one core "
             f"(the longest: {worst.line()}); the sweep: {total / 3600:.3g} core-hours",
-            highlight=False, soft_wrap=True, markup=False,
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
         )
 
 
@@ -140,8 +144,8 @@ def reproduce(
     res = _execute(sw, target, jobs, cluster, dry_run, quiet)
     if res is None:
         return
-    from aqmlab.studies.findings import evaluate_all
     from aqmlab.report.study import write_report
+    from aqmlab.studies.findings import evaluate_all
 
     html = write_report(target, target / "report.html", study=study)
     if not quiet:
@@ -172,7 +176,11 @@ def report(
         out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
         return
     if len(directories) > 1:
-        fail(ValueError(f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"))
+        fail(
+            ValueError(
+                f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"
+            )
+        )
     if not (directory / "index.parquet").is_file():
         fail(ValueError(f"{directory}: not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"))
     html = write_report(directory, output or directory / "report.html")

@@ -59,7 +59,7 @@ BPF_CCS: dict[str, BpfCc] = {
 NO_PORT: dict[str, str] = {
     "prague": "aqmlab's eBPF port of TCP Prague (bpf/aqmlab_prague.bpf.c) negotiates AccECN but on this kernel "
     "sends its data as ECT(0), not ECT(1): a BPF CC cannot set the socket's ECN codepoint after the handshake "
-    "(docs/emulator.md, \"eBPF congestion controls\"), so an L4S AQM would treat it as a Classic flow",
+    '(docs/emulator.md, "eBPF congestion controls"), so an L4S AQM would treat it as a Classic flow',
     "bbr2": "aqmlab has no eBPF port of BBRv2 (an out-of-tree tcp_bbr2.c; cong_control with the rate sample is allowed for a BPF CC, the port is not written)",
     "bbr3": "aqmlab has no eBPF port of BBRv3 (an out-of-tree tcp_bbr.c v3; cong_control with the rate sample is allowed for a BPF CC, the port is not written)",
 }
@@ -114,7 +114,11 @@ class Registration:
             # (after the sockets that use the CC are gone).
             self.proc = subprocess.Popen(
                 [str(loader_path()), str(bpf_dir() / self.b.obj)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
             )
         line: list[str] = []
         th = threading.Thread(target=lambda: line.append(self.proc.stdout.readline().strip()), daemon=True)  # type: ignore[union-attr]

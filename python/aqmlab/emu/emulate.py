@@ -31,19 +31,28 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from aqmlab import engine
 from aqmlab.emu import bpfcc as _bpfcc
 from aqmlab.emu.results import PORT, assemble, save_extra
-from aqmlab.store.result import Result
 from aqmlab.scenario import Flows, Host, Scenario, ScenarioError, Workload, load_scenario
-from aqmlab import engine
+from aqmlab.store.result import Result
 
-__all__ = ["emulate", "cleanup", "EmulatorError", "preflight", "kernel_ccs", "flow_plan", "list_testbeds",
-           # re-exported from _emu_results (the assembly of the results)
-           "assemble"]
+__all__ = [
+    "emulate",
+    "cleanup",
+    "EmulatorError",
+    "preflight",
+    "kernel_ccs",
+    "flow_plan",
+    "list_testbeds",
+    # re-exported from _emu_results (the assembly of the results)
+    "assemble",
+]
 
 #: Names of everything a run creates: aqS<i>-<tag>, aqR-<tag>, aqD-<tag> (and the probe aqP-<tag>
 #: of the preflight check); <tag> = 8 hex digits.
@@ -94,7 +103,6 @@ KERNEL_CC = {"reno": "reno", "cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "
 RECEIVER_SIDE_CC = {"dctcp"}
 #: AQMLAB_EMU_BPF=1 runs our eBPF port (_bpfcc.BPF_CCS) even where the kernel has its own.
 FORCE_BPF = os.environ.get("AQMLAB_EMU_BPF", "0") == "1"
-
 
 
 class EmulatorError(ScenarioError):
@@ -154,7 +162,10 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     # Classes are the [[flows]], then the [[workload]]s (the engine config's order).
     if len(s.flows) + len(s.workload) > MAX_CLASSES:
         raise ScenarioError(f"the emulator addresses at most {MAX_CLASSES} flow classes (10.77.<i+1>.0/24), [[flows]] and [[workload]] together", key="flows")
-    keyed: list[tuple[str, Flows | Workload]] = [*((f"flows[{i}]", f) for i, f in enumerate(s.flows)), *((f"workload[{i}]", w) for i, w in enumerate(s.workload))]
+    keyed: list[tuple[str, Flows | Workload]] = [
+        *((f"flows[{i}]", f) for i, f in enumerate(s.flows)),
+        *((f"workload[{i}]", w) for i, w in enumerate(s.workload)),
+    ]
     for key, f in keyed:
         if f.cc == "cbr":
             continue  # UDP from the built-in sender: no kernel CC involved
@@ -176,8 +187,7 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
             why = _bpfcc.NO_PORT.get(f.cc)
             raise ScenarioError(
                 f"the kernel has no {f.cc!r} congestion control (modprobe tcp_{f.cc} failed); "
-                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)"
-                + (f"; {why}" if why else ""),
+                f"it offers: {', '.join(offered) or 'none'} (/proc/sys/net/ipv4/tcp_available_congestion_control)" + (f"; {why}" if why else ""),
                 key=f"{key}.cc",
             )
     _check_host(s.host)
@@ -231,13 +241,23 @@ def _check_host(h: Host) -> None:
             raise ScenarioError(f"the emulator's hosts stall as their machine does; {k} is the simulator's model of it (remove it to emulate)", key=f"host.{k}")
     if not h.offloads:
         defaults = Host(offloads=False).engine()
-        for key, field in (("nic_rate", "nic_rate_bps"), ("gso_max_size", "gso_max_bytes"), ("min_tso_segs", "min_tso_segs"), ("rx_coalesce", "rx_coalesce_ns")):
+        for key, field in (
+            ("nic_rate", "nic_rate_bps"),
+            ("gso_max_size", "gso_max_bytes"),
+            ("min_tso_segs", "min_tso_segs"),
+            ("rx_coalesce", "rx_coalesce_ns"),
+        ):
             if e[field] != defaults[field]:
-                raise ScenarioError(f"the emulator applies {key} only to hosts with offloads (with offloads = false its hosts and router keep their defaults)", key=f"host.{key}")
+                raise ScenarioError(
+                    f"the emulator applies {key} only to hosts with offloads (with offloads = false its hosts and router keep their defaults)",
+                    key=f"host.{key}",
+                )
         return
     for key, field in (("gso_max_size", "gso_max_bytes"), ("gro_max_size", "gro_max_bytes")):
         if e[field] > MAX_OFFLOAD_BYTES:
-            raise ScenarioError(f"the emulator's hosts use at most {MAX_OFFLOAD_BYTES} B ({e[field]} B needs BIG TCP, which the testbed does not set up)", key=f"host.{key}")
+            raise ScenarioError(
+                f"the emulator's hosts use at most {MAX_OFFLOAD_BYTES} B ({e[field]} B needs BIG TCP, which the testbed does not set up)", key=f"host.{key}"
+            )
 
 
 def router_binary() -> Path:
@@ -590,6 +610,7 @@ def _signals_raise() -> Callable[[], None]:
         raise _Interrupted(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+
     def restore() -> None:
         for s, h in old.items():
             signal.signal(s, h)
@@ -693,7 +714,7 @@ def _check_bpf_run(cc: str, stats: dict[str, Any]) -> None:
         raise EmulatorError(
             f"the kernel skipped ops of the eBPF {cc} during the run ({stats['corrupt']} ACKs saw snd_ssthresh/snd_cwnd >= 2^31, "
             f"first ssthresh {stats.get('corrupt_ssthresh')} cwnd {stats.get('corrupt_cwnd')}; recursion misses {misses or 0}); "
-            "its figures cannot be trusted and nothing was written (docs/emulator.md, \"The anomaly\")"
+            'its figures cannot be trusted and nothing was written (docs/emulator.md, "The anomaly")'
         )
 
 
@@ -707,7 +728,9 @@ def notsent_lowat(rate_bps: int) -> int:
     return max(256 * 1024, rate_bps * 32 // 8 // 1000)
 
 
-def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None, ccs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _run_traffic(
+    s: Scenario, config: dict[str, Any], tb: Testbed, router: Path, progress: Callable[[float], None] | None, ccs: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     work = tb.work
     cpus = _cpus()
     # Router on one core, all traffic on another: a sender migrating between cores reorders
@@ -742,20 +765,50 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         if c.get("cc") is not None and c["cc"]["name"] in RECEIVER_SIDE_CC
     }
     (work / "recv.json").write_text(
-        json.dumps({"bind": "10.77.200.2", "port": PORT, "t0_ns": t0, "warmup_ns": warmup_ns, "duration_ns": duration_ns, "interval_ns": interval_ns, "drain_ns": drain_ns, "cc_by_src": cc_by_src})
+        json.dumps(
+            {
+                "bind": "10.77.200.2",
+                "port": PORT,
+                "t0_ns": t0,
+                "warmup_ns": warmup_ns,
+                "duration_ns": duration_ns,
+                "interval_ns": interval_ns,
+                "drain_ns": drain_ns,
+                "cc_by_src": cc_by_src,
+            }
+        )
     )
-    recv = tb.spawn(tb.receiver_ns, [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")], traffic_cpu, work / "recv.log", priority=PRIORITY_RECEIVER)
+    recv = tb.spawn(
+        tb.receiver_ns,
+        [sys.executable, traffic_py, "receive", "--spec", str(work / "recv.json"), "--out", str(work / "recv-out.json")],
+        traffic_cpu,
+        work / "recv.log",
+        priority=PRIORITY_RECEIVER,
+    )
     _wait_ready(recv, "the traffic receiver", deadline_ready, work / "recv.log")
     senders = []
     for i, c in enumerate(config["classes"]):
         # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
         kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": ccs[c["cc"]["name"]]["kernel_name"]}
         flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
-        spec = {"t0_ns": t0, "duration_ns": duration_ns, "interval_ns": interval_ns, "src": f"10.77.{i + 1}.2", "dst": "10.77.200.2", "port": PORT,
-                "notsent_lowat": notsent_lowat(config["bottleneck"]["rate_bps"]), "flows": flows}
+        spec = {
+            "t0_ns": t0,
+            "duration_ns": duration_ns,
+            "interval_ns": interval_ns,
+            "src": f"10.77.{i + 1}.2",
+            "dst": "10.77.200.2",
+            "port": PORT,
+            "notsent_lowat": notsent_lowat(config["bottleneck"]["rate_bps"]),
+            "flows": flows,
+        }
         (work / f"send{i}.json").write_text(json.dumps(spec))
         senders.append(
-            tb.spawn(tb.sender_ns(i), [sys.executable, traffic_py, "send", "--spec", str(work / f"send{i}.json"), "--out", str(work / f"send{i}-out.json")], traffic_cpu, work / f"send{i}.log")
+            tb.spawn(
+                tb.sender_ns(i),
+                [sys.executable, traffic_py, "send", "--spec", str(work / f"send{i}.json"), "--out", str(work / f"send{i}-out.json")],
+                traffic_cpu,
+                work / f"send{i}.log",
+            )
         )
     for i, p in enumerate(senders):
         _wait_ready(p, f"the traffic sender of class {i}", deadline_ready, work / f"send{i}.log")
@@ -786,7 +839,9 @@ def _run_traffic(s: Scenario, config: dict[str, Any], tb: Testbed, router: Path,
         if p.poll() is None:
             raise EmulatorError(f"the traffic {name} did not exit after the run; see its log")
         if p.returncode != 0:
-            raise EmulatorError(f"the traffic {name} exited with status {p.returncode}: {_tail(work / ('recv.log' if name == 'receiver' else f'send{name.split()[1]}.log'))}")
+            raise EmulatorError(
+                f"the traffic {name} exited with status {p.returncode}: {_tail(work / ('recv.log' if name == 'receiver' else f'send{name.split()[1]}.log'))}"
+            )
     try:
         raw = {
             "router": json.loads(router_out.read_text()),
@@ -818,7 +873,17 @@ def _spawn_probe(tb: Testbed, router: Path, cpu: int, t0: int, duration_ns: int)
     """Start the stall probe on `cpu` for the run's window [t0, t0 + duration): it records when
     the CPU ran nothing of ours (docs/emulator.md, "Host stalls"). Root namespace, own session."""
     log = tb.work / f"stalls-cpu{cpu}.log"
-    args = [str(stall_probe_binary(router)), "--cpu", str(cpu), "--start-ns", str(t0), "--end-ns", str(t0 + duration_ns), "--output", str(tb.work / f"stalls-cpu{cpu}.json")]
+    args = [
+        str(stall_probe_binary(router)),
+        "--cpu",
+        str(cpu),
+        "--start-ns",
+        str(t0),
+        "--end-ns",
+        str(t0 + duration_ns),
+        "--output",
+        str(tb.work / f"stalls-cpu{cpu}.json"),
+    ]
     with open(log, "w") as err:
         p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, text=True, start_new_session=True)
     tb.procs.append(p)
@@ -842,7 +907,9 @@ def _probe_results(work: Path, probes: dict[int, subprocess.Popen[str]], t0: int
         except (OSError, ValueError) as e:
             raise EmulatorError(f"the stall probe on CPU {c} left no usable output: {e}") from None
         if d["start_ns"] != t0 or not d["complete"]:
-            raise EmulatorError(f"the stall probe on CPU {c} did not cover the run's window (it started {(d['start_ns'] - t0) / 1e6:g} ms after its start, complete: {d['complete']})")
+            raise EmulatorError(
+                f"the stall probe on CPU {c} did not cover the run's window (it started {(d['start_ns'] - t0) / 1e6:g} ms after its start, complete: {d['complete']})"
+            )
         period, threshold = d["period_ns"], d["threshold_ns"]
         cpus[f"cpu{c}"] = {"role": roles[c], "wakeups": d["wakeups"], "stalls": [[t - t0, late] for t, late in d["stalls"]]}
     return {"period_ns": period, "threshold_ns": threshold, "window_ns": duration_ns, "cpus": cpus}

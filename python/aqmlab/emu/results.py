@@ -13,11 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from aqmlab import engine
+from aqmlab.scenario import Scenario
+from aqmlab.simulate.run import VERSION, _json_safe
 from aqmlab.store.atomic import write_parquet
 from aqmlab.store.result import Result
-from aqmlab.simulate.run import VERSION, _json_safe
-from aqmlab.scenario import Scenario
-from aqmlab import engine
 
 __all__ = ["assemble", "save_extra", "PORT"]
 
@@ -39,10 +39,7 @@ _ARROW = {"int64": pa.int64(), "double": pa.float64(), "string": pa.string(), "b
 def _frames(tables: dict[str, dict[str, list[Any]]], types: dict[str, dict[str, str]]) -> dict[str, pa.Table]:
     """Arrow tables with the types the native code gives each column (a column the emulator
     cannot fill is all null and would otherwise carry no type)."""
-    return {
-        name: pa.Table.from_arrays([pa.array(v, type=_ARROW[types[name][c]]) for c, v in cols.items()], names=list(cols))
-        for name, cols in tables.items()
-    }
+    return {name: pa.Table.from_arrays([pa.array(v, type=_ARROW[types[name][c]]) for c, v in cols.items()], names=list(cols)) for name, cols in tables.items()}
 
 
 def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_time_s: float) -> Result:
@@ -69,8 +66,15 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         "classes": _json_safe(out["classes"]),
         "fct": _json_safe(out["fct"]),
         "counters": _json_safe(out["counters"]),
-        "emu": {"kernel": os.uname().release, "pinning": raw.get("pinning"), "router_cpu_s": raw.get("router_cpu_s"), "offloads": raw.get("offloads"),
-                "steal_ms": raw.get("steal_ms"), "t0_monotonic_ns": raw.get("t0_monotonic_ns"), "stalls": raw.get("stalls")},
+        "emu": {
+            "kernel": os.uname().release,
+            "pinning": raw.get("pinning"),
+            "router_cpu_s": raw.get("router_cpu_s"),
+            "offloads": raw.get("offloads"),
+            "steal_ms": raw.get("steal_ms"),
+            "t0_monotonic_ns": raw.get("t0_monotonic_ns"),
+            "stalls": raw.get("stalls"),
+        },
     }
     res = Result(summary, _frames(out["tables"], out["types"]))
     res.extra = {"tcp_info": _tcpinfo_table(raw, [c["name"] for c in config["classes"]])}  # type: ignore[attr-defined]
@@ -99,5 +103,3 @@ def save_extra(target: Path, res: Result) -> None:
     extra = getattr(res, "extra", None) or {}
     for name, table in extra.items():
         write_parquet(target / f"{name}.parquet", table)
-
-

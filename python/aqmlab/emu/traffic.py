@@ -56,7 +56,8 @@ import socket
 import struct
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # ------------------------------------------------------------------------------------------
 # struct tcp_info (include/uapi/linux/tcp.h, Linux 6.7+; every field is native-endian)
@@ -69,22 +70,65 @@ from typing import Any, Callable
 #: tcpi_delivery_rate 160, tcpi_delivered 192, tcpi_bytes_sent 200, tcpi_reord_seen 220,
 #: tcpi_total_rto 240 (u16, 6.7), total size 248.
 TCP_INFO_FIELDS: tuple[tuple[str, str], ...] = (
-    ("state", "B"), ("ca_state", "B"), ("retransmits", "B"), ("probes", "B"),
-    ("backoff", "B"), ("options", "B"), ("wscale", "B"), ("app_limited_bits", "B"),
-    ("rto", "I"), ("ato", "I"), ("snd_mss", "I"), ("rcv_mss", "I"),
-    ("unacked", "I"), ("sacked", "I"), ("lost", "I"), ("retrans", "I"), ("fackets", "I"),
-    ("last_data_sent", "I"), ("last_ack_sent", "I"), ("last_data_recv", "I"), ("last_ack_recv", "I"),
-    ("pmtu", "I"), ("rcv_ssthresh", "I"), ("rtt", "I"), ("rttvar", "I"),
-    ("snd_ssthresh", "I"), ("snd_cwnd", "I"), ("advmss", "I"), ("reordering", "I"),
-    ("rcv_rtt", "I"), ("rcv_space", "I"), ("total_retrans", "I"),
-    ("pacing_rate", "Q"), ("max_pacing_rate", "Q"), ("bytes_acked", "Q"), ("bytes_received", "Q"),
-    ("segs_out", "I"), ("segs_in", "I"), ("notsent_bytes", "I"), ("min_rtt", "I"),
-    ("data_segs_in", "I"), ("data_segs_out", "I"),
-    ("delivery_rate", "Q"), ("busy_time", "Q"), ("rwnd_limited", "Q"), ("sndbuf_limited", "Q"),
-    ("delivered", "I"), ("delivered_ce", "I"),
-    ("bytes_sent", "Q"), ("bytes_retrans", "Q"), ("dsack_dups", "I"), ("reord_seen", "I"),
-    ("rcv_ooopack", "I"), ("snd_wnd", "I"), ("rcv_wnd", "I"), ("rehash", "I"),
-    ("total_rto", "H"), ("total_rto_recoveries", "H"), ("total_rto_time", "I"),
+    ("state", "B"),
+    ("ca_state", "B"),
+    ("retransmits", "B"),
+    ("probes", "B"),
+    ("backoff", "B"),
+    ("options", "B"),
+    ("wscale", "B"),
+    ("app_limited_bits", "B"),
+    ("rto", "I"),
+    ("ato", "I"),
+    ("snd_mss", "I"),
+    ("rcv_mss", "I"),
+    ("unacked", "I"),
+    ("sacked", "I"),
+    ("lost", "I"),
+    ("retrans", "I"),
+    ("fackets", "I"),
+    ("last_data_sent", "I"),
+    ("last_ack_sent", "I"),
+    ("last_data_recv", "I"),
+    ("last_ack_recv", "I"),
+    ("pmtu", "I"),
+    ("rcv_ssthresh", "I"),
+    ("rtt", "I"),
+    ("rttvar", "I"),
+    ("snd_ssthresh", "I"),
+    ("snd_cwnd", "I"),
+    ("advmss", "I"),
+    ("reordering", "I"),
+    ("rcv_rtt", "I"),
+    ("rcv_space", "I"),
+    ("total_retrans", "I"),
+    ("pacing_rate", "Q"),
+    ("max_pacing_rate", "Q"),
+    ("bytes_acked", "Q"),
+    ("bytes_received", "Q"),
+    ("segs_out", "I"),
+    ("segs_in", "I"),
+    ("notsent_bytes", "I"),
+    ("min_rtt", "I"),
+    ("data_segs_in", "I"),
+    ("data_segs_out", "I"),
+    ("delivery_rate", "Q"),
+    ("busy_time", "Q"),
+    ("rwnd_limited", "Q"),
+    ("sndbuf_limited", "Q"),
+    ("delivered", "I"),
+    ("delivered_ce", "I"),
+    ("bytes_sent", "Q"),
+    ("bytes_retrans", "Q"),
+    ("dsack_dups", "I"),
+    ("reord_seen", "I"),
+    ("rcv_ooopack", "I"),
+    ("snd_wnd", "I"),
+    ("rcv_wnd", "I"),
+    ("rehash", "I"),
+    ("total_rto", "H"),
+    ("total_rto_recoveries", "H"),
+    ("total_rto_time", "I"),
 )
 TCP_INFO_FORMAT = "=" + "".join(code for _, code in TCP_INFO_FIELDS)
 TCP_INFO_SIZE = struct.calcsize(TCP_INFO_FORMAT)
@@ -134,7 +178,6 @@ CBR_PAYLOAD_BYTES = CBR_WIRE_BYTES - 28
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 UDP_BUF = 8 * 1024 * 1024
-
 
 
 def now_ns() -> int:
@@ -540,19 +583,38 @@ class Sender:
         flows = []
         for f in self.flows:
             row: dict[str, Any] = {
-                "flow": f.flow, "sport": f.sport, "start_ns": f.start_ns, "stop_ns": f.stop_ns, "size_bytes": f.size_bytes,
-                "connect_ns": rel(f.connect_ns), "error": f.error,
+                "flow": f.flow,
+                "sport": f.sport,
+                "start_ns": f.start_ns,
+                "stop_ns": f.stop_ns,
+                "size_bytes": f.size_bytes,
+                "connect_ns": rel(f.connect_ns),
+                "error": f.error,
             }
             if isinstance(f, CbrFlow):
-                row.update({
-                    "cc": "cbr", "rate_bps": f.rate_bps, "datagrams_sent": f.k, "payload_sent": f.sent_payload,
-                    "finished_ns": rel(f.finished_ns), "send_errors": f.send_errors, "blocked": f.blocked, "late_max_ns": f.late_max_ns,
-                })
+                row.update(
+                    {
+                        "cc": "cbr",
+                        "rate_bps": f.rate_bps,
+                        "datagrams_sent": f.k,
+                        "payload_sent": f.sent_payload,
+                        "finished_ns": rel(f.finished_ns),
+                        "send_errors": f.send_errors,
+                        "blocked": f.blocked,
+                        "late_max_ns": f.late_max_ns,
+                    }
+                )
             else:
-                row.update({
-                    "cc": f.cc, "connected_ns": rel(f.connected_ns), "written_bytes": f.written_bytes,
-                    "finished_writing_ns": rel(f.finished_writing_ns), "done_ns": rel(f.done_ns), "final_info": f.final_info,
-                })
+                row.update(
+                    {
+                        "cc": f.cc,
+                        "connected_ns": rel(f.connected_ns),
+                        "written_bytes": f.written_bytes,
+                        "finished_writing_ns": rel(f.finished_writing_ns),
+                        "done_ns": rel(f.done_ns),
+                        "final_info": f.final_info,
+                    }
+                )
             flows.append(row)
         return {"complete": complete, "flows": flows, "samples": self.samples}
 
@@ -570,12 +632,33 @@ def sender(spec: dict[str, Any], out: str) -> int:
 
 #: The TCP_INFO fields kept in each time-series sample.
 SAMPLED = (
-    "ca_state", "snd_cwnd", "snd_ssthresh", "unacked", "sacked", "lost", "retrans", "rtt", "rttvar",
-    "min_rtt", "pacing_rate", "delivery_rate", "total_retrans", "bytes_acked", "bytes_sent",
-    "bytes_retrans", "delivered", "delivered_ce", "reord_seen", "snd_mss", "notsent_bytes",
+    "ca_state",
+    "snd_cwnd",
+    "snd_ssthresh",
+    "unacked",
+    "sacked",
+    "lost",
+    "retrans",
+    "rtt",
+    "rttvar",
+    "min_rtt",
+    "pacing_rate",
+    "delivery_rate",
+    "total_retrans",
+    "bytes_acked",
+    "bytes_sent",
+    "bytes_retrans",
+    "delivered",
+    "delivered_ce",
+    "reord_seen",
+    "snd_mss",
+    "notsent_bytes",
     # Whether the flow was limited by something other than the network: bit 0 of the byte
     # at offset 7 is tcpi_delivery_rate_app_limited; busy/rwnd/sndbuf-limited times in µs.
-    "app_limited_bits", "busy_time", "rwnd_limited", "sndbuf_limited",
+    "app_limited_bits",
+    "busy_time",
+    "rwnd_limited",
+    "sndbuf_limited",
 )
 
 
@@ -754,9 +837,17 @@ class Receiver:
         conns = []
         for c in self.conns:
             row: dict[str, Any] = {
-                "proto": c.proto, "src": c.peer[0], "sport": c.peer[1], "bytes": c.bytes, "window_bytes": c.window_bytes,
-                "accepted_ns": rel(c.accepted_ns), "first_byte_ns": rel(c.first_byte_ns), "last_byte_ns": rel(c.last_byte_ns),
-                "eof_ns": rel(c.eof_ns), "error": c.error, "final_info": c.final_info,
+                "proto": c.proto,
+                "src": c.peer[0],
+                "sport": c.peer[1],
+                "bytes": c.bytes,
+                "window_bytes": c.window_bytes,
+                "accepted_ns": rel(c.accepted_ns),
+                "first_byte_ns": rel(c.first_byte_ns),
+                "last_byte_ns": rel(c.last_byte_ns),
+                "eof_ns": rel(c.eof_ns),
+                "error": c.error,
+                "final_info": c.final_info,
             }
             if c.proto == 17:
                 row.update({"datagrams": c.datagrams, "out_of_order": c.out_of_order})

@@ -31,21 +31,35 @@ import math
 import os
 import shutil
 import statistics
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
 from aqmlab import engine
-from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, KeyedValueError, NonEmptyStr, load
 from aqmlab.scenario import Scenario, error_from_validation, parse_scenario
 from aqmlab.scenario.units import parse_time
+from aqmlab.store.atomic import write_parquet, write_text
 
-__all__ = ["Case", "Band", "BANDS", "SIM_SEEDS", "EMU_RUNS", "load_manifest", "score", "case_metrics", "run_suite", "write_table", "write_html", "FidelityError"]
+__all__ = [
+    "Case",
+    "Band",
+    "BANDS",
+    "SIM_SEEDS",
+    "EMU_RUNS",
+    "load_manifest",
+    "score",
+    "case_metrics",
+    "run_suite",
+    "write_table",
+    "write_html",
+    "FidelityError",
+]
 
 _DIR = Path(__file__).parent
 
@@ -383,8 +397,15 @@ def _router_steal_ms(summary: dict[str, Any]) -> float | None:
     return steal.get(f"cpu{cpu}") if cpu is not None else None
 
 
-def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
-             sim_stalls: SimStalls = "measured") -> dict[str, Any]:
+def run_case(
+    out: Path,
+    case: Case,
+    *,
+    emu_runs: int = EMU_RUNS,
+    lock: Path | None = None,
+    log: Callable[[str], None] = lambda m: None,
+    sim_stalls: SimStalls = "measured",
+) -> dict[str, Any]:
     """Run one case on both backends (reusing complete runs) and write its case.json: the
     emulator first, since the simulator's hosts take their stalls from its runs
     (`sim_stalls`: "measured", the default; "none"; or the `[host]` keys to give)."""
@@ -397,7 +418,15 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
     old_doc: dict[str, Any] = json.loads(old.read_text(encoding="utf-8")) if old.is_file() else {}
     with _held(lock):  # the emulator's refusal may depend on another run in progress
         reason = not_run_reason(case)
-    doc: dict[str, Any] = {"case": case.name, "file": case.file.name, "what": case.what, "hash": case.hash, "sim_seeds": SIM_SEEDS, "sim_build": sim_build(), "emu_runs": emu_runs}
+    doc: dict[str, Any] = {
+        "case": case.name,
+        "file": case.file.name,
+        "what": case.what,
+        "hash": case.hash,
+        "sim_seeds": SIM_SEEDS,
+        "sim_build": sim_build(),
+        "emu_runs": emu_runs,
+    }
     if reason is not None:
         doc.update(status=f"not run: {reason}", rows=[], load={}, sim_host=None)
         write_text(cdir / "case.json", json.dumps(doc, indent=1) + "\n")
@@ -428,17 +457,32 @@ def run_case(out: Path, case: Case, *, emu_runs: int = EMU_RUNS, lock: Path | No
             for fut in [pool.submit(execute, s.canonical_json(), s.hash(), str(d)) for s, d in todo]:
                 fut.result()
     sims = [json.loads((d / "summary.json").read_text(encoding="utf-8")) for d in sim_dirs]
-    doc.update(status="scored", rows=score_case(sims, emus), sim_host=sim_host, sim_stalls_from=stalls_from,
-               load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
-               late_p50_ms=[e["counters"]["late_p50_ns"] / 1e6 if "late_p50_ns" in e["counters"] else None for e in emus],
-               late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus], late_max_ms=[e["counters"].get("late_max_ns", 0) / 1e6 for e in emus],
-               steal_ms=[_router_steal_ms(e) for e in emus], kernel=emus[0].get("emu", {}).get("kernel"))
+    doc.update(
+        status="scored",
+        rows=score_case(sims, emus),
+        sim_host=sim_host,
+        sim_stalls_from=stalls_from,
+        load={k: v for k, v in loads.items() if k in {f"emu-{i}" for i in range(1, emu_runs + 1)}},
+        late_p50_ms=[e["counters"]["late_p50_ns"] / 1e6 if "late_p50_ns" in e["counters"] else None for e in emus],
+        late_p99_ms=[e["counters"].get("late_p99_ns", 0) / 1e6 for e in emus],
+        late_max_ms=[e["counters"].get("late_max_ns", 0) / 1e6 for e in emus],
+        steal_ms=[_router_steal_ms(e) for e in emus],
+        kernel=emus[0].get("emu", {}).get("kernel"),
+    )
     write_text(cdir / "case.json", json.dumps(doc, indent=1) + "\n")
     return doc
 
 
-def run_suite(out: Path, cases: list[Case], *, emu_runs: int = EMU_RUNS, lock: Path | None = None, log: Callable[[str], None] = lambda m: None,
-              on_case: Callable[[Case, dict[str, Any]], None] | None = None, sim_stalls: SimStalls = "measured") -> list[dict[str, Any]]:
+def run_suite(
+    out: Path,
+    cases: list[Case],
+    *,
+    emu_runs: int = EMU_RUNS,
+    lock: Path | None = None,
+    log: Callable[[str], None] = lambda m: None,
+    on_case: Callable[[Case, dict[str, Any]], None] | None = None,
+    sim_stalls: SimStalls = "measured",
+) -> list[dict[str, Any]]:
     """Run every case of `cases` not already complete in `out` and return their documents; then
     write fidelity.parquet and .html for every case of the suite complete in `out` (those run
     now and those run before, in the manifest's order), so that running a few cases again
@@ -465,11 +509,33 @@ def rows_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for d in docs:
         host = d.get("sim_host") or {}
-        base = {"case": d["case"], "status": d["status"], "sim_seeds": d["sim_seeds"], "emu_runs": d["emu_runs"],
-                "sim_stall": host.get("stall"), "sim_stall_every": host.get("stall_every")}
+        base = {
+            "case": d["case"],
+            "status": d["status"],
+            "sim_seeds": d["sim_seeds"],
+            "emu_runs": d["emu_runs"],
+            "sim_stall": host.get("stall"),
+            "sim_stall_every": host.get("stall_every"),
+        }
         if not d["rows"]:
-            rows.append({**base, "metric": None, "sim": None, "emu": None, "band": None, "tolerance": None, "diff": None, "deviation": None, "pass": None,
-                         "se": None, "sim_min": None, "sim_max": None, "emu_min": None, "emu_max": None})
+            rows.append(
+                {
+                    **base,
+                    "metric": None,
+                    "sim": None,
+                    "emu": None,
+                    "band": None,
+                    "tolerance": None,
+                    "diff": None,
+                    "deviation": None,
+                    "pass": None,
+                    "se": None,
+                    "sim_min": None,
+                    "sim_max": None,
+                    "emu_min": None,
+                    "emu_max": None,
+                }
+            )
         for r in d["rows"]:
             rows.append({**base, **r})
     return rows
@@ -478,10 +544,27 @@ def rows_of(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_table(out: Path, docs: list[dict[str, Any]]) -> Path:
     import pyarrow as pa
 
-    cols = {"case": pa.string(), "metric": pa.string(), "sim": pa.float64(), "emu": pa.float64(), "band": pa.string(), "tolerance": pa.float64(),
-            "diff": pa.float64(), "deviation": pa.float64(), "pass": pa.bool_(), "se": pa.float64(), "status": pa.string(), "sim_seeds": pa.int64(),
-            "emu_runs": pa.int64(), "sim_min": pa.float64(), "sim_max": pa.float64(), "emu_min": pa.float64(), "emu_max": pa.float64(),
-            "sim_stall": pa.string(), "sim_stall_every": pa.string()}
+    cols = {
+        "case": pa.string(),
+        "metric": pa.string(),
+        "sim": pa.float64(),
+        "emu": pa.float64(),
+        "band": pa.string(),
+        "tolerance": pa.float64(),
+        "diff": pa.float64(),
+        "deviation": pa.float64(),
+        "pass": pa.bool_(),
+        "se": pa.float64(),
+        "status": pa.string(),
+        "sim_seeds": pa.int64(),
+        "emu_runs": pa.int64(),
+        "sim_min": pa.float64(),
+        "sim_max": pa.float64(),
+        "emu_min": pa.float64(),
+        "emu_max": pa.float64(),
+        "sim_stall": pa.string(),
+        "sim_stall_every": pa.string(),
+    }
     rows = rows_of(docs)
     # A stored case.json may lack the range and se keys: they are null then.
     table = pa.table({k: pa.array([r.get(k) for r in rows], type=t) for k, t in cols.items()})
@@ -501,8 +584,12 @@ def summary_counts(docs: list[dict[str, Any]]) -> dict[str, int]:
     scored = [d for d in docs if d["status"] == "scored"]
     rows = [r for d in scored for r in d["rows"] if r["pass"] is not None]
     return {
-        "cases": len(docs), "cases_scored": len(scored), "cases_passed": sum(all(r["pass"] for r in d["rows"] if r["pass"] is not None) for d in scored),
-        "cases_not_run": len(docs) - len(scored), "metrics": len(rows), "metrics_passed": sum(bool(r["pass"]) for r in rows),
+        "cases": len(docs),
+        "cases_scored": len(scored),
+        "cases_passed": sum(all(r["pass"] for r in d["rows"] if r["pass"] is not None) for d in scored),
+        "cases_not_run": len(docs) - len(scored),
+        "metrics": len(rows),
+        "metrics_passed": sum(bool(r["pass"]) for r in rows),
         "metrics_close": sum(is_close_call(r) for r in rows),
     }
 
@@ -510,7 +597,11 @@ def summary_counts(docs: list[dict[str, Any]]) -> dict[str, int]:
 def close_calls_text(n: dict[str, int]) -> str:
     """The summary's sentence on close calls ('' when there are none)."""
     k = n["metrics_close"]
-    return f"{k} verdict{'s' if k != 1 else ''} within two standard errors of the band's edge: more emulator runs (--emu-runs) would settle {'them' if k != 1 else 'it'}." if k else ""
+    return (
+        f"{k} verdict{'s' if k != 1 else ''} within two standard errors of the band's edge: more emulator runs (--emu-runs) would settle {'them' if k != 1 else 'it'}."
+        if k
+        else ""
+    )
 
 
 def _fmt(metric: str | None, v: float | None) -> str:
@@ -557,8 +648,11 @@ def sim_hosts_text(docs: list[dict[str, Any]]) -> str:
         ms = [parse_time(h["stall"]) / 1e6 for h in hosts]
         every = [parse_time(h["stall_every"]) / 1e9 for h in hosts]
         quiet = len(measured) - len(hosts)
-        return (f", its hosts stalling as the emulator's traffic core did in each case's runs ({min(ms):.2f}–{max(ms):.2f} ms every {min(every):.2f}–{max(every):.2f} s"
-                + (f"; none in {quiet} case(s)" if quiet else "") + ")")
+        return (
+            f", its hosts stalling as the emulator's traffic core did in each case's runs ({min(ms):.2f}–{max(ms):.2f} ms every {min(every):.2f}–{max(every):.2f} s"
+            + (f"; none in {quiet} case(s)" if quiet else "")
+            + ")"
+        )
     given = {json.dumps(d.get("sim_host"), sort_keys=True) for d in scored if d.get("sim_host")}
     if not given:
         return ""
@@ -610,8 +704,13 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
                 f"<tr><td>{html.escape(d['case'])}</td><td>{html.escape(r['metric'])}</td><td>{fmt_range(r, 'sim', _grey)}</td><td>{fmt_range(r, 'emu', _grey)}</td>"
                 f"<td>{html.escape(r['band'])}</td><td>{dev}</td><td style='color:{colour};font-weight:600'>{ok}</td></tr>"
             )
-    page.parts.append("<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance (± its standard error)</th><th></th></tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+    page.parts.append(
+        "<table class='nums'><thead><tr><th>case</th><th>metric</th><th>simulator</th><th>emulator</th><th>band</th><th>deviation ÷ tolerance (± its standard error)</th><th></th></tr></thead><tbody>"
+        + "".join(body)
+        + "</tbody></table>"
+    )
     page.heading("The cases")
+
     def load(d: dict[str, Any]) -> str:
         la = d.get("load") or {}
         text = f" — load average at its emulator runs: {', '.join(f'{v:g}' for v in la.values())}" if isinstance(la, dict) and la else ""
@@ -623,9 +722,15 @@ def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
             text += f"; steal time on its CPU: {', '.join(f'{v:g}' for v in steal)} ms"
         if d.get("sim_stalls_from"):
             h = d.get("sim_host")
-            text += f"; the simulator's host stalls: {h['stall']} every {h['stall_every']} ({d['sim_stalls_from']})" if h else f"; the simulator's host stalls: {d['sim_stalls_from']}"
+            text += (
+                f"; the simulator's host stalls: {h['stall']} every {h['stall_every']} ({d['sim_stalls_from']})"
+                if h
+                else f"; the simulator's host stalls: {d['sim_stalls_from']}"
+            )
         return text
 
-    page.parts.append("<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}{load(d)}</li>" for d in docs) + "</ul>")
+    page.parts.append(
+        "<ul>" + "".join(f"<li><b>{html.escape(d['case'])}</b> ({html.escape(d['file'])}): {html.escape(d['what'])}{load(d)}</li>" for d in docs) + "</ul>"
+    )
     page.write(out / "fidelity.html")
     return out / "fidelity.html"

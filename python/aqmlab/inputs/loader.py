@@ -41,7 +41,8 @@ import re
 import tomllib
 import types
 import typing
-from typing import Annotated, Any, Callable, Literal, TypeVar, Union, get_args, get_origin
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
@@ -150,8 +151,8 @@ def error_from_validation(
     key = _join(dotted(at), key)
     msg = err["msg"]
     keyed = (err.get("ctx") or {}).get("error")
-    if isinstance(keyed, ValueError) and isinstance(getattr(keyed, "key", None), str):
-        key = _join(key, keyed.key) if getattr(keyed, "relative", False) else keyed.key
+    if isinstance(keyed, KeyedValueError):
+        key = _join(key, keyed.key) if keyed.relative else keyed.key
         msg = str(keyed)
     elif err["type"] == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)

@@ -68,7 +68,7 @@ def _index_lines(text: str) -> dict[tuple[str | int, ...], int]:
             path = table + key
             where.setdefault(path, lineno)
             # Inline table: every key inside maps to this line.
-            rest = line[k.end():]
+            rest = line[k.end() :]
             if "{" in rest:
                 for inner in _INLINE_KEY.findall(rest):
                     where.setdefault(path + (_unquote(inner),), lineno)

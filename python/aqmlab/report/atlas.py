@@ -11,15 +11,16 @@ import io
 import json
 from pathlib import Path
 
-from aqmlab.store.atomic import write_text
-
 import matplotlib
 
+from aqmlab.store.atomic import write_text
+
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 __all__ = ["write_atlas_report"]
@@ -34,14 +35,14 @@ _METRIC = {
 _TICKS = (0.01, 0.03, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 100)
 
 
-def _png(fig: plt.Figure) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _svg(fig: plt.Figure) -> str:
+def _svg(fig: Figure) -> str:
     buf = io.StringIO()
     with plt.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buf, format="svg")
@@ -50,12 +51,18 @@ def _svg(fig: plt.Figure) -> str:
     return text[text.index("<svg") :]
 
 
-def _overview(df: pd.DataFrame, aqms: list[str], pairs: list[str]) -> plt.Figure:
+def _overview(df: pd.DataFrame, aqms: list[str], pairs: list[str]) -> Figure:
     # One above the other, so that a wide atlas (21 pairs) stays readable at the page's width.
     fig, axes = plt.subplots(2, 1, figsize=(2.0 + 0.62 * len(pairs), 2 * (1.6 + 0.3 * len(aqms))), squeeze=False)
     g = df.assign(pair=df["first"] + " vs " + df["second"])
     g["harm_max"] = g[["harm_first", "harm_second"]].max(axis=1)
-    for ax, (metric, agg, title, cmap, lo, hi) in zip(axes[:, 0], (("jain", "min", "worst Jain's index over the plane", "RdYlGn", 0.5, 1.0), ("harm_max", "max", "worst throughput harm (either side)", "RdBu_r", -1.0, 1.0))):
+    for ax, (metric, agg, title, cmap, lo, hi) in zip(
+        axes[:, 0],
+        (
+            ("jain", "min", "worst Jain's index over the plane", "RdYlGn", 0.5, 1.0),
+            ("harm_max", "max", "worst throughput harm (either side)", "RdBu_r", -1.0, 1.0),
+        ),
+    ):
         m = g.pivot_table(index="aqm", columns="pair", values=metric, aggfunc=agg).reindex(index=aqms, columns=pairs)
         im = ax.imshow(m.values, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
         for (i, j), v in np.ndenumerate(m.values):
@@ -69,7 +76,7 @@ def _overview(df: pd.DataFrame, aqms: list[str], pairs: list[str]) -> plt.Figure
     return fig
 
 
-def _pair_maps(sub: pd.DataFrame, aqms: list[str], first: str, second: str, xlim: tuple[float, float], ylim: tuple[float, float]) -> plt.Figure:
+def _pair_maps(sub: pd.DataFrame, aqms: list[str], first: str, second: str, xlim: tuple[float, float], ylim: tuple[float, float]) -> Figure:
     fig, axes = plt.subplots(3, len(aqms), figsize=(1.2 + 1.9 * len(aqms), 6.0), squeeze=False, sharex=True, sharey=True)
     # Fixed margins, no minor ticks: a layout engine and log-axis minor ticks dominate the
     # drawing time of a page with hundreds of maps.
@@ -86,7 +93,15 @@ def _pair_maps(sub: pd.DataFrame, aqms: list[str], first: str, second: str, xlim
             bad = allc[allc["error"].notna()]
             if len(bad):
                 # Cells with no valid scenario (the discipline's parameters do not exist there).
-                ax.add_collection(PolyCollection([[(10**r.x0, 10**r.y0), (10**r.x1, 10**r.y0), (10**r.x1, 10**r.y1), (10**r.x0, 10**r.y1)] for r in bad.itertuples()], facecolors="#dddddd", edgecolors="white", hatch="xx", linewidths=0.4))
+                ax.add_collection(
+                    PolyCollection(
+                        [[(10**r.x0, 10**r.y0), (10**r.x1, 10**r.y0), (10**r.x1, 10**r.y1), (10**r.x0, 10**r.y1)] for r in bad.itertuples()],
+                        facecolors="#dddddd",
+                        edgecolors="white",
+                        hatch="xx",
+                        linewidths=0.4,
+                    )
+                )
             # One collection per map (fast to draw); each cell's polygon links to its scenario.
             polys = [[(10**r.x0, 10**r.y0), (10**r.x1, 10**r.y0), (10**r.x1, 10**r.y1), (10**r.x0, 10**r.y1)] for r in cells.itertuples()]
             coll = PolyCollection(polys, facecolors=cmap(norm(cells[metric].to_numpy())), edgecolors="white", linewidths=0.4)
@@ -141,13 +156,21 @@ def write_atlas_report(directory: str | Path, output: str | Path | None = None) 
             parts.append(f"<p>{html.escape(r.aqm)}: grey cells have no valid scenario ({html.escape(r.error)}).</p>")
         worst = sub.nsmallest(3, "jain")[["aqm", "buffer_bdp", "rtt_ratio", "jain", "harm_first", "harm_second", "run"]]
         worst["run"] = [f'<a href="cells/{h}.toml">{h}</a>' for h in worst["run"]]
-        parts.append("<details><summary>least fair cells</summary>" + worst.to_html(index=False, escape=False, float_format=lambda v: f"{v:.3g}", border=0, classes="nums") + "</details>")
+        parts.append(
+            "<details><summary>least fair cells</summary>"
+            + worst.to_html(index=False, escape=False, float_format=lambda v: f"{v:.3g}", border=0, classes="nums")
+            + "</details>"
+        )
     style = (
         "body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222}"
         "img,svg{max-width:100%;height:auto}figcaption{font-size:.9em;color:#555}"
         "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
     )
     title = f"Coexistence atlas: {doc['name']}"
-    page = f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>\n' + "\n".join(parts) + "\n</body></html>\n"
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>\n'
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
     write_text(out, page)
     return out

@@ -69,7 +69,12 @@ def _delay_cdf(page: _Page, res: dict[str, Result]) -> None:
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    page.figure(fig, "delay_cdf", "queue-delay CDF of every packet at the bottleneck (upper bin edges; percentiles in ms below)", pd.DataFrame(rows).rename(index=lambda q: f"p{round(q * 100)}"))
+    page.figure(
+        fig,
+        "delay_cdf",
+        "queue-delay CDF of every packet at the bottleneck (upper bin edges; percentiles in ms below)",
+        pd.DataFrame(rows).rename(index=lambda q: f"p{round(q * 100)}"),
+    )
 
 
 def _sojourn_over_time(page: _Page, res: dict[str, Result]) -> None:
@@ -128,7 +133,15 @@ def write_compare_report(directory: str | Path, output: str | Path) -> Path:
     )
     page.heading("Metrics side by side")
     table = pd.DataFrame(
-        [{"metric": r["metric"], "simulator": _fmt(r["sim"], r["format"]), "emulator": _fmt(r["emu"], r["format"]), "emu − sim": _fmt(r["diff"], r["format"], True)} for r in rows]
+        [
+            {
+                "metric": r["metric"],
+                "simulator": _fmt(r["sim"], r["format"]),
+                "emulator": _fmt(r["emu"], r["format"]),
+                "emu − sim": _fmt(r["diff"], r["format"], True),
+            }
+            for r in rows
+        ]
     )
     page.parts.append(table.to_html(index=False, border=0, classes="nums"))
     page.heading("Throughput")

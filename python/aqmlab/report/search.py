@@ -28,7 +28,9 @@ def write_search_report(search: Search, directory: str | Path, output: str | Pat
     obj = search.objective
     worse_first = obj.sense == "max"
     page = _Page(f"Search {search.name}: {obj}", out.with_name(out.stem + "-figures"))
-    page.para(f"{len(df)} points ({search.optimizer}, batch {search.batch}, seed {search.seed}), each the mean over seeds {search.seeds}. Lower is worse for \"min\" objectives, higher for \"max\".")
+    page.para(
+        f'{len(df)} points ({search.optimizer}, batch {search.batch}, seed {search.seed}), each the mean over seeds {search.seeds}. Lower is worse for "min" objectives, higher for "max".'
+    )
 
     # Objective over evaluations, with the running worst.
     fig, ax = plt.subplots(figsize=(7, 3.2))
@@ -47,7 +49,13 @@ def write_search_report(search: Search, directory: str | Path, output: str | Pat
     fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names) + 0.6, 3.0), squeeze=False)
     for ax, v in zip(axes[0], search.space):
         x = df[v.name]
-        ax.scatter(x.astype(str) if v.choices is not None and not all(isinstance(c, (int, float)) for c in v.choices) else x, df["objective"], c=df["point"], cmap="viridis", s=14)
+        ax.scatter(
+            x.astype(str) if v.choices is not None and not all(isinstance(c, (int, float)) for c in v.choices) else x,
+            df["objective"],
+            c=df["point"],
+            cmap="viridis",
+            s=14,
+        )
         if v.log:
             ax.set_xscale("log")
         ax.set_xlabel(v.name)
@@ -77,24 +85,36 @@ def write_search_report(search: Search, directory: str | Path, output: str | Pat
     worst = df.sort_values("objective", ascending=not worse_first).head(10)
     cols = ["point", *names, "objective", *[c for c in df.columns if c.startswith("value_seed")]]
     page.parts.append(worst[cols].to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="nums"))
-    page.para("best.toml is the worst point as a plain scenario (first seed); trials.parquet has every point, its per-seed values and run hashes (the runs are under runs/).")
+    page.para(
+        "best.toml is the worst point as a plain scenario (first seed); trials.parquet has every point, its per-seed values and run hashes (the runs are under runs/)."
+    )
 
     sj = d / "shrink.json"
     if sj.is_file():
         doc = json.loads(sj.read_text(encoding="utf-8"))
         page.heading("Shrunk counterexample")
-        page.para(f"Each step kept only if the objective stays within {doc['tolerance']:g}·|worst| of the worst value {doc['worst']['value']:.4g}. Shrunk: {doc['shrunk']['value']:.4g} with " + ", ".join(f"{k} = {v}" for k, v in {**doc['shrunk']['params'], **doc['shrunk']['patch']}.items()) + " (shrunk.toml).")
+        page.para(
+            f"Each step kept only if the objective stays within {doc['tolerance']:g}·|worst| of the worst value {doc['worst']['value']:.4g}. Shrunk: {doc['shrunk']['value']:.4g} with "
+            + ", ".join(f"{k} = {v}" for k, v in {**doc["shrunk"]["params"], **doc["shrunk"]["patch"]}.items())
+            + " (shrunk.toml)."
+        )
         steps = pd.DataFrame(doc["steps"])
         if not steps.empty:
             page.parts.append(steps.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="nums", na_rep="–"))
         c = doc["check"]
         verdict = "holds" if c["holds"] else "does not hold"
         page.para(f"On other seeds {c['seeds']}: mean {c['mean']:.4g} — the shrunk case {verdict}.")
-        page.parts.append(pd.DataFrame({"seed": list(c["values"]), "value": list(c["values"].values()), "holds": [c["holds_per_seed"][k] for k in c["values"]]}).to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="nums"))
+        page.parts.append(
+            pd.DataFrame({"seed": list(c["values"]), "value": list(c["values"].values()), "holds": [c["holds_per_seed"][k] for k in c["values"]]}).to_html(
+                index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="nums"
+            )
+        )
     ej = d / "emu.json"
     if ej.is_file():
         e = json.loads(ej.read_text(encoding="utf-8"))
         page.heading("On the emulator")
-        page.parts.append(f"<p>{html.escape(str(obj))}: emulator {e['emu_value']:.4g}, simulator {e['sim_value']:.4g} (scenario {html.escape(e['scenario'])}; results in emu/).</p>")
+        page.parts.append(
+            f"<p>{html.escape(str(obj))}: emulator {e['emu_value']:.4g}, simulator {e['sim_value']:.4g} (scenario {html.escape(e['scenario'])}; results in emu/).</p>"
+        )
     page.write(out)
     return out

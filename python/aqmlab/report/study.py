@@ -31,14 +31,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aqmlab.store.atomic import write_text
-
 import matplotlib
 
+from aqmlab.store.atomic import write_text
+
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 import pandas as pd  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 __all__ = ["write_report", "write_harm_report", "facet_figure", "is_harm_dir"]
 
@@ -65,7 +66,9 @@ def _sorted_values(s: pd.Series) -> list[Any]:
         return vals
 
 
-def facet_figure(df: pd.DataFrame, *, metric: str, x: str, col: str | None = None, row: str | None = None, hue: str | None = "class", title: str | None = None) -> plt.Figure:
+def facet_figure(
+    df: pd.DataFrame, *, metric: str, x: str, col: str | None = None, row: str | None = None, hue: str | None = "class", title: str | None = None
+) -> Figure:
     """A grid of small line plots: metric over x, one panel per (row, col), one line per hue."""
     rows = _sorted_values(df[row]) if row else [None]
     cols = _sorted_values(df[col]) if col else [None]
@@ -137,7 +140,7 @@ class _Page:
     def para(self, text: str) -> None:
         self.parts.append(f"<p>{html.escape(text)}</p>")
 
-    def figure(self, fig: plt.Figure, name: str, caption: str, table: pd.DataFrame | None = None) -> None:
+    def figure(self, fig: Figure, name: str, caption: str, table: pd.DataFrame | None = None) -> None:
         self.n += 1
         stem = f"{self.n:02d}-{name}"
         self.fig_dir.mkdir(parents=True, exist_ok=True)
@@ -148,9 +151,13 @@ class _Page:
         plt.close(fig)
         data = base64.b64encode(buf.getvalue()).decode()
         links = f'<a href="{self.fig_dir.name}/{stem}.png">PNG</a> · <a href="{self.fig_dir.name}/{stem}.svg">SVG</a>'
-        self.parts.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({links})</figcaption></figure>')
+        self.parts.append(
+            f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({links})</figcaption></figure>'
+        )
         if table is not None and not table.empty:
-            self.parts.append('<details><summary>numbers</summary>' + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>")
+            self.parts.append(
+                "<details><summary>numbers</summary>" + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>"
+            )
 
     def write(self, out: Path) -> None:
         """Write the page to `out` atomically (temp file + rename), creating its folder."""
@@ -218,7 +225,12 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
     for metric, data, hue in (("run_jain", per_run, None), ("utilization", per_run, None), ("rel_throughput", df, "class"), ("jain", df, "class")):
         if data[metric].notna().any():
             fig = facet_figure(data, metric=metric, x=x, col=col, row=row, hue=hue, title=_LABELS.get(metric, metric))
-            page.figure(fig, metric, f"{_LABELS.get(metric, metric)} over {x}" + (f", by {col}" if col else "") + (f" and {row}" if row else ""), _pivot(data, metric, x, col, row, hue))
+            page.figure(
+                fig,
+                metric,
+                f"{_LABELS.get(metric, metric)} over {x}" + (f", by {col}" if col else "") + (f" and {row}" if row else ""),
+                _pivot(data, metric, x, col, row, hue),
+            )
     if df["mark_ratio"].fillna(0).gt(0).any():
         page.heading("Congestion signals")
         fig = facet_figure(df, metric="mark_ratio", x=x, col=col, row=row, hue="class", title="ECN-mark ratio per class")
@@ -241,8 +253,8 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
 
 def _study_of(doc: dict[str, Any]) -> str | None:
     """The seed study a sweep directory runs: its name and axes are the study's."""
-    from aqmlab.studies.findings import findings_path, study_axes
     from aqmlab.studies import STUDIES
+    from aqmlab.studies.findings import findings_path, study_axes
 
     name = doc.get("name")
     if name not in STUDIES or not findings_path(name).is_file():
@@ -261,7 +273,8 @@ def _findings_table(page: _Page, study: str, verdicts: list[Any]) -> None:
     counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in _VERDICT_COLOURS}
     page.heading(f"Findings of {STUDIES[study][0]} beside aqmlab")
     page.para(
-        f"{len(verdicts)} findings: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+        f"{len(verdicts)} findings: "
+        + ", ".join(f"{n} {v}" for v, n in counts.items())
         + ". Each claim is checked on this sweep's runs (the simulator); the setting is the paper's, from the study file."
     )
     rows = []
@@ -316,7 +329,7 @@ def _delay_cdfs(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | 
         ax.grid(True, lw=0.3, alpha=0.6)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(cells):]:
+    for ax in list(axes.flat)[len(cells) :]:
         ax.axis("off")
     fig.tight_layout()
     if drawn:
@@ -341,7 +354,7 @@ def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, c
         ax.grid(True, lw=0.3, alpha=0.6)
         if len(ts["flow"].unique()) <= 6:
             ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(picks):]:
+    for ax in list(axes.flat)[len(picks) :]:
         ax.axis("off")
     fig.tight_layout()
     page.figure(fig, "throughput_time", "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)")
@@ -363,8 +376,16 @@ def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str])
         summary = json.loads((d / "runs" / r["run"] / "summary.json").read_text(encoding="utf-8"))
         for b in summary["fct"]:
             if b["flows"]:
-                by_bin.append({"label": label or r["run"], "size bin": b["bin"], "flows": b["flows"], "completed": b["completed"], "unfinished": b["unfinished"],
-                               **{f"{k} {q}": b[k][q] for k in ("fct_s", "slowdown") for q in ("mean", "p50", "p99")}})
+                by_bin.append(
+                    {
+                        "label": label or r["run"],
+                        "size bin": b["bin"],
+                        "flows": b["flows"],
+                        "completed": b["completed"],
+                        "unfinished": b["unfinished"],
+                        **{f"{k} {q}": b[k][q] for k in ("fct_s", "slowdown") for q in ("mean", "p50", "p99")},
+                    }
+                )
     stats = pd.DataFrame(by_bin)
     if not tables:
         return
@@ -387,7 +408,9 @@ def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str])
     ax.legend(fontsize=7, markerscale=3)
     fig.tight_layout()
     fct_table = stats[["label", "size bin", "flows", "completed", "unfinished", "fct_s mean", "fct_s p50", "fct_s p99"]].set_index(["label", "size bin"])
-    page.figure(fig, "fct_size", "flow completion time over flow size (log–log), one colour per run; per size bin, FCT in seconds (p50, p99: nearest rank)", fct_table)
+    page.figure(
+        fig, "fct_size", "flow completion time over flow size (log–log), one colour per run; per size bin, FCT in seconds (p50, p99: nearest rank)", fct_table
+    )
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for c, lab in zip(colors, labels):
         v = done[done["label"] == lab]["slowdown"].sort_values().to_numpy()
@@ -479,7 +502,7 @@ def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
         ax.set_ylabel("windowed Jain", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, lw=0.3, alpha=0.6)
-    for ax in list(axes.flat)[len(shown):]:
+    for ax in list(axes.flat)[len(shown) :]:
         ax.axis("off")
     from matplotlib.lines import Line2D
 
@@ -526,7 +549,9 @@ def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
         # Beside the axes, so that no bar hides behind it.
         ax.legend(uniq.values(), uniq.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False)
+    wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(
+        index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False
+    )
     page.figure(fig, "convergence_time", "convergence time after each join and leave, one bar per run (×: did not settle before the next event)", wide)
 
 
@@ -574,16 +599,34 @@ def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> 
     for i in range(len(m)):
         for k in range(len(metrics)):
             v = m.iat[i, k]
-            ax.text(k, i, "–" if pd.isna(v) else f"{v:+.2f}", ha="center", va="center", fontsize=8, color="white" if not pd.isna(v) and abs(v) > 0.6 else "black")
+            ax.text(
+                k, i, "–" if pd.isna(v) else f"{v:+.2f}", ha="center", va="center", fontsize=8, color="white" if not pd.isna(v) and abs(v) > 0.6 else "black"
+            )
     fig.colorbar(im, ax=ax, fraction=0.05, pad=0.04).ax.tick_params(labelsize=7)
     fig.tight_layout()
-    table = df[["scenario", "class", "cc", "goodput_bps", "baseline_goodput_bps", "throughput_harm", "sojourn_mean_ms", "baseline_sojourn_mean_ms", "delay_harm"]]
+    table = df[
+        ["scenario", "class", "cc", "goodput_bps", "baseline_goodput_bps", "throughput_harm", "sojourn_mean_ms", "baseline_sojourn_mean_ms", "delay_harm"]
+    ]
     page.heading("Harm")
-    shown = table.rename(columns={"goodput_bps": "goodput (Mbit/s)", "baseline_goodput_bps": "baseline goodput (Mbit/s)", "sojourn_mean_ms": "mean delay (ms)", "baseline_sojourn_mean_ms": "baseline mean delay (ms)", "throughput_harm": "throughput harm", "delay_harm": "delay harm"})
+    shown = table.rename(
+        columns={
+            "goodput_bps": "goodput (Mbit/s)",
+            "baseline_goodput_bps": "baseline goodput (Mbit/s)",
+            "sojourn_mean_ms": "mean delay (ms)",
+            "baseline_sojourn_mean_ms": "baseline mean delay (ms)",
+            "throughput_harm": "throughput harm",
+            "delay_harm": "delay harm",
+        }
+    )
     for col in ("goodput (Mbit/s)", "baseline goodput (Mbit/s)"):
         shown[col] = shown[col] / 1e6
     page.parts.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums"))
-    page.figure(fig, "harm_heatmap", "harm per class (rows) and metric (columns); red: harmed, blue: better off than against its own kind", table.set_index(["scenario", "class"]))
+    page.figure(
+        fig,
+        "harm_heatmap",
+        "harm per class (rows) and metric (columns); red: harmed, blue: better off than against its own kind",
+        table.set_index(["scenario", "class"]),
+    )
     _convergence_figures(page, mixed)
     page.write(out)
     return out

@@ -13,10 +13,10 @@ from pydantic import (
     ValidationError,
 )
 
-from aqmlab.inputs.errors import ScenarioError, read_utf8
-from aqmlab.inputs import loader
-from aqmlab.inputs.locate import locate
 from aqmlab import engine
+from aqmlab.inputs import loader
+from aqmlab.inputs.errors import ScenarioError, read_utf8
+from aqmlab.inputs.locate import locate
 from aqmlab.scenario.lower import AqmOptionError
 from aqmlab.scenario.model import Scenario
 from aqmlab.scenario.parts import Flows, Workload
@@ -65,6 +65,7 @@ def parse_scenario(text: str, *, file: str | None = None, default_name: str = "s
 
 def check_with_engine(s: Scenario, *, text: str | None = None, file: str | None = None) -> None:
     """Ask the engine to validate what only it knows; raise a located ScenarioError."""
+
     def fail(key: str, msg: str) -> NoReturn:
         line = locate(text, key) if text is not None else None
         raise ScenarioError(msg, file=file, line=line, key=key)

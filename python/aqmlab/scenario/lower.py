@@ -17,9 +17,9 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from aqmlab import engine
 from aqmlab.scenario import units as u
 from aqmlab.scenario.parts import Bottleneck, Flows, Marker, Measure, Workload
-from aqmlab import engine
 
 __all__ = ["AqmOptionError", "size_bytes", "target_ns", "bottleneck", "flow_class", "workload_class", "marker", "measure", "schedule"]
 

@@ -14,18 +14,17 @@ from pydantic import (
     model_validator,
 )
 
-from aqmlab.scenario import units as u
-
+from aqmlab.inputs.loader import KeyedValueError
 from aqmlab.scenario import lower
+from aqmlab.scenario import units as u
 from aqmlab.scenario.parts import (
     VALUE_AQMS,
     Bottleneck,
     Flows,
     Host,
-    KeyedValueError,
-    Model,
     Marker,
     Measure,
+    Model,
     PositiveTime,
     Time,
     Workload,
@@ -52,7 +51,7 @@ class Scenario(Model):
     host: Host = Field(default_factory=Host)
 
     @model_validator(mode="after")
-    def _checks(self) -> "Scenario":
+    def _checks(self) -> Scenario:
         if not self.flows and not self.workload:
             raise ValueError("a scenario needs at least one [[flows]] class or [[workload]]")
         # The engine checks the rest across tables (warmup against duration, a marker only for
@@ -159,4 +158,3 @@ class Scenario(Model):
             "measure": lower.measure(self.measure),
             "host": self.host.engine(),
         }
-

@@ -9,9 +9,9 @@ hash) does not depend on how the user wrote ``1000Mbps`` or ``1Gbps``.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from fractions import Fraction
-from typing import Annotated, Any, ClassVar, Literal, TYPE_CHECKING, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -23,9 +23,9 @@ from pydantic import (
     model_validator,
 )
 
-from aqmlab.scenario import units as u
 from aqmlab import engine
 from aqmlab.inputs.loader import KeyedValueError
+from aqmlab.scenario import units as u
 
 # ------------------------------------------------------------------------------------------
 # Quantity fields
@@ -103,8 +103,6 @@ class Model(BaseModel):
 # ------------------------------------------------------------------------------------------
 
 
-
-
 #: How a scenario writes a value of each unit (for messages).
 _UNIT_HINTS = {
     "time": "a time such as 10ms",
@@ -173,7 +171,7 @@ class AqmModel(Model):
     kind: str
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "AqmModel":
+    def _exactly_one(self) -> AqmModel:
         units = {o["name"]: o["unit"] for o in self.ABOUT["options"]}
         for group in self.ABOUT["one_of"]:
             if sum(getattr(self, k) is not None for k in group) != 1:
@@ -202,7 +200,7 @@ if TYPE_CHECKING:
     # The union is built at run time from the engine's registry; a type checker sees its base.
     AqmSpec = AqmModel
 else:
-    AqmSpec = Annotated[Union[tuple(AQM_MODELS.values())], Field(discriminator="kind")]
+    AqmSpec = Annotated[Union[tuple(AQM_MODELS.values())], Field(discriminator="kind")]  # noqa: UP007 (a union of a run-time tuple has no | form)
 #: The disciplines that read packet values, so that the flows need a `[marker]`.
 VALUE_AQMS = tuple(k for k, d in engine.describe_aqms().items() if d["reads_packet_values"])
 
@@ -261,14 +259,14 @@ class Flows(Model):
         return v
 
     @model_validator(mode="after")
-    def _cbr_needs_a_rate(self) -> "Flows":
+    def _cbr_needs_a_rate(self) -> Flows:
         if self.cc == "cbr":
             if self.rate is None:
-                raise ValueError("cc = \"cbr\" (unresponsive constant bit rate) needs rate, e.g. rate = \"50Mbps\"")
+                raise ValueError('cc = "cbr" (unresponsive constant bit rate) needs rate, e.g. rate = "50Mbps"')
             if self.cc_params or self.ecn or self.fq_pacing:
                 raise ValueError("a cbr class takes no cc_params, ecn or fq_pacing")
         elif self.rate is not None:
-            raise ValueError(f"rate is for cc = \"cbr\" classes; a {self.cc} flow sets its own rate")
+            raise ValueError(f'rate is for cc = "cbr" classes; a {self.cc} flow sets its own rate')
         return self
 
     @field_validator("size")
@@ -334,8 +332,9 @@ class SizeDistribution(Model):
                     raise ValueError(f"file: {str(path)!r} line {n}: expected 'size_bytes cumulative_probability', got {line!r}") from None
             data = {**data, "points": points}
         return data
+
     @model_validator(mode="after")
-    def _fields_of_the_dist(self) -> "SizeDistribution":
+    def _fields_of_the_dist(self) -> SizeDistribution:
         need = self._NEEDS[self.dist]
         given = {k for k in ("size", "min", "max", "mean", "alpha", "median", "sigma", "points") if getattr(self, k) is not None}
         missing = [k for k in need if k not in given]
@@ -404,7 +403,7 @@ class Workload(Model):
         if isinstance(v, str):
             m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*/\s*s\s*", v)
             if not m:
-                raise ValueError(f"{v!r}: an arrival rate is flows per second, e.g. \"100/s\"")
+                raise ValueError(f'{v!r}: an arrival rate is flows per second, e.g. "100/s"')
             return float(m.group(1))
         return v
 
@@ -417,9 +416,9 @@ class Workload(Model):
         return v
 
     @model_validator(mode="after")
-    def _rate_or_load(self) -> "Workload":
+    def _rate_or_load(self) -> Workload:
         if (self.rate is None) == (self.load is None):
-            raise ValueError("give exactly one of rate (flows per second, e.g. \"100/s\") or load (a fraction of the bottleneck rate)")
+            raise ValueError('give exactly one of rate (flows per second, e.g. "100/s") or load (a fraction of the bottleneck rate)')
         return self
 
 
@@ -444,7 +443,7 @@ class Marker(Model):
     rate_window: PositiveTime = "100ms"
 
     @model_validator(mode="after")
-    def _weights_go_with_weighted(self) -> "Marker":
+    def _weights_go_with_weighted(self) -> Marker:
         if self.tvf == "weighted" and not self.weights:
             raise ValueError('tvf = "weighted" needs weights, e.g. weights = { gold = 2, silver = 1 } (by flow class name)')
         if self.tvf != "weighted" and self.weights:
@@ -509,14 +508,27 @@ class Host(Model):
     stall_every: Time = u.format_time(_HOST["stall_every_ns"])
 
     #: The knobs of Linux hosts: meaningless (and refused) for ideal hosts.
-    KNOBS: ClassVar[tuple[str, ...]] = ("nic_rate", "gso_max_size", "min_tso_segs", "pacing_shift", "gro_max_size", "rx_coalesce", "jitter", "stall", "stall_every")
+    KNOBS: ClassVar[tuple[str, ...]] = (
+        "nic_rate",
+        "gso_max_size",
+        "min_tso_segs",
+        "pacing_shift",
+        "gro_max_size",
+        "rx_coalesce",
+        "jitter",
+        "stall",
+        "stall_every",
+    )
 
     @model_validator(mode="after")
-    def _knobs_need_linux_hosts(self) -> "Host":
+    def _knobs_need_linux_hosts(self) -> Host:
         if self.ideal:
             given = [k for k in ("offloads", *self.KNOBS) if k in self.model_fields_set]
             if given:
-                raise KeyedValueError(f"host.{given[0]}", f"{given[0]} applies to Linux hosts; ideal hosts (ideal = true) send and receive every segment on its own, without offloads")
+                raise KeyedValueError(
+                    f"host.{given[0]}",
+                    f"{given[0]} applies to Linux hosts; ideal hosts (ideal = true) send and receive every segment on its own, without offloads",
+                )
             # An ideal host has no offloads; the model is frozen, so the field is set in place
             # once here (`offloads` is read for "does this host have offloads" everywhere).
             self.__dict__["offloads"] = False
@@ -525,7 +537,7 @@ class Host(Model):
         stall, every = u.parse_time(self.stall), u.parse_time(self.stall_every)
         if (stall == 0) != (every == 0):
             key = "host.stall_every" if stall else "host.stall"
-            raise KeyedValueError(key, "a stall needs both its length (stall) and its mean interval (stall_every), e.g. stall = \"1.5ms\", stall_every = \"2s\"")
+            raise KeyedValueError(key, 'a stall needs both its length (stall) and its mean interval (stall_every), e.g. stall = "1.5ms", stall_every = "2s"')
         if stall and stall >= every:
             raise KeyedValueError("host.stall", f"{self.stall} is not shorter than stall_every ({self.stall_every})")
         return self
@@ -553,5 +565,3 @@ class Measure(Model):
     hist_bin: PositiveTime = "1ms"
     #: Upper edges of the flow-size bins of the completion-time summary (the last bin is open).
     fct_bins: list[Size] = Field(default_factory=lambda: ["100KB", "1MB"])
-
-

@@ -15,7 +15,6 @@ from fractions import Fraction
 
 from aqmlab import engine
 
-
 __all__ = [
     "PACKET_BYTES",
     "Quantity",
@@ -38,16 +37,33 @@ _MAX = 2**62
 _RE = re.compile(rf"^\s*{_NUM}\s*(?P<unit>[A-Za-zµ]+)\s*$")
 
 _RATE = {
-    "bps": 1, "bit": 1,
-    "kbps": 10**3, "Kbps": 10**3, "kbit": 10**3, "Kbit": 10**3,
-    "Mbps": 10**6, "mbps": 10**6, "Mbit": 10**6, "mbit": 10**6,
-    "Gbps": 10**9, "gbps": 10**9, "Gbit": 10**9, "gbit": 10**9,
-    "Tbps": 10**12, "Tbit": 10**12,
+    "bps": 1,
+    "bit": 1,
+    "kbps": 10**3,
+    "Kbps": 10**3,
+    "kbit": 10**3,
+    "Kbit": 10**3,
+    "Mbps": 10**6,
+    "mbps": 10**6,
+    "Mbit": 10**6,
+    "mbit": 10**6,
+    "Gbps": 10**9,
+    "gbps": 10**9,
+    "Gbit": 10**9,
+    "gbit": 10**9,
+    "Tbps": 10**12,
+    "Tbit": 10**12,
 }
 _TIME = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9}
 _SIZE = {
-    "B": 1, "KB": 10**3, "kB": 10**3, "MB": 10**6, "GB": 10**9,
-    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30,
+    "B": 1,
+    "KB": 10**3,
+    "kB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
 }
 
 

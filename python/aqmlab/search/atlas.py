@@ -42,21 +42,22 @@ import copy
 import itertools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 import pandas as pd
 import pyarrow as pa
 from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
+from aqmlab import engine
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, located, read_toml, validate
+from aqmlab.scenario import Scenario
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
-from aqmlab.scenario import Scenario
 from aqmlab.sweep.spec import Run
-from aqmlab import engine
 
 __all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_path", "run_atlas"]
 
@@ -187,7 +188,7 @@ class AxisSpec(InputModel):
         return v
 
     @model_validator(mode="after")
-    def _range(self) -> "AxisSpec":
+    def _range(self) -> AxisSpec:
         if not self.low > 0 or not math.isfinite(self.high):
             raise ValueError("low and high are numbers above 0 (a log axis)")
         if self.low >= self.high:
@@ -237,8 +238,8 @@ class _AtlasKeys(InputModel):
     ccs: list[str]
     ecn: list[str] = Field(default_factory=list)
     aqms: list[dict[str, Any]]
-    buffer: AxisSpec = Field(default_factory=lambda: AxisSpec(**AXIS_DEFAULTS["buffer"]))
-    ratio: AxisSpec = Field(default_factory=lambda: AxisSpec(**AXIS_DEFAULTS["ratio"]))
+    buffer: AxisSpec = Field(default_factory=lambda: AxisSpec.model_validate(AXIS_DEFAULTS["buffer"]))
+    ratio: AxisSpec = Field(default_factory=lambda: AxisSpec.model_validate(AXIS_DEFAULTS["ratio"]))
     refine: RefineSpec = Field(default_factory=RefineSpec)
 
     @field_validator("buffer", "ratio", mode="before")
@@ -294,7 +295,10 @@ class _AtlasKeys(InputModel):
 
 #: ``[quick]``: overrides of any other key of the spec (a table merges key by key), checked
 #: once merged.
-AtlasQuick = create_model("AtlasQuick", __base__=InputModel, __doc__="[quick]: overrides of the spec's keys.", **{k: (Any, None) for k in _AtlasKeys.model_fields})
+# create_model's overloads cannot type field definitions spread from a dict.
+AtlasQuick = create_model(  # type: ignore[call-overload]
+    "AtlasQuick", __base__=InputModel, __doc__="[quick]: overrides of the spec's keys.", **{k: (Any, None) for k in _AtlasKeys.model_fields}
+)
 
 
 class AtlasFile(_AtlasKeys):
@@ -342,10 +346,9 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
         file=file,
     )
     # Every pair under every AQM makes a valid scenario (at the plane's centre).
-    from aqmlab.scenario import check_with_engine
     from pydantic import ValidationError
 
-    from aqmlab.scenario import error_from_validation
+    from aqmlab.scenario import check_with_engine, error_from_validation
 
     # An AQM may have no parameters in part of the plane (RED below a minimum buffer: those
     # cells are marked), but it must have them at the centre or at the largest buffer.
@@ -404,11 +407,11 @@ class Cell:
     def ratio(self) -> float:
         return _sig(10 ** ((self.y0 + self.y1) / 2))
 
-    def split(self) -> list["Cell"]:
+    def split(self) -> list[Cell]:
         xm, ym = (self.x0 + self.x1) / 2, (self.y0 + self.y1) / 2
         return [Cell(self.pair, self.aqm, a, b, c, e, self.depth + 1) for a, b in ((self.x0, xm), (xm, self.x1)) for c, e in ((self.y0, ym), (ym, self.y1))]
 
-    def touches(self, o: "Cell") -> bool:
+    def touches(self, o: Cell) -> bool:
         """Do the two rectangles share a stretch of edge?"""
         eps = 1e-9
         share_x = min(self.x1, o.x1) - max(self.x0, o.x0) > eps
@@ -435,7 +438,6 @@ def _to_split(cells: list[Cell], threshold: float, rounds: int) -> set[int]:
 
 def _cell_runs(spec: AtlasSpec, c: Cell, aqm: dict[str, Any]) -> list[tuple[Scenario, Scenario, Scenario]]:
     from aqmlab.analysis.harm import solo_baseline
-
     from aqmlab.scenario import check_with_engine
 
     out = []
@@ -456,6 +458,8 @@ def _values(runs_dir: Path, triples: list[tuple[Scenario, Scenario, Scenario]]) 
         q = mixed["metrics"]["sojourn_ms"]["mean"]
         for i, (m, base) in enumerate((("harm_first", base0), ("harm_second", base1))):
             t, _ = engine.harm(mixed["classes"][i]["goodput_bps"], base["classes"][i]["goodput_bps"], q, base["metrics"]["sojourn_ms"]["mean"])
+            if t is None:
+                raise ValueError(f"harm undefined in {s.hash()}: a solo baseline delivered nothing")
             acc[m].append(t)
     return {m: sum(v) / len(v) for m, v in acc.items()}
 
@@ -529,7 +533,13 @@ def _run_atlas_holding(
                 c.run = triples[id(c)][0][0].hash()
                 target = d / "cells" / f"{c.run}.toml"
                 if not target.is_file():
-                    write_text(target, scenario_toml(triples[id(c)][0][0], header=f"atlas {spec.name}: {c.pair[0]} vs {c.pair[1]} under {c.aqm}, buffer {c.buffer:g} BDP, RTT ratio {c.ratio:g}"))
+                    write_text(
+                        target,
+                        scenario_toml(
+                            triples[id(c)][0][0],
+                            header=f"atlas {spec.name}: {c.pair[0]} vs {c.pair[1]} under {c.aqm}, buffer {c.buffer:g} BDP, RTT ratio {c.ratio:g}",
+                        ),
+                    )
             _write_cells(d, spec, maps, len(all_runs), simulated, rnd)
             if on_round:
                 on_round(rnd, len(todo), simulated)
@@ -554,12 +564,42 @@ def _write_cells(d: Path, spec: AtlasSpec, maps: dict[tuple[tuple[str, str], str
     """DIR/atlas.parquet (one row per evaluated cell) and DIR/atlas.json, after every round, so
     an atlas stopped during a refinement round still has a complete map of the round before."""
 
-
     rows = []
     for (pair, label), cells in maps.items():
         for c in cells:
-            rows.append({"first": pair[0], "second": pair[1], "aqm": label, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "depth": c.depth, "x0": c.x0, "x1": c.x1, "y0": c.y0, "y1": c.y1, **c.values, "run": c.run, "error": c.error})
+            rows.append(
+                {
+                    "first": pair[0],
+                    "second": pair[1],
+                    "aqm": label,
+                    "buffer_bdp": c.buffer,
+                    "rtt_ratio": c.ratio,
+                    "depth": c.depth,
+                    "x0": c.x0,
+                    "x1": c.x1,
+                    "y0": c.y0,
+                    "y1": c.y1,
+                    **c.values,
+                    "run": c.run,
+                    "error": c.error,
+                }
+            )
     df = pd.DataFrame(rows)
     write_parquet(d / "atlas.parquet", pa.Table.from_pandas(df, preserve_index=False))
-    doc = {"name": spec.name, "rate": spec.rate, "rtt": spec.rtt, "duration": spec.duration, "seeds": spec.seeds, "count": spec.count, "ccs": spec.ccs, "aqms": spec.aqm_labels(), "threshold": spec.threshold, "rounds": rnd, "rounds_asked": spec.rounds, "cells": len(df), "runs": runs, "simulated": simulated}
+    doc = {
+        "name": spec.name,
+        "rate": spec.rate,
+        "rtt": spec.rtt,
+        "duration": spec.duration,
+        "seeds": spec.seeds,
+        "count": spec.count,
+        "ccs": spec.ccs,
+        "aqms": spec.aqm_labels(),
+        "threshold": spec.threshold,
+        "rounds": rnd,
+        "rounds_asked": spec.rounds,
+        "cells": len(df),
+        "runs": runs,
+        "simulated": simulated,
+    }
     write_text(d / "atlas.json", json.dumps(doc, indent=1) + "\n")

@@ -23,19 +23,20 @@ import os
 import random
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
+from aqmlab.scenario import Scenario
 from aqmlab.search.spec import Objective, Search, SearchError, Var, load_search, parse_search
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
-from aqmlab.scenario import Scenario
-from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, _substitute
 from aqmlab.sweep.runner import is_complete, local_pool, run_sweep
+from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, _substitute
 
 __all__ = ["SearchError", "Search", "Objective", "Var", "parse_search", "load_search", "run_search", "shrink", "scenario_toml", "SearchResult"]
 
@@ -102,9 +103,10 @@ def _distributions(space: list[Var]) -> dict[str, Any]:
         if v.choices is not None:
             d[v.name] = CategoricalDistribution(list(v.choices))
         elif v.integer:
-            d[v.name] = IntDistribution(int(v.low), int(v.high), log=v.log)
+            low, high = v.bounds()
+            d[v.name] = IntDistribution(int(low), int(high), log=v.log)
         else:
-            d[v.name] = FloatDistribution(v.low, v.high, log=v.log)
+            d[v.name] = FloatDistribution(*v.bounds(), log=v.log)
     return d
 
 
@@ -122,10 +124,10 @@ class RunList(Sweep):
         super().__init__(name=name, base={}, axes=[Axis(k, [], "var") for k in params], file=file)
         self._runs = runs
 
-    def points(self) -> list[Any]:  # type: ignore[override]
+    def points(self) -> list[Any]:
         return list(range(len(self._runs)))
 
-    def _build(self, point: Any) -> Run:  # type: ignore[override]
+    def _build(self, point: Any) -> Run:
         return self._runs[point]
 
 
@@ -170,7 +172,7 @@ class Evaluator:
             self.pool.shutdown()
             self.pool = None
 
-    def __enter__(self) -> "Evaluator":
+    def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -193,7 +195,14 @@ class Evaluator:
         if self.cluster is None and self.pool is None:
             # One pool for every round: starting workers costs more than a short run.
             self.pool = local_pool(self.jobs or os.cpu_count() or 1)
-        res = run_sweep(RunList(self.search.name, list(self.all_runs.values()), self.search.file), self.dir, jobs=self.jobs, cluster=self.cluster, on_progress=self.on_runs, pool=self.pool)
+        res = run_sweep(
+            RunList(self.search.name, list(self.all_runs.values()), self.search.file),
+            self.dir,
+            jobs=self.jobs,
+            cluster=self.cluster,
+            on_progress=self.on_runs,
+            pool=self.pool,
+        )
         self.simulated += res.ran
         if res.failed:
             h, msg = res.failed[0]
@@ -222,7 +231,12 @@ class SearchResult:
 
 
 def _save_state(directory: Path, search: Search, points: list[Point]) -> None:
-    doc = {"identity": search.identity(), "name": search.name, "objective": str(search.objective), "points": [{"id": p.id, "round": p.round, "params": p.params} for p in points]}
+    doc = {
+        "identity": search.identity(),
+        "name": search.name,
+        "objective": str(search.objective),
+        "points": [{"id": p.id, "round": p.round, "params": p.params} for p in points],
+    }
     write_text(directory / "search.json", json.dumps(doc, indent=1) + "\n")
 
 
@@ -232,7 +246,10 @@ def _load_state(directory: Path, search: Search) -> list[Point]:
         return []
     doc = json.loads(f.read_text(encoding="utf-8"))
     if doc.get("identity") != search.identity():
-        raise SearchError(f"{directory} holds another search ({doc.get('name')!r}, {doc.get('objective')!r}, or the same with another scenario, space, seeds, batch or optimizer); use another -o", key="-o")
+        raise SearchError(
+            f"{directory} holds another search ({doc.get('name')!r}, {doc.get('objective')!r}, or the same with another scenario, space, seeds, batch or optimizer); use another -o",
+            key="-o",
+        )
     return [Point(d["id"], d["round"], d["params"]) for d in doc["points"]]
 
 
@@ -304,7 +321,7 @@ def _search_loop(search: Search, d: Path, points: list[Point], ev: Evaluator, on
     while len(points) < search.budget:
         n = min(search.batch, search.budget - len(points))
         told = [(p.params, p.value) for p in points if p.value is not None]
-        asked = ask(search, told, n, round_no)  # type: ignore[arg-type]
+        asked = ask(search, told, n, round_no)
         if not asked:
             break  # a grid smaller than the budget is exhausted
         new = [Point(len(points) + i, round_no, a) for i, a in enumerate(asked)]
@@ -317,7 +334,15 @@ def _search_loop(search: Search, d: Path, points: list[Point], ev: Evaluator, on
             on_points(len(points), search.budget)
     write_trials(d, search, points)
     best = best_of(search, points)
-    write_text(d / "best.toml", scenario_toml(best.runs[0][1], header=f"Worst point of search {search.name!r} ({search.objective}): " + ", ".join(f"{k} = {_fmt(v)}" for k, v in best.params.items()) + f"; mean over seeds {search.seeds}: {best.value:.6g}"))
+    write_text(
+        d / "best.toml",
+        scenario_toml(
+            best.runs[0][1],
+            header=f"Worst point of search {search.name!r} ({search.objective}): "
+            + ", ".join(f"{k} = {_fmt(v)}" for k, v in best.params.items())
+            + f"; mean over seeds {search.seeds}: {best.value:.6g}",
+        ),
+    )
     return SearchResult(d, points, best, ev.simulated)
 
 
@@ -344,7 +369,16 @@ def holds(search: Search, value: float, worst: float) -> bool:
     return value <= worst + slack if search.objective.sense == "min" else value >= worst - slack
 
 
-def shrink(search: Search, directory: str | Path, best: Point, *, jobs: int | None = None, cluster: str | None = None, on_step: Callable[[str], None] | None = None, evaluator: Evaluator | None = None) -> dict[str, Any]:
+def shrink(
+    search: Search,
+    directory: str | Path,
+    best: Point,
+    *,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    on_step: Callable[[str], None] | None = None,
+    evaluator: Evaluator | None = None,
+) -> dict[str, Any]:
     """A smaller counterexample of the worst point: fewer flows per class, rounder variables,
     a shorter run — each step kept only if the objective stays within the tolerance of the
     worst value — then the result run on the check seeds. Writes DIR/shrunk.toml and
@@ -354,7 +388,15 @@ def shrink(search: Search, directory: str | Path, best: Point, *, jobs: int | No
 
 
 def _shrink_holding(
-search: Search, directory: str | Path, best: Point, *, jobs: int | None = None, cluster: str | None = None, on_step: Callable[[str], None] | None = None, evaluator: Evaluator | None = None) -> dict[str, Any]:
+    search: Search,
+    directory: str | Path,
+    best: Point,
+    *,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    on_step: Callable[[str], None] | None = None,
+    evaluator: Evaluator | None = None,
+) -> dict[str, Any]:
 
     d = Path(directory)
     ev = evaluator or Evaluator(search, d, jobs=jobs, cluster=cluster)
@@ -370,7 +412,7 @@ def _shrink(search: Search, d: Path, best: Point, ev: Evaluator, on_step: Callab
 
     worst = best.value
     assert worst is not None
-    params, patch = dict(best.params), {}
+    params, patch = dict(best.params), dict[str, Any]()
     steps: list[dict[str, Any]] = []
     counter = [10**6]
 
@@ -432,13 +474,20 @@ def _shrink(search: Search, d: Path, best: Point, ev: Evaluator, on_step: Callab
     check = Point(counter[0] + 2, -1, params, dict(patch), seeds=list(search.check_seeds))
     ev.evaluate([check])
     per_seed = {s: check.values[s] for s in search.check_seeds}
+    assert check.value is not None  # evaluated on every check seed above
     doc = {
         "objective": str(search.objective),
         "tolerance": search.tolerance,
         "worst": {"params": best.params, "value": worst},
         "shrunk": {"params": params, "patch": patch, "value": final.value},
         "steps": steps,
-        "check": {"seeds": search.check_seeds, "values": {str(k): v for k, v in per_seed.items()}, "mean": check.value, "holds": holds(search, check.value, worst), "holds_per_seed": {str(k): holds(search, v, worst) for k, v in per_seed.items()}},  # type: ignore[arg-type]
+        "check": {
+            "seeds": search.check_seeds,
+            "values": {str(k): v for k, v in per_seed.items()},
+            "mean": check.value,
+            "holds": holds(search, check.value, worst),
+            "holds_per_seed": {str(k): holds(search, v, worst) for k, v in per_seed.items()},
+        },
         "runs_simulated": ev.simulated,
     }
     write_text(d / "shrink.json", json.dumps(doc, indent=1) + "\n")

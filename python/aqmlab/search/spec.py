@@ -29,9 +29,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, PlainValidator, field_validator, model_validator
 
@@ -41,7 +42,20 @@ from aqmlab.inputs.loader import InputModel, KeyedValueError, dotted, located, r
 from aqmlab.scenario import Scenario
 from aqmlab.sweep.spec import _EXPR, _FUNCS, Axis, Sweep
 
-__all__ = ["SearchError", "Search", "Objective", "Var", "SearchTable", "VarSpec", "ShrinkSpec", "METRICS", "OPTIMIZERS", "parse_objective", "parse_search", "load_search"]
+__all__ = [
+    "SearchError",
+    "Search",
+    "Objective",
+    "Var",
+    "SearchTable",
+    "VarSpec",
+    "ShrinkSpec",
+    "METRICS",
+    "OPTIMIZERS",
+    "parse_objective",
+    "parse_search",
+    "load_search",
+]
 
 
 class SearchError(ScenarioError):
@@ -78,12 +92,15 @@ class Objective:
         if self.metric == "sojourn_p99":
             return float(m["sojourn_ms"]["p99"])
         names = [c["name"] for c in summary["classes"]]
+        assert self.cls is not None  # a class metric names its class (parse_search)
         i = names.index(self.cls)
         c = summary["classes"][i]
         if self.metric == "rel_throughput":
             return float(c["rel_throughput"])
         assert baseline is not None
         t_harm, _ = engine.harm(c["goodput_bps"], baseline["classes"][i]["goodput_bps"], m["sojourn_ms"]["mean"], baseline["metrics"]["sojourn_ms"]["mean"])
+        if t_harm is None:
+            raise ValueError(f"harm of class {self.cls!r} is undefined: its solo baseline delivered nothing")
         return float(t_harm)
 
 
@@ -96,15 +113,21 @@ class Var:
     integer: bool = False
     choices: tuple[Any, ...] | None = None
 
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) of a numeric variable (a variable has bounds or choices, never both)."""
+        assert self.low is not None and self.high is not None, f"{self.name} has choices, not bounds"
+        return self.low, self.high
+
     def corners(self) -> list[Any]:
         if self.choices is not None:
             return [self.choices[0], self.choices[-1]]
-        return [self.cast(self.low), self.cast(self.high)]
+        return [self.cast(b) for b in self.bounds()]
 
     def mid(self) -> Any:
         if self.choices is not None:
             return self.choices[len(self.choices) // 2]
-        v = math.sqrt(self.low * self.high) if self.log else (self.low + self.high) / 2
+        low, high = self.bounds()
+        v = math.sqrt(low * high) if self.log else (low + high) / 2
         return self.cast(v)
 
     def cast(self, v: float) -> Any:
@@ -120,7 +143,8 @@ class Var:
             return [self.choices[i] for i in idx]
         if k == 1:
             return [self.mid()]
-        lo, hi = (math.log(self.low), math.log(self.high)) if self.log else (self.low, self.high)
+        low, high = self.bounds()
+        lo, hi = (math.log(low), math.log(high)) if self.log else (low, high)
         vals = [lo + (hi - lo) * i / (k - 1) for i in range(k)]
         out = [self.cast(math.exp(v) if self.log else v) for v in vals]
         return list(dict.fromkeys(out))
@@ -149,7 +173,15 @@ class Search:
     def identity(self) -> str:
         """What a search directory belongs to: everything but the budget (so a finished search
         can be extended) and the shrink settings."""
-        doc = {"base": self.base, "objective": str(self.objective), "seeds": self.seeds, "batch": self.batch, "optimizer": self.optimizer, "seed": self.seed, "space": [v.__dict__ for v in self.space]}
+        doc = {
+            "base": self.base,
+            "objective": str(self.objective),
+            "seeds": self.seeds,
+            "batch": self.batch,
+            "optimizer": self.optimizer,
+            "seed": self.seed,
+            "space": [v.__dict__ for v in self.space],
+        }
         return hashlib.sha256(json.dumps(doc, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
     def scenario(self, point: dict[str, Any], seed: int, patch: dict[str, Any] | None = None) -> Scenario:
@@ -161,14 +193,19 @@ class Search:
         sw = Sweep(name=self.name, base=self.base, axes=axes, file=self.file)
         return sw._build(sw.points()[0]).scenario
 
-    def runs_of(self, point: dict[str, Any], patch: dict[str, Any] | None = None, seeds: Sequence[int] | None = None) -> list[tuple[int, Scenario, Scenario | None]]:
+    def runs_of(
+        self, point: dict[str, Any], patch: dict[str, Any] | None = None, seeds: Sequence[int] | None = None
+    ) -> list[tuple[int, Scenario, Scenario | None]]:
         """(seed, scenario, solo baseline of the objective's class or None) for every seed."""
         from aqmlab.analysis.harm import solo_baseline
 
         out = []
         for s in seeds if seeds is not None else self.seeds:
             sc = self.scenario(point, s, patch)
-            base = solo_baseline(sc, sc.class_names().index(self.objective.cls)) if self.objective.metric == "harm" else None
+            base = None
+            if self.objective.metric == "harm":
+                assert self.objective.cls is not None  # harm names its class (parse_search)
+                base = solo_baseline(sc, sc.class_names().index(self.objective.cls))
             out.append((s, sc, base))
         return out
 
@@ -184,7 +221,7 @@ def parse_objective(v: Any) -> Objective:
     if metric not in METRICS:
         raise ValueError(f"{v!r}: unknown metric {metric!r} (metrics: {', '.join(METRICS)})")
     if METRICS[metric] and not cls:
-        raise ValueError(f"{v!r}: {metric} is per class: name one, e.g. \"{sense} {metric}:<class>\"")
+        raise ValueError(f'{v!r}: {metric} is per class: name one, e.g. "{sense} {metric}:<class>"')
     if not METRICS[metric] and cls:
         raise ValueError(f"{v!r}: {metric} is a whole-run metric and takes no class")
     return Objective(sense, metric, cls.strip() if cls else None)
@@ -248,7 +285,7 @@ class VarSpec(InputModel):
         return v
 
     @model_validator(mode="after")
-    def _range(self) -> "VarSpec":
+    def _range(self) -> VarSpec:
         if self.choices is not None:
             extra = sorted((VarSpec.model_fields[k].alias or k) for k in self.model_fields_set - {"choices"})
             if extra:
@@ -314,7 +351,7 @@ class SearchTable(InputModel):
         return v
 
     @model_validator(mode="after")
-    def _check_seeds_differ(self) -> "SearchTable":
+    def _check_seeds_differ(self) -> SearchTable:
         if self.shrink.check_seeds is not None and set(self.shrink.check_seeds) & set(self.seeds):
             raise KeyedValueError("shrink.check_seeds", "the check seeds must differ from the search's seeds", relative=True)
         return self
@@ -348,7 +385,9 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
     data = read_toml(text, file=file, error=SearchError)
     t = data.pop("search", None)
     if not isinstance(t, dict):
-        raise SearchError("no [search] table: a search file is a scenario with ${var} placeholders plus [search] (objective, budget, seeds, [search.space])", file=file)
+        raise SearchError(
+            "no [search] table: a search file is a scenario with ${var} placeholders plus [search] (objective, budget, seeds, [search.space])", file=file
+        )
     for k in ("sweep", "quick"):
         if k in data:
             raise located(SearchError, f"[{k}] belongs in sweep files; a search varies only [search.space]", key=k, file=file, text=text)
@@ -367,7 +406,21 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
         if v.name not in used:
             raise located(SearchError, "not used in any ${...} of the scenario", key=f"search.space.{dotted([v.name])}", file=file, text=text)
     data.setdefault("name", default_name)
-    s = Search(name=data["name"], base=data, objective=objective, budget=spec.budget, seeds=seeds, space=space, batch=spec.batch, optimizer=spec.optimizer, seed=spec.seed, tolerance=float(spec.shrink.tolerance), check_seeds=check, file=file, text=text)
+    s = Search(
+        name=data["name"],
+        base=data,
+        objective=objective,
+        budget=spec.budget,
+        seeds=seeds,
+        space=space,
+        batch=spec.batch,
+        optimizer=spec.optimizer,
+        seed=spec.seed,
+        tolerance=float(spec.shrink.tolerance),
+        check_seeds=check,
+        file=file,
+        text=text,
+    )
     # Every corner and the middle of the space make valid scenarios, each with the class named.
     probes = [dict(zip(names, c)) for c in _corner_points(space)] + [{v.name: v.mid() for v in space}]
     for p in probes:

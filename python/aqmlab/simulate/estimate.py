@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aqmlab.inputs.errors import ScenarioError
 from aqmlab import engine
+from aqmlab.inputs.errors import ScenarioError
 
 if TYPE_CHECKING:
     from aqmlab.scenario import Scenario

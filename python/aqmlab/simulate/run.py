@@ -6,14 +6,15 @@ import json
 import math
 import time
 import tomllib
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from aqmlab import engine
+from aqmlab.scenario import Scenario, load_scenario
 from aqmlab.simulate.estimate import check_fits, estimate
 from aqmlab.store.result import Result, frames_from_native
-from aqmlab.scenario import Scenario, load_scenario
-from aqmlab import engine
 
 __all__ = ["run", "VERSION"]
 

@@ -23,7 +23,7 @@ __all__ = ["Result", "load_result", "TABLES"]
 TABLES = ("flows", "classes", "timeseries", "queue", "sojourn_hist", "fct")
 
 
-class _Frames(dict):
+class _Frames(dict[str, Any]):
     """The tables as DataFrames, converted from Arrow on first access (a sweep that only
     stores its runs never pays for pandas)."""
 
@@ -96,7 +96,6 @@ class Result:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return target
-
 
 
 def load_result(directory: str | Path) -> Result:

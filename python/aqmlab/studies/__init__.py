@@ -12,7 +12,10 @@ _DIR = Path(__file__).parent
 #: name → (the paper it reproduces, one-line description)
 STUDIES = {
     "ckcd": ("Liu et al. (CKCD)", "CKCD vs TailDrop/RED/CoDel/CHOKe: BBR, CUBIC and Reno sharing 100 Mbps with an 80-packet buffer"),
-    "dualq": ("De Schepper et al. (DualQ)", "DualPI2 vs RED/PIE/FQ-CoDel: every mix of 0–10 DCTCP and 0–10 Cubic flows at 40 Mbps, 7 ms, and short flows arriving beside them"),
+    "dualq": (
+        "De Schepper et al. (DualQ)",
+        "DualPI2 vs RED/PIE/FQ-CoDel: every mix of 0–10 DCTCP and 0–10 Cubic flows at 40 Mbps, 7 ms, and short flows arriving beside them",
+    ),
     "fejes2019": ("Fejes et al. 2019", "CUBIC and BBRv2 over TailDrop/PIE/GSP/PPV: buffer factor × N × C × RTT"),
     "fejes2020": ("Fejes et al. 2020", "DCTCP and BBRv2 (ECN) over STEP/PI2/CSAQM: K × N × C × RTT"),
 }

@@ -188,28 +188,43 @@ class FindingSpec(InputModel):
         if axes is not None:
             for k, x in v.items():
                 if k not in axes and k not in CLASS_KEYS:
-                    raise KeyedValueError(dotted([k]), f"not an axis of the study (axes: {', '.join(axes)}) nor a class column ({', '.join(CLASS_KEYS)})", relative=True)
+                    raise KeyedValueError(
+                        dotted([k]), f"not an axis of the study (axes: {', '.join(axes)}) nor a class column ({', '.join(CLASS_KEYS)})", relative=True
+                    )
                 if k in axes and not any(_same(x, y) for y in axes[k]):
                     raise KeyedValueError(dotted([k]), f"{x!r} is not a value of the study's {k} axis ({', '.join(map(str, axes[k]))})", relative=True)
         return v
 
     @model_validator(mode="after")
-    def _claim_fits(self, info: ValidationInfo) -> "FindingSpec":
+    def _claim_fits(self, info: ValidationInfo) -> FindingSpec:
         if self.ratio_to and not (any(k in CLASS_KEYS for k in self.where) and any(k in CLASS_KEYS for k in self.ratio_to)):
-            raise KeyedValueError("ratio_to", f"a ratio is between two flow classes of the same runs: name one ({', '.join(CLASS_KEYS)}) in where and in ratio_to", relative=True)
+            raise KeyedValueError(
+                "ratio_to", f"a ratio is between two flow classes of the same runs: name one ({', '.join(CLASS_KEYS)}) in where and in ratio_to", relative=True
+            )
         claim = parse_claim(self.claim)
         if claim.kind in ("max", "min"):
             axes = (info.context or {}).get("axes")
             if axes is not None and claim.over not in axes:
                 raise KeyedValueError("claim", f"{claim.over!r} is not an axis of the study", relative=True)
             if claim.over not in self.where:
-                raise KeyedValueError("claim", f"'{claim.kind} over {claim.over}' needs {claim.over} in where (the value that should be the {claim.kind})", relative=True)
+                raise KeyedValueError(
+                    "claim", f"'{claim.kind} over {claim.over}' needs {claim.over} in where (the value that should be the {claim.kind})", relative=True
+                )
         return self
 
     def finding(self) -> Finding:
         return Finding(
-            id=self.id, statement=self.statement.strip(), source=self.source.strip(), where=dict(self.where), metric=self.metric,
-            claim=parse_claim(self.claim), claim_text=self.claim, agg=self.agg, ratio_to=dict(self.ratio_to), why=self.why.strip(), emulator=self.emulator.strip(),
+            id=self.id,
+            statement=self.statement.strip(),
+            source=self.source.strip(),
+            where=dict(self.where),
+            metric=self.metric,
+            claim=parse_claim(self.claim),
+            claim_text=self.claim,
+            agg=self.agg,
+            ratio_to=dict(self.ratio_to),
+            why=self.why.strip(),
+            emulator=self.emulator.strip(),
         )
 
 
@@ -240,8 +255,8 @@ def parse_findings(text: str, *, file: str | None = None, axes: dict[str, list[A
 
 def study_axes(study: str, *, quick: bool = False) -> dict[str, list[Any]]:
     """Axis → labels of a study's grid (full, or its [quick] form)."""
-    from aqmlab.sweep.spec import load_sweep
     from aqmlab.studies import study_path
+    from aqmlab.sweep.spec import load_sweep
 
     sw = load_sweep(study_path(study), quick=quick)
     return {a.name: [lab for lab, _ in a.values] for a in sw.axes}

@@ -19,18 +19,19 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aqmlab.store.atomic import write_json, write_parquet
-from aqmlab.store.result import TABLES
 from aqmlab.store.lock import hold
+from aqmlab.store.result import TABLES
 from aqmlab.sweep.spec import Run, Sweep, SweepError
 
 __all__ = ["SweepResult", "plan", "run_sweep", "load", "is_complete", "build_index"]
@@ -50,8 +51,8 @@ def is_complete(directory: Path, expected_hash: str) -> bool:
 
 def execute(canonical_json: str, expected_hash: str, target: str) -> dict[str, Any]:
     """Run one scenario and store it (in a worker process, local or on a Dask worker)."""
-    from aqmlab.simulate.run import run
     from aqmlab.scenario import Scenario
+    from aqmlab.simulate.run import run
 
     scenario = Scenario.model_validate(json.loads(canonical_json))
     if scenario.hash() != expected_hash:
@@ -176,7 +177,9 @@ def local_pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
 
 
-def _run_local(todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None, given: ProcessPoolExecutor | None = None) -> None:
+def _run_local(
+    todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None, given: ProcessPoolExecutor | None = None
+) -> None:
     from contextlib import nullcontext
 
     jobs = max(1, min(jobs, len(todo)))

@@ -42,6 +42,7 @@ import itertools
 import math
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -63,6 +64,7 @@ class SweepError(ScenarioError):
 # ${...} expressions: + - * / // % ** and parentheses over numbers and variables.
 # ------------------------------------------------------------------------------------------
 
+
 def _pow(base: Any, exp: Any) -> Any:
     """`base ** exp`, refused when the result would exceed a double's range (2^1024): an
     integer power such as 9**9**9 would otherwise take minutes and gigabytes to compute."""
@@ -71,9 +73,17 @@ def _pow(base: Any, exp: Any) -> Any:
     return operator.pow(base, exp)
 
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
-_UNOPS = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-_FUNCS = {"min": min, "max": max, "round": round, "int": int, "ceil": math.ceil, "floor": math.floor}
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: _pow,
+}
+_UNOPS: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "round": round, "int": int, "ceil": math.ceil, "floor": math.floor}
 _EXPR = re.compile(r"\$\{([^}]*)\}")
 
 
@@ -356,7 +366,7 @@ class QuickTable(InputModel):
 
     model_config = ConfigDict(extra="allow")
 
-    sweep: SweepTable = Field(default_factory=SweepTable)
+    sweep: SweepTable = Field(default_factory=lambda: SweepTable.model_validate({}))
 
 
 class ReportTable(InputModel):
@@ -375,9 +385,9 @@ class SweepFile(InputModel):
 
     model_config = ConfigDict(extra="allow")
 
-    sweep: SweepTable = Field(default_factory=SweepTable)
+    sweep: SweepTable = Field(default_factory=lambda: SweepTable.model_validate({}))
     quick: QuickTable | None = None
-    report: ReportTable = Field(default_factory=ReportTable)
+    report: ReportTable = Field(default_factory=lambda: ReportTable())
 
 
 def _axes_from(table: dict[str, Any], at: dict[str, str], *, file: str | None, text: str | None) -> tuple[list[Axis], list[dict[str, Any]]]:
