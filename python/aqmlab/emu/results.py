@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from aqmlab import engine
 from aqmlab.scenario import Scenario
-from aqmlab.simulate.run import VERSION, _json_safe
+from aqmlab.simulate.run import VERSION, json_safe
 from aqmlab.store.atomic import write_parquet
 from aqmlab.store.result import Result
 
@@ -62,10 +62,10 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         "wall_time_s": wall_time_s,
         "scenario": s.canonical(),
         "scenario_hash": s.hash(),
-        "metrics": _json_safe(out["metrics"]),
-        "classes": _json_safe(out["classes"]),
-        "fct": _json_safe(out["fct"]),
-        "counters": _json_safe(out["counters"]),
+        "metrics": json_safe(out["metrics"]),
+        "classes": json_safe(out["classes"]),
+        "fct": json_safe(out["fct"]),
+        "counters": json_safe(out["counters"]),
         "emu": {
             "kernel": os.uname().release,
             "pinning": raw.get("pinning"),

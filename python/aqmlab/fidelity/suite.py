@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import html
 import json
 import math
 import os
@@ -40,11 +41,13 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 
 from aqmlab import engine
+from aqmlab.emu.emulate import emulate, preflight
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, KeyedValueError, NonEmptyStr, load
 from aqmlab.scenario import Scenario, error_from_validation, parse_scenario
 from aqmlab.scenario.units import parse_time
 from aqmlab.store.atomic import write_parquet, write_text
+from aqmlab.sweep.runner import execute, is_complete, local_pool
 
 __all__ = [
     "Case",
@@ -280,7 +283,6 @@ def score_case(sims: list[dict[str, Any]], emus: list[dict[str, Any]]) -> list[d
 
 def _stored(run_dir: Path, scenario_hash: str) -> dict[str, Any] | None:
     """A complete results store of this scenario, else None (a partial one is removed)."""
-    from aqmlab.sweep.runner import is_complete
 
     if run_dir.exists():
         if is_complete(run_dir, scenario_hash):
@@ -365,7 +367,6 @@ def case_done(out: Path, case: Case, emu_runs: int, sim_stalls: SimStalls = "mea
 
 def not_run_reason(case: Case) -> str | None:
     """Why the emulator cannot run this case here (the emulator's own refusal), else None."""
-    from aqmlab.emu.emulate import preflight
 
     try:
         preflight(case.scenario)
@@ -409,8 +410,6 @@ def run_case(
     """Run one case on both backends (reusing complete runs) and write its case.json: the
     emulator first, since the simulator's hosts take their stalls from its runs
     (`sim_stalls`: "measured", the default; "none"; or the `[host]` keys to give)."""
-    from aqmlab.emu.emulate import emulate
-    from aqmlab.sweep.runner import execute, local_pool
 
     cdir = out / "cases" / case.name
     cdir.mkdir(parents=True, exist_ok=True)
@@ -661,16 +660,15 @@ def sim_hosts_text(docs: list[dict[str, Any]]) -> str:
 
 def write_html(out: Path, docs: list[dict[str, Any]]) -> Path:
     """A static page: the counts, every case's rows, and each deviation ÷ its tolerance."""
-    import html
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from aqmlab.report.study import _Page
+    from aqmlab.report.page import Page
 
-    page = _Page("aqmlab fidelity — simulator against the emulator (real Linux TCP)", out / "fidelity-figures")
+    page = Page("aqmlab fidelity — simulator against the emulator (real Linux TCP)", out / "fidelity-figures")
     n = summary_counts(docs)
     page.para(
         f"{n['cases']} cases: {n['cases_scored']} scored on both backends, {n['cases_passed']} of them within every band; {n['cases_not_run']} not run. "

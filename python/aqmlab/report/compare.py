@@ -1,7 +1,7 @@
 """The report of an `aqmlab compare` directory: the same scenario on the simulator (``sim/``)
 and on the emulator (``emu/``, real Linux TCP through the router), side by side.
 
-One static page, as the sweep reports (`_report._Page`): the metrics table of `compare.json`
+One static page, as the sweep reports (`_report.Page`): the metrics table of `compare.json`
 (sim, emu, emu − sim), per-class goodput of both backends, the queue-delay CDFs of both on one
 axes, the bottleneck's mean sojourn over time, and per-flow throughput over time for each
 backend on a shared scale. Every figure carries its numbers and PNG/SVG copies.
@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from aqmlab.report.study import _Page
+from aqmlab.report.page import Page
 from aqmlab.store.result import Result, load_result
 
 __all__ = ["is_compare_dir", "write_compare_report"]
@@ -39,7 +39,7 @@ def _fmt(x: Any, f: str, diff: bool = False) -> str:
     return f"{x:+.3f}" if diff else f"{x:.3f}"
 
 
-def _goodput(page: _Page, res: dict[str, Result]) -> None:
+def _goodput(page: Page, res: dict[str, Result]) -> None:
     per = {k: res[k].classes.set_index("class")["goodput_bps"] / 1e6 for k, _, _ in _BACKENDS}
     t = pd.DataFrame({lab: per[k] for k, lab, _ in _BACKENDS})
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(t) + 2.0), 3.2))
@@ -53,7 +53,7 @@ def _goodput(page: _Page, res: dict[str, Result]) -> None:
     page.figure(fig, "class_goodput", "goodput per flow class, simulator and emulator (measurement window)", t)
 
 
-def _delay_cdf(page: _Page, res: dict[str, Result]) -> None:
+def _delay_cdf(page: Page, res: dict[str, Result]) -> None:
     fig, ax = plt.subplots(figsize=(6.0, 3.2))
     rows = {}
     for k, lab, colour in _BACKENDS:
@@ -77,7 +77,7 @@ def _delay_cdf(page: _Page, res: dict[str, Result]) -> None:
     )
 
 
-def _sojourn_over_time(page: _Page, res: dict[str, Result]) -> None:
+def _sojourn_over_time(page: Page, res: dict[str, Result]) -> None:
     fig, ax = plt.subplots(figsize=(7.0, 3.0))
     cols = {}
     for k, lab, colour in _BACKENDS:
@@ -93,7 +93,7 @@ def _sojourn_over_time(page: _Page, res: dict[str, Result]) -> None:
     page.figure(fig, "sojourn_over_time", "the bottleneck's mean sojourn per sample interval over time", pd.DataFrame(cols))
 
 
-def _throughput_over_time(page: _Page, res: dict[str, Result]) -> None:
+def _throughput_over_time(page: Page, res: dict[str, Result]) -> None:
     frames = {k: res[k].timeseries for k, _, _ in _BACKENDS}
     if all(f.empty for f in frames.values()):
         return
@@ -125,7 +125,7 @@ def write_compare_report(directory: str | Path, output: str | Path) -> Path:
     res = {k: load_result(d / k) for k, _, _ in _BACKENDS}
     name = res["sim"].summary["scenario"]["name"]
     kernel = (res["emu"].summary.get("emu") or {}).get("kernel", "?")
-    page = _Page(f"aqmlab compare — {name}", out.parent / f"{out.stem}-figures")
+    page = Page(f"aqmlab compare — {name}", out.parent / f"{out.stem}-figures")
     page.para(
         f"The scenario {name!r} run on the simulator (Linux-faithful TCP models) and on the emulator (real Linux {kernel} "
         "TCP in network namespaces through aqmlab's router, which runs the same queue discipline). Same measurement window "

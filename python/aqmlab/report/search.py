@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from aqmlab.report.study import _Page  # noqa: E402
+from aqmlab.report.page import Page  # noqa: E402
 from aqmlab.search.runner import Search  # noqa: E402
 
 __all__ = ["write_search_report"]
@@ -27,7 +27,7 @@ def write_search_report(search: Search, directory: str | Path, output: str | Pat
     df = pq.read_table(d / "trials.parquet").to_pandas().sort_values("point")
     obj = search.objective
     worse_first = obj.sense == "max"
-    page = _Page(f"Search {search.name}: {obj}", out.with_name(out.stem + "-figures"))
+    page = Page(f"Search {search.name}: {obj}", out.with_name(out.stem + "-figures"))
     page.para(
         f'{len(df)} points ({search.optimizer}, batch {search.batch}, seed {search.seed}), each the mean over seeds {search.seeds}. Lower is worse for "min" objectives, higher for "max".'
     )

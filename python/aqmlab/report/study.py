@@ -22,9 +22,7 @@ side, plus the convergence figures of their mixed runs where those have joins or
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -33,13 +31,17 @@ from typing import Any
 
 import matplotlib
 
-from aqmlab.store.atomic import write_text
-
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D
+
+from aqmlab.analysis.convergence import convergence, events, windowed_jain
+from aqmlab.report.page import Page
+from aqmlab.studies import STUDIES
+from aqmlab.studies.findings import evaluate_all, findings_path, study_axes
 
 __all__ = ["write_report", "write_harm_report", "facet_figure", "is_harm_dir"]
 
@@ -127,55 +129,6 @@ def facet_figure(
     return fig
 
 
-class _Page:
-    def __init__(self, title: str, fig_dir: Path):
-        self.title = title
-        self.fig_dir = fig_dir
-        self.parts: list[str] = []
-        self.n = 0
-
-    def heading(self, text: str) -> None:
-        self.parts.append(f"<h2>{html.escape(text)}</h2>")
-
-    def para(self, text: str) -> None:
-        self.parts.append(f"<p>{html.escape(text)}</p>")
-
-    def figure(self, fig: Figure, name: str, caption: str, table: pd.DataFrame | None = None) -> None:
-        self.n += 1
-        stem = f"{self.n:02d}-{name}"
-        self.fig_dir.mkdir(parents=True, exist_ok=True)
-        fig.savefig(self.fig_dir / f"{stem}.png", dpi=150, bbox_inches="tight")
-        fig.savefig(self.fig_dir / f"{stem}.svg", bbox_inches="tight")
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        data = base64.b64encode(buf.getvalue()).decode()
-        links = f'<a href="{self.fig_dir.name}/{stem}.png">PNG</a> · <a href="{self.fig_dir.name}/{stem}.svg">SVG</a>'
-        self.parts.append(
-            f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)} ({links})</figcaption></figure>'
-        )
-        if table is not None and not table.empty:
-            self.parts.append(
-                "<details><summary>numbers</summary>" + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>"
-            )
-
-    def write(self, out: Path) -> None:
-        """Write the page to `out` atomically (temp file + rename), creating its folder."""
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_text(out, self.render())
-
-    def render(self) -> str:
-        style = (
-            "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
-            "figure{margin:1.2em 0}img{max-width:100%}figcaption{font-size:.9em;color:#555}"
-            "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
-            "details{margin-bottom:1.5em}code{background:#f4f4f4;padding:0 3px}"
-            "table.findings{border-collapse:collapse;font-size:.85em;margin-bottom:1.5em}table.findings td,table.findings th{padding:4px 6px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
-        )
-        body = "\n".join(self.parts)
-        return f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(self.title)}</title><style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>\n{body}\n</body></html>\n'
-
-
 def _layout(doc: dict[str, Any], df: pd.DataFrame) -> tuple[str, str | None, str | None]:
     rep = doc.get("report", {})
     axes = [a for a in doc["axes"] if a in df.columns]
@@ -202,11 +155,9 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
     out = Path(output)
     doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
     df = pq.read_table(d / "index.parquet").to_pandas()
-    page = _Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures")
+    page = Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures")
     study = study or _study_of(doc)
     if study is not None:
-        from aqmlab.studies.findings import evaluate_all
-
         _findings_table(page, study, evaluate_all(d, study))
     n_runs = df["run"].nunique() if not df.empty else 0
     page.para(f"{n_runs} runs of sweep {doc['name']!r}; axes: {', '.join(doc['axes'])}. Each point is one run (deterministic; seed in the scenario).")
@@ -253,8 +204,6 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
 
 def _study_of(doc: dict[str, Any]) -> str | None:
     """The seed study a sweep directory runs: its name and axes are the study's."""
-    from aqmlab.studies import STUDIES
-    from aqmlab.studies.findings import findings_path, study_axes
 
     name = doc.get("name")
     if name not in STUDIES or not findings_path(name).is_file():
@@ -265,10 +214,9 @@ def _study_of(doc: dict[str, Any]) -> str | None:
 _VERDICT_COLOURS = {"reproduced": "#1a7f37", "differs": "#b42318", "not comparable": "#6b7280"}
 
 
-def _findings_table(page: _Page, study: str, verdicts: list[Any]) -> None:
+def _findings_table(page: Page, study: str, verdicts: list[Any]) -> None:
     """The paper's findings, what the runs measure in the same setting, and the verdict
     computed from them (python/aqmlab/studies/findings.py)."""
-    from aqmlab.studies import STUDIES
 
     counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in _VERDICT_COLOURS}
     page.heading(f"Findings of {STUDIES[study][0]} beside aqmlab")
@@ -308,7 +256,7 @@ def _cells(per_run: pd.DataFrame, col: str | None, row: str | None) -> list[tupl
     return [(" · ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,))), g) for key, g in per_run.groupby(keys, sort=True)]
 
 
-def _delay_cdfs(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
+def _delay_cdfs(page: Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
     cells = _cells(per_run, col, row)[:12]
     ncol = min(4, len(cells))
     nrow = math.ceil(len(cells) / ncol)
@@ -338,7 +286,7 @@ def _delay_cdfs(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | 
         plt.close(fig)
 
 
-def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
+def _throughput_over_time(page: Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
     picks = [(name, g.sort_values(x).iloc[len(g) // 2]) for name, g in _cells(per_run, col, row)][:8]
     ncol = min(4, len(picks))
     nrow = math.ceil(len(picks) / ncol)
@@ -360,7 +308,7 @@ def _throughput_over_time(page: _Page, d: Path, per_run: pd.DataFrame, x: str, c
     page.figure(fig, "throughput_time", "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)")
 
 
-def _completion_times(page: _Page, d: Path, runs: pd.DataFrame, axes: list[str]) -> None:
+def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) -> None:
     """FCT over flow size (log–log, as De Schepper et al. (DualQ)) and slowdown CDFs, for runs with finite flows."""
     tables = []
     # Per run and flow-size bin, the engine's own summary (`results::metrics::fct_by_size`:
@@ -444,7 +392,6 @@ def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] |
 
     Starts within the first window of the first start (e.g. uniform(0s, 1s)) are the run's
     start-up, not joins: no window of shares exists before them to compare with."""
-    from aqmlab.analysis.convergence import convergence, events, windowed_jain
 
     flows = pq.read_table(run_dir / "flows.parquet").to_pandas()
     if flows.empty or "start_s" not in flows.columns:
@@ -465,7 +412,7 @@ def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] |
     return conv, ev, windowed_jain(ts, w, flows)
 
 
-def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
+def _convergence_figures(page: Page, runs: list[tuple[str, Path]]) -> None:
     """Windowed Jain over time with joins/leaves marked, and the convergence time per event,
     for the runs that have joins or leaves (at most 12 panels)."""
     found = []
@@ -504,7 +451,6 @@ def _convergence_figures(page: _Page, runs: list[tuple[str, Path]]) -> None:
         ax.grid(True, lw=0.3, alpha=0.6)
     for ax in list(axes.flat)[len(shown) :]:
         ax.axis("off")
-    from matplotlib.lines import Line2D
 
     kinds = {k for _, _, ev, _ in shown for k in ev["event"]}
     handles = [Line2D([], [], color=col, ls="--", label=k) for k, col in (("join", "#2ca02c"), ("leave", "#d62728")) if k in kinds]
@@ -581,7 +527,7 @@ def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> 
     df = pd.concat(frames, ignore_index=True)
     out = Path(output)
     title = "aqmlab harm — " + ", ".join(n for n, _ in mixed)
-    page = _Page(title, out.parent / f"{out.stem}-figures")
+    page = Page(title, out.parent / f"{out.stem}-figures")
     page.para(
         "Harm (Ware et al., HotNets 2019) each flow class suffers in the mixed scenario against its solo baseline: the same "
         "scenario with every class running that class's CC. Throughput harm = (baseline − mixed) ÷ baseline; delay harm = "

@@ -8,6 +8,7 @@ hash) does not depend on how the user wrote ``1000Mbps`` or ``1Gbps``.
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -359,7 +360,6 @@ class SizeDistribution(Model):
 
     def mean_bytes(self) -> float:
         """The distribution's mean (for `load`)."""
-        import math
 
         if self.dist == "fixed":
             return float(self.bytes_of("size"))

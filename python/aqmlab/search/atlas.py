@@ -49,14 +49,19 @@ from typing import Annotated, Any
 
 import pandas as pd
 import pyarrow as pa
-from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, create_model, field_validator, model_validator
 
 from aqmlab import engine
+from aqmlab.analysis.harm import solo_baseline
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, located, read_toml, validate
-from aqmlab.scenario import Scenario
+from aqmlab.inputs.locate import split_path
+from aqmlab.scenario import Scenario, available, check_with_engine, error_from_validation
+from aqmlab.scenario.units import parse_rate, parse_time
+from aqmlab.search.runner import RunList, scenario_toml
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
+from aqmlab.sweep.runner import local_pool, run_sweep
 from aqmlab.sweep.spec import Run
 
 __all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_path", "run_atlas"]
@@ -124,7 +129,6 @@ def aqm_label(aqm: dict[str, Any]) -> str:
 
 
 def _ms(t: str) -> float:
-    from aqmlab.scenario.units import parse_time
 
     return parse_time(t) / 1e6
 
@@ -146,7 +150,6 @@ def default_spec_path() -> Path:
 
 def _ccs() -> list[str]:
     """The congestion controls a pair may have (CBR is no congestion control)."""
-    from aqmlab.scenario import available
 
     return [k for k in available("cc") if k != "cbr"]
 
@@ -162,13 +165,11 @@ def _parses(parse: Callable[[str], Any]) -> Any:
 
 
 def _time(v: str) -> Any:
-    from aqmlab.scenario.units import parse_time
 
     return parse_time(v)
 
 
 def _rate(v: str) -> Any:
-    from aqmlab.scenario.units import parse_rate
 
     return parse_rate(v)
 
@@ -309,7 +310,6 @@ class AtlasFile(_AtlasKeys):
 
 def _from_quick(key: str, q: dict[str, Any]) -> str:
     """The key of a merged spec's value as the file writes it: under [quick] if it came from there."""
-    from aqmlab.inputs.locate import split_path
 
     parts = split_path(key)
     top = parts[0] if parts else None
@@ -346,9 +346,6 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
         file=file,
     )
     # Every pair under every AQM makes a valid scenario (at the plane's centre).
-    from pydantic import ValidationError
-
-    from aqmlab.scenario import check_with_engine, error_from_validation
 
     # An AQM may have no parameters in part of the plane (RED below a minimum buffer: those
     # cells are marked), but it must have them at the centre or at the largest buffer.
@@ -437,8 +434,6 @@ def _to_split(cells: list[Cell], threshold: float, rounds: int) -> set[int]:
 
 
 def _cell_runs(spec: AtlasSpec, c: Cell, aqm: dict[str, Any]) -> list[tuple[Scenario, Scenario, Scenario]]:
-    from aqmlab.analysis.harm import solo_baseline
-    from aqmlab.scenario import check_with_engine
 
     out = []
     for seed in spec.seeds:
@@ -489,8 +484,6 @@ def _run_atlas_holding(
     on_round: Callable[[int, int, int], None] | None = None,
     on_runs: Callable[[int, int, int, int], None] | None = None,
 ) -> pd.DataFrame:
-    from aqmlab.search.runner import RunList, scenario_toml
-    from aqmlab.sweep.runner import local_pool, run_sweep
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ search would have. The trajectory depends on ``batch`` and ``seed``, never on ``
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -32,11 +33,12 @@ import pandas as pd
 import pyarrow as pa
 
 from aqmlab.scenario import Scenario
+from aqmlab.scenario.units import parse_time
 from aqmlab.search.spec import Objective, Search, SearchError, Var, load_search, parse_search
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import hold
 from aqmlab.sweep.runner import is_complete, local_pool, run_sweep
-from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, _substitute
+from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, substitute
 
 __all__ = ["SearchError", "Search", "Objective", "Var", "parse_search", "load_search", "run_search", "shrink", "scenario_toml", "SearchResult"]
 
@@ -61,7 +63,6 @@ def _grid_points(space: list[Var], budget: int, seed: int) -> list[dict[str, Any
             break
         k += 1
     levels = [v.levels(k) for v in space]
-    import itertools
 
     pts = [dict(zip([v.name for v in space], c)) for c in itertools.product(*levels)]
     random.Random(seed).shuffle(pts)
@@ -408,7 +409,6 @@ def _shrink_holding(
 
 
 def _shrink(search: Search, d: Path, best: Point, ev: Evaluator, on_step: Callable[[str], None] | None) -> dict[str, Any]:
-    from aqmlab.scenario.units import parse_time
 
     worst = best.value
     assert worst is not None
@@ -435,7 +435,7 @@ def _shrink(search: Search, d: Path, best: Point, ev: Evaluator, on_step: Callab
     for i, f in enumerate(search.base.get("flows", [])):
         if not isinstance(f, dict):
             continue
-        c = _substitute(f.get("count", 1), env)
+        c = substitute(f.get("count", 1), env)
         if not isinstance(c, int) or c <= 1:
             continue
         for cand in sorted({1, max(1, c // 4), max(1, c // 2)} - {c}):

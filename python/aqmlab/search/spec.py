@@ -37,10 +37,11 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PlainValidator, field_validator, model_validator
 
 from aqmlab import engine
+from aqmlab.analysis.harm import solo_baseline
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, KeyedValueError, dotted, located, read_toml, validate
 from aqmlab.scenario import Scenario
-from aqmlab.sweep.spec import _EXPR, _FUNCS, Axis, Sweep
+from aqmlab.sweep.spec import EXPR, FUNCS, Axis, Sweep
 
 __all__ = [
     "SearchError",
@@ -197,7 +198,6 @@ class Search:
         self, point: dict[str, Any], patch: dict[str, Any] | None = None, seeds: Sequence[int] | None = None
     ) -> list[tuple[int, Scenario, Scenario | None]]:
         """(seed, scenario, solo baseline of the objective's class or None) for every seed."""
-        from aqmlab.analysis.harm import solo_baseline
 
         out = []
         for s in seeds if seeds is not None else self.seeds:
@@ -366,7 +366,7 @@ def _names_in(value: Any) -> set[str]:
     """Every variable name used inside a ${...} of a (nested) value."""
     out: set[str] = set()
     if isinstance(value, str):
-        for expr in _EXPR.findall(value):
+        for expr in EXPR.findall(value):
             try:
                 tree = ast.parse(expr.strip(), mode="eval")
             except SyntaxError:
@@ -399,7 +399,7 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
     # Variables: every one used, none used that is not one.
     used = _names_in(data)
     names = [v.name for v in space]
-    for u in sorted(used - set(names) - set(_FUNCS)):
+    for u in sorted(used - set(names) - set(FUNCS)):
         line = next((i for i, ln in enumerate(text.splitlines(), 1) if re.search(r"\$\{[^}]*\b" + re.escape(u) + r"\b", ln)), None)
         raise SearchError(f"unknown variable {u!r} in ${{...}} (search variables: {', '.join(names)})", file=file, line=line)
     for v in space:

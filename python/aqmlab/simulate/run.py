@@ -33,13 +33,13 @@ def _version() -> str:
 VERSION = _version()
 
 
-def _json_safe(x: Any) -> Any:
+def json_safe(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
+        return {k: json_safe(v) for k, v in x.items()}
     if isinstance(x, list):
-        return [_json_safe(v) for v in x]
+        return [json_safe(v) for v in x]
     return x
 
 
@@ -63,9 +63,9 @@ def run(scenario: Scenario | str | Path, progress: Callable[[float], None] | Non
         "wall_time_s": wall,
         "scenario": scenario.canonical(),
         "scenario_hash": scenario.hash(),
-        "metrics": _json_safe(out["metrics"]),
-        "classes": _json_safe(out["classes"]),
-        "fct": _json_safe(out["fct"]),
+        "metrics": json_safe(out["metrics"]),
+        "classes": json_safe(out["classes"]),
+        "fct": json_safe(out["fct"]),
         "counters": out["counters"],
     }
     return Result(summary, frames_from_native(out["tables"]))

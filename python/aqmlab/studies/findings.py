@@ -32,6 +32,7 @@ grid lacks it; or the metric has no value there).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, KeyedValueError, NonEmptyStr, dotted, load
+from aqmlab.studies import study_path
+from aqmlab.sweep.spec import load_sweep
 
 __all__ = ["Finding", "FindingsError", "Verdict", "load_findings", "parse_findings", "evaluate", "evaluate_all", "findings_path"]
 
@@ -138,7 +141,6 @@ class Verdict:
 
 def findings_path(study: str) -> Path:
     """The findings file shipped beside a study's sweep file."""
-    from aqmlab.studies import study_path
 
     return study_path(study).with_suffix(".findings.toml")
 
@@ -255,8 +257,6 @@ def parse_findings(text: str, *, file: str | None = None, axes: dict[str, list[A
 
 def study_axes(study: str, *, quick: bool = False) -> dict[str, list[Any]]:
     """Axis → labels of a study's grid (full, or its [quick] form)."""
-    from aqmlab.studies import study_path
-    from aqmlab.sweep.spec import load_sweep
 
     sw = load_sweep(study_path(study), quick=quick)
     return {a.name: [lab for lab, _ in a.values] for a in sw.axes}
@@ -386,7 +386,6 @@ def _is_run_metric(metric: str) -> bool:
 
 def evaluate_all(directory: str | Path, study: str) -> list[Verdict]:
     """Judge every finding of `study` on the sweep in `directory`."""
-    import json
 
     d = Path(directory)
     doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))

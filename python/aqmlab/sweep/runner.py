@@ -16,11 +16,13 @@ deterministic function of its scenario.
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aqmlab.scenario import Scenario
+from aqmlab.simulate.run import run
 from aqmlab.store.atomic import write_json, write_parquet
 from aqmlab.store.lock import hold
 from aqmlab.store.result import TABLES
@@ -51,8 +55,6 @@ def is_complete(directory: Path, expected_hash: str) -> bool:
 
 def execute(canonical_json: str, expected_hash: str, target: str) -> dict[str, Any]:
     """Run one scenario and store it (in a worker process, local or on a Dask worker)."""
-    from aqmlab.scenario import Scenario
-    from aqmlab.simulate.run import run
 
     scenario = Scenario.model_validate(json.loads(canonical_json))
     if scenario.hash() != expected_hash:
@@ -172,7 +174,6 @@ def _connect(address: str) -> Any:
 def local_pool(jobs: int) -> ProcessPoolExecutor:
     """Worker processes for local runs. spawn: workers start clean (no copy of the parent's
     threads or progress display)."""
-    import multiprocessing as mp
 
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
 
@@ -180,7 +181,6 @@ def local_pool(jobs: int) -> ProcessPoolExecutor:
 def _run_local(
     todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None, given: ProcessPoolExecutor | None = None
 ) -> None:
-    from contextlib import nullcontext
 
     jobs = max(1, min(jobs, len(todo)))
     with nullcontext(given) if given is not None else local_pool(jobs) as pool:

@@ -51,7 +51,7 @@ from pydantic import ConfigDict, Field, PlainValidator, ValidationError
 
 from aqmlab.inputs.errors import read_utf8
 from aqmlab.inputs.loader import InputModel, KeyedValueError, dotted, located, read_toml, validate
-from aqmlab.scenario import Scenario, ScenarioError, error_from_validation
+from aqmlab.scenario import Scenario, ScenarioError, check_with_engine, error_from_validation
 
 __all__ = ["Sweep", "Run", "load_sweep", "parse_sweep", "SweepError"]
 
@@ -83,8 +83,8 @@ _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Pow: _pow,
 }
 _UNOPS: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
-_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "round": round, "int": int, "ceil": math.ceil, "floor": math.floor}
-_EXPR = re.compile(r"\$\{([^}]*)\}")
+FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "round": round, "int": int, "ceil": math.ceil, "floor": math.floor}
+EXPR = re.compile(r"\$\{([^}]*)\}")
 
 
 def _eval(expr: str, env: dict[str, Any]) -> Any:
@@ -101,8 +101,8 @@ def _eval(expr: str, env: dict[str, Any]) -> Any:
             return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
             return _UNOPS[type(node.op)](ev(node.operand))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
-            return _FUNCS[node.func.id](*[ev(a) for a in node.args])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCS and not node.keywords:
+            return FUNCS[node.func.id](*[ev(a) for a in node.args])
         raise ValueError(f"not allowed in an expression: {ast.unparse(node)!r}")
 
     try:
@@ -120,20 +120,20 @@ def _fmt_number(v: Any) -> str:
     return str(v)
 
 
-def _substitute(value: Any, env: dict[str, Any]) -> Any:
+def substitute(value: Any, env: dict[str, Any]) -> Any:
     """Evaluate every ${...} in a (nested) value."""
     if isinstance(value, str):
-        m = _EXPR.fullmatch(value.strip())
+        m = EXPR.fullmatch(value.strip())
         if m:
             v = _eval(m.group(1), env)
             if isinstance(v, float) and v.is_integer():
                 return int(v)
             return v
-        return _EXPR.sub(lambda mm: _fmt_number(_eval(mm.group(1), env)), value)
+        return EXPR.sub(lambda mm: _fmt_number(_eval(mm.group(1), env)), value)
     if isinstance(value, dict):
-        return {k: _substitute(v, env) for k, v in value.items()}
+        return {k: substitute(v, env) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, env) for v in value]
+        return [substitute(v, env) for v in value]
     return value
 
 
@@ -231,7 +231,7 @@ class Sweep:
             except KeyError as e:
                 raise SweepError(str(e.args[0]), file=self.file, key=f"sweep.{_quote(a.name)}") from None
         try:
-            data = _substitute(data, env)
+            data = substitute(data, env)
         except (ValueError, ZeroDivisionError, TypeError, OverflowError) as e:
             raise SweepError(f"{e} (at {where})", file=self.file) from None
         if isinstance(data.get("flows"), list):
@@ -248,7 +248,6 @@ class Sweep:
                     key = f"sweep.{_quote(ax.name)} → {key}"
                     break
             raise SweepError(f"{err.detail} (at {where})", file=self.file, key=key) from None
-        from aqmlab.scenario import check_with_engine
 
         try:
             check_with_engine(scenario, file=None)
