@@ -65,3 +65,41 @@ def test_refuses_to_overwrite_unless_asked(tmp_path: Path) -> None:
     res.save(tmp_path / "r", overwrite=True)
     assert (tmp_path / "r" / "summary.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_one_writer_per_directory_and_the_lock_goes_with_a_killed_holder(tmp_path):
+    # A process holds the directory (as a running sweep does); a sweep started on it is
+    # refused with exit 2, naming that process, and runs nothing. SIGKILL the holder: the
+    # kernel drops its flock, and the same sweep then runs.
+    import signal
+    import subprocess
+    import sys
+
+    from aqmlab.store.lock import LOCK_NAME
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time\nfrom aqmlab.store.lock import hold\nwith hold({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        sweep = tmp_path / "s.toml"
+        sweep.write_text('duration = "1s"\n[bottleneck]\nrate = "10Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "reno"\nrtt = "10ms"\n[sweep]\nseed = [1, 2]\n')
+        cmd = [sys.executable, "-m", "aqmlab", "sweep", str(sweep), "-o", str(out), "-q"]
+        refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2, refused.stderr
+        assert f"being written by process {holder.pid} " in " ".join(refused.stderr.split()), refused.stderr
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME], "the refused sweep wrote nothing"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert len(list((out / "runs").iterdir())) == 2

@@ -60,7 +60,7 @@ from aqmlab.scenario import Scenario, available, check_with_engine, error_from_v
 from aqmlab.scenario.units import parse_rate, parse_time
 from aqmlab.search.runner import RunList, scenario_toml
 from aqmlab.store.atomic import write_parquet, write_text
-from aqmlab.store.lock import hold
+from aqmlab.store.lock import writes_directory
 from aqmlab.sweep.runner import local_pool, run_sweep
 from aqmlab.sweep.spec import Run
 
@@ -459,6 +459,7 @@ def _values(runs_dir: Path, triples: list[tuple[Scenario, Scenario, Scenario]]) 
     return {m: sum(v) / len(v) for m, v in acc.items()}
 
 
+@writes_directory
 def run_atlas(
     spec: AtlasSpec,
     directory: str | Path,
@@ -471,19 +472,6 @@ def run_atlas(
     """Evaluate the initial cells of every (pair, AQM) map, then refine round by round; write
     DIR/atlas.parquet (one row per final cell), DIR/cells/<hash>.toml and return the cells.
     `on_round(round, cells_this_round, runs_simulated)` after each round."""
-    with hold(directory):
-        return _run_atlas_holding(spec, directory, jobs=jobs, cluster=cluster, on_round=on_round, on_runs=on_runs)
-
-
-def _run_atlas_holding(
-    spec: AtlasSpec,
-    directory: str | Path,
-    *,
-    jobs: int | None = None,
-    cluster: str | None = None,
-    on_round: Callable[[int, int, int], None] | None = None,
-    on_runs: Callable[[int, int, int, int], None] | None = None,
-) -> pd.DataFrame:
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ from aqmlab.scenario import Scenario
 from aqmlab.scenario.units import parse_time
 from aqmlab.search.spec import Objective, Search, SearchError, Var, load_search, parse_search
 from aqmlab.store.atomic import write_parquet, write_text
-from aqmlab.store.lock import hold
+from aqmlab.store.lock import writes_directory
 from aqmlab.sweep.runner import is_complete, local_pool, run_sweep
 from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, substitute
 
@@ -276,6 +276,7 @@ def write_trials(directory: Path, search: Search, points: list[Point]) -> pd.Dat
     return df
 
 
+@writes_directory
 def run_search(
     search: Search,
     directory: str | Path,
@@ -288,20 +289,6 @@ def run_search(
 ) -> SearchResult:
     """Evaluate `search.budget` points (resuming what DIR holds) and write DIR/trials.parquet
     and DIR/best.toml. `on_points(evaluated, budget)` is called after every round."""
-    with hold(directory):
-        return _run_search_holding(search, directory, jobs=jobs, cluster=cluster, on_points=on_points, on_runs=on_runs, evaluator=evaluator)
-
-
-def _run_search_holding(
-    search: Search,
-    directory: str | Path,
-    *,
-    jobs: int | None = None,
-    cluster: str | None = None,
-    on_points: Callable[[int, int], None] | None = None,
-    on_runs: Callable[[int, int, int, int], None] | None = None,
-    evaluator: Evaluator | None = None,
-) -> SearchResult:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     points = _load_state(d, search)
@@ -370,6 +357,7 @@ def holds(search: Search, value: float, worst: float) -> bool:
     return value <= worst + slack if search.objective.sense == "min" else value >= worst - slack
 
 
+@writes_directory
 def shrink(
     search: Search,
     directory: str | Path,
@@ -384,20 +372,6 @@ def shrink(
     a shorter run — each step kept only if the objective stays within the tolerance of the
     worst value — then the result run on the check seeds. Writes DIR/shrunk.toml and
     DIR/shrink.json."""
-    with hold(directory):
-        return _shrink_holding(search, directory, best, jobs=jobs, cluster=cluster, on_step=on_step, evaluator=evaluator)
-
-
-def _shrink_holding(
-    search: Search,
-    directory: str | Path,
-    best: Point,
-    *,
-    jobs: int | None = None,
-    cluster: str | None = None,
-    on_step: Callable[[str], None] | None = None,
-    evaluator: Evaluator | None = None,
-) -> dict[str, Any]:
 
     d = Path(directory)
     ev = evaluator or Evaluator(search, d, jobs=jobs, cluster=cluster)

@@ -12,15 +12,18 @@ belong to an open file, not to a process, so the directories held here are remem
 from __future__ import annotations
 
 import fcntl
+import functools
+import inspect
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from aqmlab.inputs.errors import ScenarioError
 
-__all__ = ["LOCK_NAME", "DirectoryBusy", "hold"]
+__all__ = ["LOCK_NAME", "DirectoryBusy", "hold", "writes_directory"]
 
 LOCK_NAME = ".aqmlab.lock"
 
@@ -62,3 +65,19 @@ def hold(directory: str | Path) -> Iterator[None]:
                 d.rmdir()
     finally:
         os.close(fd)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def writes_directory(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn` runs holding the lock of its `directory` argument (`hold`)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def holding(*args: P.args, **kwargs: P.kwargs) -> R:
+        with hold(signature.bind(*args, **kwargs).arguments["directory"]):
+            return fn(*args, **kwargs)
+
+    return holding

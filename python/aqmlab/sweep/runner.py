@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from aqmlab.scenario import Scenario
 from aqmlab.simulate.run import run
 from aqmlab.store.atomic import write_json, write_parquet
-from aqmlab.store.lock import hold
+from aqmlab.store.lock import writes_directory
 from aqmlab.store.result import TABLES
 from aqmlab.sweep.spec import Run, Sweep, SweepError
 
@@ -93,6 +93,7 @@ def _jsonable(v: Any) -> Any:
     return v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
 
 
+@writes_directory
 def run_sweep(
     sweep: Sweep,
     directory: str | Path,
@@ -108,19 +109,6 @@ def run_sweep(
     processes to use instead of starting `jobs` new ones (a caller running many small sweeps,
     such as `aqmlab search`, keeps one pool).
     """
-    with hold(directory):
-        return _run_sweep_holding(sweep, directory, jobs=jobs, cluster=cluster, on_progress=on_progress, pool=pool)
-
-
-def _run_sweep_holding(
-    sweep: Sweep,
-    directory: str | Path,
-    *,
-    jobs: int | None = None,
-    cluster: str | None = None,
-    on_progress: Callable[[int, int, int, int], None] | None = None,
-    pool: ProcessPoolExecutor | None = None,
-) -> SweepResult:
     runs = plan(sweep)
     client = None
     if cluster is not None:
