@@ -103,3 +103,46 @@ def test_one_writer_per_directory_and_the_lock_goes_with_a_killed_holder(tmp_pat
     ran = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert len(list((out / "runs").iterdir())) == 2
+
+
+def _hash_corpus() -> dict[str, str]:
+    """The scenarios whose hashes name stored runs: the examples, a spread of every study's
+    runs (quick and full grids), the fidelity cases, and one scenario per optional key."""
+    from aqmlab.scenario import parse_scenario
+
+    root = Path(__file__).resolve().parents[1]
+    base = 'duration = "10s"\n[bottleneck]\nrate = "100Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = "cubic"\nrtt = "10ms"\n'
+    ppv = base.replace('buffer = "1bdp"\n', 'buffer = "1bdp"\naqm = { kind = "ppv" }\n')
+    texts = {
+        "edge-stall-host": base + '[host]\nstall = "1.5ms"\nstall_every = "2s"\n',
+        "edge-ideal-host": base + "[host]\nideal = true\n",
+        "edge-no-offloads": base + "[host]\noffloads = false\n",
+        "edge-no-offloads-nic": base + '[host]\noffloads = false\nnic_rate = "1Gbps"\n',
+        "edge-gro": base + '[host]\ngro_max_size = "32KiB"\n',
+        "edge-stop": base.replace('rtt = "10ms"\n', 'rtt = "10ms"\nstop = "5s"\n'),
+        "edge-ppv-default-marker": ppv,
+        "edge-ppv-curves": ppv.replace('cc = "cubic"', 'cc = "cubic"\nname = "gold"')
+        + '[marker]\ntvf = "custom"\ncurves = { gold = [["1Mbps", 60000], ["1Gbps", 20000]] }\n',
+        "edge-workload": base
+        + '[[workload]]\ncc = "cubic"\nrtt = "7ms"\nrate = "100/s"\nsize = { dist = "pareto", alpha = 1.2, min = "1KB", max = "1MB" }\nstop = "5s"\n',
+    }
+    out = {name: parse_scenario(text).hash() for name, text in texts.items()}
+    for f in sorted((root / "examples").glob("*.toml")):
+        out[f"example-{f.stem}"] = aqmlab.load_scenario(f).hash()
+    for study in ("ckcd", "dualq", "fejes2019", "fejes2020"):
+        for quick in (True, False):
+            runs = aqmlab.load_sweep(root / "python/aqmlab/studies" / f"{study}.toml", quick=quick).runs()
+            for i, r in enumerate(runs[:: max(1, len(runs) // 40)]):
+                out[f"{study}-{'quick' if quick else 'full'}-{i}"] = r.scenario.hash()
+    for f in sorted((root / "python/aqmlab/fidelity").glob("*.toml")):
+        if f.name != "manifest.toml":
+            out[f"fidelity-{f.stem}"] = aqmlab.load_scenario(f).hash()
+    return out
+
+
+def test_stored_runs_keep_their_names_the_scenario_hashes_of_an_earlier_build() -> None:
+    # tests/data/scenario-hashes-738f37c.json holds the hashes that build (commit 738f37c, before
+    # the canonical form became a rule) gave these scenarios, so its stores' runs are found
+    # again. A change that moves any of them orphans stored runs: it must not pass unnoticed.
+    expected = json.loads((Path(__file__).parent / "data" / "scenario-hashes-738f37c.json").read_text())
+    assert _hash_corpus() == expected

@@ -94,40 +94,17 @@ class Scenario(Model):
         return min(u.parse_time(f.rtt) for f in self.classes())
 
     def canonical(self) -> dict[str, Any]:
-        """Every default filled in, quantities in canonical spelling, rtt_ref explicit."""
-        d = self.model_dump(mode="json")
+        """The scenario's canonical form, which names it (`hash`): every part by `Model.canonical`'s
+        rule, and what is derived spelt out — the reference RTT, each class's name, and the
+        marker only where the discipline reads packet values (the default one if none is given)."""
+        d = super().canonical()
         d["bottleneck"]["rtt_ref"] = u.format_time(self.rtt_ref_ns())
-        # The marker only exists where packet values are read; elsewhere the key is left out,
-        # so scenarios without values keep their canonical form (and hash).
         marker = self.effective_marker()
-        if marker is None:
-            d.pop("marker", None)
-        else:
-            d["marker"] = marker.model_dump(mode="json")
-            # Left out when unused, so scenarios written before custom TVFs keep their hash.
-            if not marker.curves:
-                d["marker"].pop("curves")
-        # Hosts without stalls (the default) leave both keys out, so scenarios written before
-        # stalls existed keep their hash.
-        if not u.parse_time(self.host.stall):
-            d["host"].pop("stall")
-            d["host"].pop("stall_every")
+        d.pop("marker", None)
+        if marker is not None:
+            d["marker"] = marker.canonical()
         for f, name in zip([*d["flows"], *d["workload"]], self.class_names()):
             f["name"] = name
-        # A class without a stop leaves the key out, so scenarios written before stops existed
-        # keep their canonical form (and hash, hence their cached runs).
-        for f in d["flows"]:
-            if f.get("stop") is None:
-                f.pop("stop", None)
-        # Ideal hosts have no other key (Host refuses them), so none is spelt out; `ideal` is
-        # left out for Linux hosts, so the default host keeps its canonical form (and hash).
-        # Without offloads there is no GRO, hence no gro_max_size (Host refuses it).
-        if self.host.ideal:
-            d["host"] = {"ideal": True}
-        else:
-            d["host"].pop("ideal")
-            if not self.host.offloads:
-                d["host"].pop("gro_max_size")
         return d
 
     def canonical_json(self) -> str:

@@ -91,10 +91,35 @@ Start = Annotated[str, AfterValidator(_start)]
 Stop = Annotated[str, AfterValidator(_stop)]
 
 
+#: Marks a key added to the scenario format after scenarios were first hashed: the canonical
+#: form leaves it out while it holds its default, so every scenario written before the key
+#: existed keeps its hash (and its stored runs).
+ADDED_LATER: dict[str, Any] = {"canonical": "omitted at its default"}
+
+
 class Model(BaseModel):
     # validate_default: defaults go through the same canonicalisation as given values, so
     # the canonical form (and hash) of a re-read canonical scenario is unchanged.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False, validate_default=True)
+
+    def inapplicable(self) -> tuple[str, ...]:
+        """Keys that mean nothing given the others (validation refuses them when given): left
+        out of the canonical form."""
+        return ()
+
+    def canonical(self) -> dict[str, Any]:
+        """The model as JSON with every default filled in, less its inapplicable keys and the
+        keys `ADDED_LATER` that hold their default; the same rule for every part inside."""
+        d: dict[str, Any] = self.model_dump(mode="json")
+        for name, field in type(self).model_fields.items():
+            v = getattr(self, name)
+            if name in self.inapplicable() or (field.json_schema_extra == ADDED_LATER and v == field.get_default(call_default_factory=True)):
+                del d[name]
+            elif isinstance(v, Model):
+                d[name] = v.canonical()
+            elif isinstance(v, list):
+                d[name] = [x.canonical() if isinstance(x, Model) else dx for x, dx in zip(v, d[name])]
+        return d
 
 
 # ------------------------------------------------------------------------------------------
@@ -240,7 +265,7 @@ class Flows(Model):
     #: Bulk and CBR flows: when each flow stops (a time, uniform(a, b) or staggered(first,
     #: spacing)); None = at the end of the run. The engine checks that every flow stops after
     #: it starts and refuses a stop for finite flows.
-    stop: Stop | None = None
+    stop: Stop | None = Field(None, json_schema_extra=ADDED_LATER)
     size: Size | None = None
     ecn: bool = False
     fq_pacing: bool = False
@@ -437,7 +462,7 @@ class Marker(Model):
 
     tvf: Literal["equal", "weighted", "custom"] = "equal"
     weights: dict[str, Annotated[float, Field(gt=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
-    curves: dict[str, list[tuple[Rate, Annotated[int, Field(ge=1, le=65535)]]]] = Field(default_factory=dict)
+    curves: dict[str, list[tuple[Rate, Annotated[int, Field(ge=1, le=65535)]]]] = Field(default_factory=dict, json_schema_extra=ADDED_LATER)
     #: T_m of each flow's rate estimator (an exponentially weighted average of the bytes sent
     #: per slot of T_m/64, updated when a slot ends).
     rate_window: PositiveTime = "100ms"
@@ -492,7 +517,7 @@ class Host(Model):
     the engine's (`link::config::HostConfig::linux`, each with its Linux source)."""
 
     #: Ideal hosts (ns-3-like): no TSO/GSO, no NIC, no GRO, no timing noise.
-    ideal: bool = False
+    ideal: bool = Field(False, json_schema_extra=ADDED_LATER)
     offloads: bool = _HOST["offloads"]
     nic_rate: Rate = u.format_rate(_HOST["nic_rate_bps"])
     gso_max_size: Bytes = u.format_size(u.Quantity(Fraction(_HOST["gso_max_bytes"]), "bytes"))
@@ -504,8 +529,8 @@ class Host(Model):
     jitter: Time = u.format_time(_HOST["jitter_ns"])
     #: Stalls of the hosts' CPU (a VM's vCPU preempted): this long at a time, starting on
     #: average every `stall_every` (a Poisson process); none by default.
-    stall: Time = u.format_time(_HOST["stall_ns"])
-    stall_every: Time = u.format_time(_HOST["stall_every_ns"])
+    stall: Time = Field(u.format_time(_HOST["stall_ns"]), json_schema_extra=ADDED_LATER)
+    stall_every: Time = Field(u.format_time(_HOST["stall_every_ns"]), json_schema_extra=ADDED_LATER)
 
     #: The knobs of Linux hosts: meaningless (and refused) for ideal hosts.
     KNOBS: ClassVar[tuple[str, ...]] = (
@@ -541,6 +566,12 @@ class Host(Model):
         if stall and stall >= every:
             raise KeyedValueError("host.stall", f"{self.stall} is not shorter than stall_every ({self.stall_every})")
         return self
+
+    def inapplicable(self) -> tuple[str, ...]:
+        if self.ideal:
+            return ("offloads", *self.KNOBS)
+        # Without offloads there is no GRO (validation refuses gro_max_size then).
+        return () if self.offloads else ("gro_max_size",)
 
     def engine(self) -> dict[str, Any]:
         """The engine's HostConfig."""

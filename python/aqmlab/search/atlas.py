@@ -305,7 +305,7 @@ AtlasQuick = create_model(  # type: ignore[call-overload]
 class AtlasFile(_AtlasKeys):
     """An atlas spec file."""
 
-    quick: AtlasQuick | None = None  # type: ignore[valid-type]
+    quick: AtlasQuick | None = None
 
 
 def _from_quick(key: str, q: dict[str, Any]) -> str:
