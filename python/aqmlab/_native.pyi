@@ -33,3 +33,4 @@ def harm(
 ) -> tuple[float | None, float | None]: ...
 
 PACKET_BYTES: int
+MSS_BYTES: int

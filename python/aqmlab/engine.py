@@ -16,6 +16,7 @@ from typing import Any
 from aqmlab import _native
 
 __all__ = [
+    "MSS_BYTES",
     "PACKET_BYTES",
     "VERSION",
     "build_id",
@@ -39,6 +40,9 @@ __all__ = [
 
 #: The wire size of a full-sized packet, bytes (the engine's own constant, crates/sim).
 PACKET_BYTES: int = _native.PACKET_BYTES
+#: Payload bytes of a full-sized TCP segment: the MTU less IP and TCP headers with timestamps
+#: (the simulator's `sim::packet::MSS_BYTES`).
+MSS_BYTES: int = _native.MSS_BYTES
 #: The engine's version (the crate's, as built).
 VERSION: str = _native.__version__
 

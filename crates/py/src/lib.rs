@@ -371,5 +371,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(harm, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("PACKET_BYTES", aqm::options::PACKET_BYTES)?;
+    m.add("MSS_BYTES", sim::packet::MSS_BYTES)?;
     Ok(())
 }

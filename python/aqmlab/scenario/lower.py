@@ -116,7 +116,7 @@ def bottleneck(b: Bottleneck, rtt_ref: int) -> dict[str, Any]:
 def _payload_bytes(text: str) -> int:
     """A flow or bin size: bytes, or packets of full-sized payload."""
     q = u.parse_size(text, allow_time=False)
-    return int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value)
+    return int(q.value) * engine.MSS_BYTES if q.unit == "packets" else int(q.value)
 
 
 def flow_class(f: Flows, name: str) -> dict[str, Any]:

@@ -381,7 +381,7 @@ class SizeDistribution(Model):
 
     def bytes_of(self, key: str) -> int:
         q = u.parse_size(getattr(self, key), allow_time=False)
-        return int(q.value) * (u.PACKET_BYTES - 52) if q.unit == "packets" else int(q.value)
+        return int(q.value) * engine.MSS_BYTES if q.unit == "packets" else int(q.value)
 
     def mean_bytes(self) -> float:
         """The distribution's mean (for `load`)."""
