@@ -338,11 +338,19 @@ def test_two_dctcp_flows_through_step_respond_to_marks(tmp_path: Path) -> None:
     # No standing queue: the anomaly's was 30-60 x K; DCTCP's queue is a window's burst
     # above K at most, here p99 < 5 K.
     assert m["sojourn_ms"]["p99"] < 5 * 0.85, m["sojourn_ms"]
+    assert res.summary["emu"]["receiver_priority"].startswith("chrt -f")
+    assert _gone(DCTCP.kernel_name) and not _loaders()
     # The link is kept full: with an ACK every second segment, DCTCP's queue oscillates
     # around K without emptying when K > C·RTT/7 (Alizadeh, Javanmard, Prabhakar, "Analysis
     # of DCTCP", SIGMETRICS 2011, §3.3); here K = 0.17·C·RTT. A receiver application that
     # reads late turns the ACKs into stretch ACKs and the link runs 55-70 % full
     # (docs/fidelity.md, "DCTCP through STEP"); 0.9 leaves room for the 2 s warmup's tail.
-    assert m["utilization"] > 0.9, m["utilization"]
-    assert res.summary["emu"]["receiver_priority"].startswith("chrt -f")
-    assert _gone(DCTCP.kernel_name) and not _loaders()
+    # A core the hypervisor stalls stops the router or the hosts for that long, and the link
+    # idles (docs/emulator.md, "Host stalls"): the claim is judged only when the run's own
+    # stall probes saw each core stalled under 5 % of the window (on this VM, runs stalled
+    # 10-27 % filled 0.79-0.89 of the link, runs stalled 3.5-4.6 % 0.94-0.97).
+    stalls = res.summary["emu"]["stalls"]
+    stalled = {v["role"]: sum(late for _, late in v["stalls"]) for v in stalls["cpus"].values()}
+    if max(stalled.values()) > 0.05 * stalls["window_ns"]:
+        pytest.skip(f"the hypervisor stalled the testbed's cores {stalled} ns of {stalls['window_ns']} ns: utilization {m['utilization']:.3f} not judged")
+    assert m["utilization"] > 0.9, (m["utilization"], stalled)
