@@ -4,13 +4,14 @@ description's."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 import aqmlab
-from aqmlab import _native
+from aqmlab import _native, engine
 from aqmlab.cli.listing import option_table
 from aqmlab.scenario import AQM_MODELS, parse_scenario
 
@@ -78,7 +79,7 @@ def test_options_are_converted_by_their_unit_and_refused_with_their_key() -> Non
         bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "red", "min": "10pkt", "avpkt": "1000B"}},
         flows=[{"cc": "reno", "rtt": "20ms"}],
     )
-    a = s.engine_config()["bottleneck"]["aqm"]
+    a = engine.check(json.dumps(s.engine_config()))["aqm"]
     assert (a["limit"], a["min"], a["avpkt"]) == (80 * 1500, 15_000, 1000)
     text = 'duration = "1s"\n[bottleneck]\nrate = "100Mbps"\nbuffer = "80pkt"\naqm = { kind = "pie", tupdate = "0ms" }\n[[flows]]\ncc = "reno"\nrtt = "20ms"\n'
     with pytest.raises(aqmlab.ScenarioError) as e:

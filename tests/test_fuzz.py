@@ -476,11 +476,6 @@ def test_native_entry_points(s: str) -> None:
         except ValueError:
             pass
     assert _native.check_cc(s) is None or isinstance(_native.check_cc(s), str)
-    for args in ((s, "{}"), ('{"kind": "red"}', s), (s, s)):
-        try:
-            _native.lower_aqm(*args)
-        except ValueError:
-            pass
 
 
 def test_native_run_refuses_a_bad_config_with_value_error() -> None:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import aqmlab
+from aqmlab import engine
+from aqmlab.inputs.errors import ScenarioError
+from aqmlab.scenario import check_with_engine
 
 
 def scenario(**aqm) -> aqmlab.Scenario:
@@ -19,17 +25,25 @@ def scenario(**aqm) -> aqmlab.Scenario:
     )
 
 
+def engine_params(s: aqmlab.Scenario) -> dict[str, Any]:
+    """What the engine made of the scenario's discipline: its parameters and delay target."""
+    return engine.check(json.dumps(s.engine_config()))
+
+
 def test_full_lowering() -> None:
-    cfg = scenario(kind="step", target="0.17rtt").engine_config()
-    # rtt_ref defaults to the smallest class RTT, 5 ms. Target 0.17 × 5 ms = 850 µs;
-    # threshold = 850e-6 s × 1e9 bit/s / 8 = 106 250 B. Buffer 500 ms × 1e9/8 = 62.5 MB.
+    s = scenario(kind="step", target="0.17rtt")
+    cfg = s.engine_config()
+    # rtt_ref defaults to the smallest class RTT, 5 ms. Target 0.17 × 5 ms = 850 µs, passed as
+    # the option; the engine's threshold = 850e-6 s × 1e9 bit/s / 8 = 106 250 B. Buffer
+    # 500 ms × 1e9/8 = 62.5 MB.
     assert cfg["bottleneck"] == {
         "rate_bps": 1_000_000_000,
         "buffer_packets": None,
         "buffer_bytes": 62_500_000,
-        "aqm": {"kind": "step", "threshold_bytes": 106_250},
-        "delay_target_ns": 850_000,
+        "rtt_ref_ns": 5_000_000,
+        "aqm": {"kind": "step", "target": 850_000, "threshold": None},
     }
+    assert engine_params(s) == {"aqm": {"kind": "step", "threshold_bytes": 106_250}, "delay_target_ns": 850_000}
     assert (cfg["duration_ns"], cfg["warmup_ns"], cfg["seed"]) == (10 * 10**9, 10**9, 7)
     a, b = cfg["classes"]
     assert a == {
@@ -51,8 +65,8 @@ def test_full_lowering() -> None:
 
 def test_red_as_transcribed_from_tc() -> None:
     # De Schepper et al. (DualQ): red limit 1600000 min 120000 max 360000 avpkt 1000 burst 220 ecn bandwidth 40Mbit
-    cfg = scenario(kind="red", limit="1600000B", min="120000B", max="360000B", avpkt="1000B", burst=220, ecn=True, bandwidth="40Mbit").engine_config()
-    assert cfg["bottleneck"]["aqm"] == {
+    s = scenario(kind="red", limit="1600000B", min="120000B", max="360000B", avpkt="1000B", burst=220, ecn=True, bandwidth="40Mbit")
+    assert engine_params(s)["aqm"] == {
         "kind": "red",
         "limit": 1_600_000,
         "min": 120_000,
@@ -99,7 +113,7 @@ def test_duplicate_class_names_are_made_unique() -> None:
 def test_choke_defaults_to_the_buffer_and_link_rate() -> None:
     # Liu et al. (CKCD): "CHOKe, buffer 80 packets, bandwidth 100 Mbps".
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "choke"}}, flows=[{"cc": "reno", "rtt": "20ms"}])
-    assert s.engine_config()["bottleneck"]["aqm"] == {"kind": "choke", "limit": 80, "bandwidth": 100_000_000, "ecn": False, "harddrop": False}
+    assert engine_params(s)["aqm"] == {"kind": "choke", "limit": 80, "bandwidth": 100_000_000, "ecn": False, "harddrop": False}
 
 
 def test_cbr_class() -> None:
@@ -114,7 +128,7 @@ def test_gsp_threshold_is_the_delay_target_at_line_rate() -> None:
     s = aqmlab.Scenario(
         duration="1s", bottleneck={"rate": "100Mbps", "buffer": "0.5bdp", "aqm": {"kind": "gsp", "target": "3.75ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}]
     )
-    b = s.engine_config()["bottleneck"]
+    b = engine_params(s)
     assert b["aqm"] == {
         "kind": "gsp",
         "threshold_bytes": 46_875,
@@ -134,7 +148,7 @@ def test_ckcd_thresholds_are_clamped_to_the_buffer() -> None:
     # packets > the buffer, so q_min = 80/3 = 26.67 and q_max = 80 (clamped to the buffer, aqmlab's choice: otherwise the enqueue phase never runs);
     # d_max = 80 × 1500 × 8 / 100e6 = 9.6 ms.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "ckcd"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
-    a = s.engine_config()["bottleneck"]["aqm"]
+    a = engine_params(s)["aqm"]
     assert a["q_min"] == 80 / 3 and a["q_max"] == 80.0
     assert a["d_max_ns"] == 9_600_000
     assert (a["d_ns"], a["delta_ns"], a["omega"], a["threshold"], a["k"]) == (5_000_000, 100_000_000, 0.002, "paper", None)
@@ -145,7 +159,7 @@ def test_codel_lowers_to_the_linux_defaults_with_the_given_limit() -> None:
     s = aqmlab.Scenario(
         duration="1s", bottleneck={"rate": "100Mbps", "buffer": "80pkt", "aqm": {"kind": "codel", "limit": "80pkt"}}, flows=[{"cc": "cubic", "rtt": "20ms"}]
     )
-    b = s.engine_config()["bottleneck"]
+    b = engine_params(s)
     assert b["aqm"] == {
         "kind": "codel",
         "target_ns": 5_000_000,
@@ -160,7 +174,7 @@ def test_codel_lowers_to_the_linux_defaults_with_the_given_limit() -> None:
 
 def test_fq_codel_defaults_capped_by_the_physical_buffer() -> None:
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "500pkt", "aqm": {"kind": "fq_codel"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
-    a = s.engine_config()["bottleneck"]["aqm"]
+    a = engine_params(s)["aqm"]
     # sch_fq_codel defaults: 1024 flows, quantum 1514, limit 10240 (capped to the 500-packet
     # buffer), 32 MiB memory, drop batch 64, ECN on.
     assert a == {
@@ -185,7 +199,7 @@ def test_pie_target_from_the_buffer_time_and_sch_pie_defaults() -> None:
     s = aqmlab.Scenario(
         duration="1s", bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "pie", "target": "7.5ms"}}, flows=[{"cc": "cubic", "rtt": "10ms"}]
     )
-    assert s.engine_config()["bottleneck"]["aqm"] == {
+    assert engine_params(s)["aqm"] == {
         "kind": "pie",
         "target_ns": 7_500_000,
         "tupdate_ns": 15_000_000,
@@ -211,7 +225,7 @@ def test_pi2_target_is_k_times_the_rtt_with_the_given_gains() -> None:
         },
         flows=[{"cc": "dctcp", "rtt": "5ms"}],
     )
-    b = s.engine_config()["bottleneck"]
+    b = engine_params(s)
     assert b["aqm"] == {
         "kind": "pi2",
         "target_ns": 2_500_000,
@@ -230,7 +244,7 @@ def test_fq_pie_defaults() -> None:
     # sch_fq_pie: 1024 flows, limit 10240 (capped by a 500-packet buffer), quantum 1514,
     # ecn_prob 10 %, and PIE's 15 ms / 15 ms / 2 / 20.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "100Mbps", "buffer": "500pkt", "aqm": {"kind": "fq_pie"}}, flows=[{"cc": "cubic", "rtt": "20ms"}])
-    a = s.engine_config()["bottleneck"]["aqm"]
+    a = engine_params(s)["aqm"]
     # (PIE's own limit and MTU are sch_pie's defaults, unused by FQ-PIE.)
     assert a == {
         "kind": "fq_pie",
@@ -257,7 +271,7 @@ def test_dualpi2_defaults_are_linuxs() -> None:
     # β 819/256 Hz, k 2, step 1 ms, min_qlen_step 0, wc 10 %, ECT(1) classification, limit
     # 10 000, MTU 1514.
     s = aqmlab.Scenario(duration="1s", bottleneck={"rate": "40Mbps", "buffer": "250ms", "aqm": {"kind": "dualpi2"}}, flows=[{"cc": "dctcp", "rtt": "7ms"}])
-    assert s.engine_config()["bottleneck"]["aqm"] == {
+    assert engine_params(s)["aqm"] == {
         "kind": "dualpi2",
         "target_ns": 15_000_000,
         "tupdate_ns": 16_000_000,
@@ -283,7 +297,7 @@ def test_ppv_owns_the_buffer_and_gets_the_equal_share_marker_by_default() -> Non
         flows=[{"cc": "cubic", "rtt": "10ms"}, {"cc": "bbr", "rtt": "10ms"}],
     )
     cfg = s.engine_config()
-    assert cfg["bottleneck"]["aqm"] == {"kind": "ppv", "limit_packets": None, "limit_bytes": 25_000}
+    assert engine_params(s)["aqm"] == {"kind": "ppv", "limit_packets": None, "limit_bytes": 25_000}
     assert cfg["marker"] == {"rate_window_ns": 100_000_000, "class_weights": [1.0, 1.0], "class_curves": [None, None]}
     # The canonical form spells the default marker out, and is a fixed point.
     canon = s.canonical()
@@ -302,8 +316,7 @@ def test_csaqm_target_bytes_and_weighted_marker_in_class_order() -> None:
         marker={"tvf": "weighted", "weights": {"gold": 2, "bronze": 0.5}, "rate_window": "50ms"},
     )
     cfg = s.engine_config()
-    assert cfg["bottleneck"]["aqm"] == {"kind": "csaqm", "target_bytes": 312_500, "interval_ns": 5_000_000}
-    assert cfg["bottleneck"]["delay_target_ns"] == 2_500_000
+    assert engine_params(s) == {"aqm": {"kind": "csaqm", "target_bytes": 312_500, "interval_ns": 5_000_000}, "delay_target_ns": 2_500_000}
     assert cfg["marker"] == {"rate_window_ns": 50_000_000, "class_weights": [2.0, 1.0, 0.5], "class_curves": [None, None, None]}
 
 
@@ -331,19 +344,23 @@ def test_disciplines_without_values_have_no_marker_and_keep_their_hash() -> None
     assert "marker" not in s.canonical()
 
 
-def _refuse_an_option() -> None:
-    from aqmlab.scenario import AqmOptionError
+def _check_red_with_a_small_burst() -> None:
+    s = aqmlab.Scenario(
+        duration="1s",
+        bottleneck={"rate": "100Mbps", "buffer": "1bdp", "aqm": {"kind": "red", "min": "30000B", "max": "90000B", "avpkt": "1000B", "burst": 2}},
+        flows=[{"cc": "reno", "rtt": "10ms"}],
+    )
+    check_with_engine(s)
 
-    raise AqmOptionError("target", "must be positive")
 
-
-def test_an_aqm_option_error_survives_the_trip_back_from_a_worker_process() -> None:
-    # A sweep's worker raises it and the process pool pickles it to the parent, which prints
-    # the key and the reason: both must come back as they were, raised in a real worker.
+def test_an_option_the_engine_refuses_comes_back_from_a_worker_process_with_its_key() -> None:
+    # tc's tc_red_eval_ewma (iproute2 tc/tc_red.c) needs burst + 1 - min/avpkt >= 1: with min
+    # 30 000 B and avpkt 1000 B a burst of 2 is refused, by the engine alone (the front knows
+    # nothing of it). A sweep's worker raises the error and the process pool pickles it to the
+    # parent, which prints the key and the reason: both must come back as they were.
     from concurrent.futures import ProcessPoolExecutor
 
-    from aqmlab.scenario import AqmOptionError
-
     with ProcessPoolExecutor(1) as pool:
-        e = pool.submit(_refuse_an_option).exception()
-    assert (type(e), e.key, e.message, str(e)) == (AqmOptionError, "target", "must be positive", "bottleneck.aqm.target: must be positive")
+        e = pool.submit(_check_red_with_a_small_burst).exception()
+    assert isinstance(e, ScenarioError), e
+    assert e.key == "bottleneck.aqm.burst" and "try burst 31" in str(e), str(e)

@@ -31,7 +31,6 @@ __all__ = [
     "flow_plan",
     "harm",
     "host_defaults",
-    "lower_aqm",
     "qdiscs",
     "run",
     "tables_from_records",
@@ -55,7 +54,6 @@ tables_from_records = _native.tables_from_records
 ccs = _native.ccs
 qdiscs = _native.qdiscs
 describe_ccs = _native.describe_ccs
-lower_aqm = _native.lower_aqm
 windowed_jain = _native.windowed_jain
 events = _native.events
 convergence = _native.convergence

@@ -11,9 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::marker::{Tvf, DEFAULT_RATE_WINDOW_NS};
 
-/// The bottleneck: a link of rate C behind a buffer and a queue discipline.
+/// The bottleneck: a link of rate C behind a buffer and a queue discipline, the discipline
+/// given as a scenario gives it (`{"kind": "red", option: value}`, units resolved to integers)
+/// and lowered here to its engine parameters by `aqm::QdiscOptions::lower`, so the simulator
+/// and the router lower the same options the same way.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "BottleneckOptions")]
 pub struct BottleneckConfig {
     /// Link rate C, bit/s.
     pub rate_bps: u64,
@@ -21,10 +24,60 @@ pub struct BottleneckConfig {
     pub buffer_packets: Option<u64>,
     /// ...and at most this many bytes (a time-sized buffer arrives here converted at line rate).
     pub buffer_bytes: Option<u64>,
-    /// The queue discipline and its parameters, `{"kind": "red", ...}` (see `aqm::QdiscConfig`).
+    /// The queue discipline's engine parameters (see `aqm::QdiscConfig`).
     pub aqm: aqm::QdiscConfig,
     /// The discipline's delay target, ns, where it has one (for "mean delay / target").
     pub delay_target_ns: Option<u64>,
+}
+
+/// The bottleneck as the engine config's JSON states it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BottleneckOptions {
+    rate_bps: u64,
+    buffer_packets: Option<u64>,
+    buffer_bytes: Option<u64>,
+    /// The reference RTT of the options' `bdp` sizes and `K rtt` targets, ns.
+    rtt_ref_ns: u64,
+    aqm: aqm::QdiscOptions,
+}
+
+/// Prefix of every error of lowering the discipline's options: `bottleneck.aqm.<key>: why`.
+pub const AQM_ERROR_PREFIX: &str = "bottleneck.aqm";
+
+impl TryFrom<BottleneckOptions> for BottleneckConfig {
+    type Error = String;
+
+    fn try_from(b: BottleneckOptions) -> Result<Self, String> {
+        let link = aqm::Link {
+            rate_bps: b.rate_bps,
+            buffer_packets: b.buffer_packets,
+            buffer_bytes: b.buffer_bytes,
+            rtt_ref_ns: b.rtt_ref_ns,
+        };
+        let lowered = b.aqm.lower(&link).map_err(|e| {
+            let dot = if e.key.is_empty() { "" } else { "." };
+            format!("{AQM_ERROR_PREFIX}{dot}{}: {}", e.key, e.message)
+        })?;
+        Ok(BottleneckConfig {
+            rate_bps: b.rate_bps,
+            buffer_packets: b.buffer_packets,
+            buffer_bytes: b.buffer_bytes,
+            aqm: lowered.config,
+            delay_target_ns: lowered.delay_target_ns,
+        })
+    }
+}
+
+/// An engine config's deserialization error as one line: a refused discipline option as
+/// lowering states it (`bottleneck.aqm.target: must be positive`), anything else (a front-end
+/// bug: the front validates the scenario first) with serde's position.
+pub fn json_error(e: serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rsplit_once(" at line ") {
+        Some((message, _)) if message.starts_with(AQM_ERROR_PREFIX) => message.to_string(),
+        _ => format!("engine config: {text}"),
+    }
 }
 
 /// The end hosts' network stack, for every host of the run (`[host]` of a scenario): Linux
@@ -394,7 +447,7 @@ pub struct LinkConfig {
 
 impl LinkConfig {
     pub fn from_json(s: &str) -> Result<Self, String> {
-        let cfg: LinkConfig = serde_json::from_str(s).map_err(|e| format!("engine config: {e}"))?;
+        let cfg: LinkConfig = serde_json::from_str(s).map_err(json_error)?;
         cfg.check()?;
         Ok(cfg)
     }
@@ -438,7 +491,7 @@ mod tests {
     fn engine(extra: &str, class_extra: &str) -> String {
         format!(
             r#"{{"name": "t", "seed": 1, "duration_ns": 1000000000, "warmup_ns": 0,
-                "bottleneck": {{"rate_bps": 12000000, "buffer_packets": 100, "buffer_bytes": null, "aqm": {{"kind": "ppv"}}, "delay_target_ns": null}},
+                "bottleneck": {{"rate_bps": 12000000, "buffer_packets": 100, "buffer_bytes": null, "aqm": {{"kind": "ppv"}}, "rtt_ref_ns": 10000000}},
                 "classes": [{{"name": "a", "rtt_ns": 10000000, "cc": {{"name": "cubic"}}, "count": 3{class_extra}}}],
                 "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}{extra}}}"#
         )

@@ -35,12 +35,19 @@ fn run_error(e: sim::RunError) -> PyErr {
     }
 }
 
-/// Validate an engine config without running it (nor building its flows). Raises
-/// ValueError("dotted.key: message").
+/// Validate an engine config without running it (nor building its flows); return what the
+/// engine made of the bottleneck's discipline: `{"aqm": its parameters, "delay_target_ns":
+/// int or None}`. Raises ValueError("dotted.key: message").
 #[pyfunction]
-fn check(config_json: &str) -> PyResult<()> {
+fn check<'py>(py: Python<'py>, config_json: &str) -> PyResult<Bound<'py, PyAny>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
-    sim::world::check(&cfg).map_err(run_error)
+    sim::world::check(&cfg).map_err(run_error)?;
+    let aqm = serde_json::to_value(&cfg.bottleneck.aqm)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    json_to_py(
+        py,
+        &serde_json::json!({"aqm": aqm, "delay_target_ns": cfg.bottleneck.delay_target_ns}),
+    )
 }
 
 /// What a run of this engine config will cost (`sim::estimate`): a dict of `flows`,
@@ -212,30 +219,6 @@ fn describe_aqms(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     json_to_py(py, &aqm::QdiscOptions::describe())
 }
 
-/// Lower a discipline's scenario options (`{"kind": ..., option: value}`, units resolved) on a
-/// link (`{"rate_bps", "buffer_packets", "buffer_bytes", "rtt_ref_ns"}`) to the engine's
-/// parameters: returns `(engine aqm config, delay_target_ns or None)`. A refused option raises
-/// `ValueError(key, message)`, key "" meaning the discipline as a whole.
-#[pyfunction]
-fn lower_aqm<'py>(
-    py: Python<'py>,
-    options_json: &str,
-    link_json: &str,
-) -> PyResult<(Bound<'py, PyAny>, Option<u64>)> {
-    let options: aqm::QdiscOptions = serde_json::from_str(options_json).map_err(|e| {
-        let m = e.to_string();
-        PyValueError::new_err(("", m.split(" at line ").next().unwrap_or(&m).to_string()))
-    })?;
-    let link: aqm::Link =
-        serde_json::from_str(link_json).map_err(|e| PyValueError::new_err(("", e.to_string())))?;
-    let lowered = options
-        .lower(&link)
-        .map_err(|e| PyValueError::new_err((e.key, e.message)))?;
-    let config = serde_json::to_value(&lowered.config)
-        .map_err(|e| PyValueError::new_err(("", e.to_string())))?;
-    Ok((json_to_py(py, &config)?, lowered.delay_target_ns))
-}
-
 /// A flows table's columns (flow, start_s, stop_s) as `results::convergence` schedules.
 fn spans(flows: FlowsColumns) -> PyResult<Vec<results::convergence::Span>> {
     let (flow, start, stop) = flows;
@@ -364,7 +347,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_aqms, m)?)?;
-    m.add_function(wrap_pyfunction!(lower_aqm, m)?)?;
     m.add_function(wrap_pyfunction!(windowed_jain, m)?)?;
     m.add_function(wrap_pyfunction!(events, m)?)?;
     m.add_function(wrap_pyfunction!(convergence, m)?)?;

@@ -28,7 +28,7 @@ fn engine(aqm: &str) -> LinkConfig {
     };
     LinkConfig::from_json(&format!(
         r#"{{"name": "bench", "seed": 1, "duration_ns": 1000000000000, "warmup_ns": 0,
-            "bottleneck": {{"rate_bps": 1000000000, "buffer_packets": 1000, "buffer_bytes": null, "aqm": {aqm}, "delay_target_ns": null}},
+            "bottleneck": {{"rate_bps": 1000000000, "buffer_packets": 1000, "buffer_bytes": null, "aqm": {aqm}, "rtt_ref_ns": 10000000}},
             "classes": [{}, {}], "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}}}"#,
         class(0, 10_000_000),
         class(1, 20_000_000)
@@ -59,8 +59,8 @@ fn bench(c: &mut Criterion) {
     for (name, aqm) in [
         ("taildrop", r#"{"kind": "taildrop"}"#),
         ("fq_codel", r#"{"kind": "fq_codel"}"#),
-        ("step", r#"{"kind": "step", "threshold_bytes": 30000}"#),
-        ("ppv", r#"{"kind": "ppv", "limit_bytes": 1500000}"#),
+        ("step", r#"{"kind": "step", "threshold": {"bytes": 30000}}"#),
+        ("ppv", r#"{"kind": "ppv"}"#),
     ] {
         let sources = vec![
             Prefix::parse("10.77.1.0/24").unwrap(),

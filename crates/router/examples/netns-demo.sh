@@ -8,7 +8,7 @@
 #   cargo build --release -p router && sudo crates/router/examples/netns-demo.sh
 set -euo pipefail
 RATE=${RATE:-20000000} BUF=${BUF:-200}
-AQM=${AQM:-'{"kind": "step", "threshold_bytes": 25000}'}
+AQM=${AQM:-'{"kind": "step", "threshold": {"bytes": 25000}}'}
 BIN=${BIN:-$(dirname "$0")/../../../target/release/aqmlab-router}
 T=demo$$
 S=aqS0-$T R=aqR-$T D=aqD-$T
@@ -41,7 +41,7 @@ cat > $WORK/router.json <<J
 {"tun": "aqtun", "class_sources": ["10.77.1.0/24"], "output": "$WORK/out.json",
  "engine": {"name": "demo", "seed": 1, "duration_ns": 6000000000, "warmup_ns": 1000000000,
    "bottleneck": {"rate_bps": $RATE, "buffer_packets": $BUF, "buffer_bytes": null,
-                  "aqm": $AQM, "delay_target_ns": null},
+                  "aqm": $AQM, "rtt_ref_ns": 10000000},
    "classes": [{"name": "cubic", "cc": {"name": "cubic"}, "count": 1, "rtt_ns": 20000000, "ecn": true,
                 "start": {"kind": "fixed", "at_ns": 0}, "size_bytes": null, "fq_pacing": false}],
    "measure": {"interval_ns": 100000000, "hist_bin_ns": 1000000}}}

@@ -110,7 +110,14 @@ impl RouterConfig {
         };
         let engine = match obj.get("engine") {
             Some(e @ Value::Object(_)) => {
-                LinkConfig::from_json(&e.to_string()).map_err(|m| format!("engine: {m}"))?
+                LinkConfig::from_json(&e.to_string()).map_err(|m| {
+                    // A refused discipline option is already a dotted key; the rest is a message.
+                    if m.starts_with(link::config::AQM_ERROR_PREFIX) {
+                        format!("engine.{m}")
+                    } else {
+                        format!("engine: {m}")
+                    }
+                })?
             }
             Some(_) => {
                 return Err("engine: must be an object (the simulator's engine config)".into())
@@ -202,7 +209,7 @@ mod tests {
             .collect();
         format!(
             r#"{{"name": "t", "seed": 1, "duration_ns": 1000000000, "warmup_ns": 0,
-                "bottleneck": {{"rate_bps": 12000000, "buffer_packets": 100, "buffer_bytes": null, "aqm": {aqm}, "delay_target_ns": null}},
+                "bottleneck": {{"rate_bps": 12000000, "buffer_packets": 100, "buffer_bytes": null, "aqm": {aqm}, "rtt_ref_ns": 10000000}},
                 "classes": [{}], "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}}}"#,
             classes.join(",")
         )
@@ -237,7 +244,8 @@ mod tests {
         assert!(err(&cfg(&bad_engine, "")).starts_with("engine:"));
         let bad_aqm = engine_json(r#"{"kind": "step"}"#, &[10_000_000]);
         assert!(
-            err(&cfg(&bad_aqm, "")).starts_with("engine.bottleneck.aqm.threshold"),
+            err(&cfg(&bad_aqm, ""))
+                .starts_with("engine.bottleneck.aqm: give exactly one of target"),
             "{}",
             err(&cfg(&bad_aqm, ""))
         );

@@ -126,7 +126,7 @@ fn udp_through_the_router_binary_in_namespaces() {
             r#"{{"tun": "aqtun", "class_sources": ["10.77.1.0/24"], "output": "{}",
                 "engine": {{"name": "t", "seed": 1, "duration_ns": 60000000000, "warmup_ns": 0,
                   "bottleneck": {{"rate_bps": 10000000, "buffer_packets": 100, "buffer_bytes": null,
-                                  "aqm": {{"kind": "step", "threshold_packets": 0}}, "delay_target_ns": null}},
+                                  "aqm": {{"kind": "step", "threshold": {{"bytes": 1}}}}, "rtt_ref_ns": 10000000}},
                   "classes": [{{"name": "c0", "cc": {{"name": "cubic"}}, "count": 1, "rtt_ns": 20000000, "ecn": true,
                                "start": {{"kind": "fixed", "at_ns": 0}}, "size_bytes": null, "fq_pacing": false}}],
                   "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}}}}}"#,

@@ -25,7 +25,7 @@ fn engine(aqm: &str, rate_bps: u64, buffer_packets: Option<u64>, rtts_ns: &[u64]
     let buf = buffer_packets.map_or("null".to_string(), |b| b.to_string());
     LinkConfig::from_json(&format!(
         r#"{{"name": "t", "seed": 7, "duration_ns": 10000000000, "warmup_ns": 0,
-            "bottleneck": {{"rate_bps": {rate_bps}, "buffer_packets": {buf}, "buffer_bytes": null, "aqm": {aqm}, "delay_target_ns": null}},
+            "bottleneck": {{"rate_bps": {rate_bps}, "buffer_packets": {buf}, "buffer_bytes": null, "aqm": {aqm}, "rtt_ref_ns": 10000000}},
             "classes": [{}], "measure": {{"interval_ns": 100000000, "hist_bin_ns": 1000000}}}}"#,
         classes.join(",")
     ))
@@ -232,7 +232,7 @@ fn step_marks_ect_packets_with_a_valid_checksum_and_never_marks_not_ect() {
     // p6 ECT(1) finds 4 → CE.
     let tos = [0x02u8, 0x02, 0xb8, 0x01, 0x02, 0x00, 0x01];
     let mut p = pipeline(
-        r#"{"kind": "step", "threshold_packets": 2}"#,
+        r#"{"kind": "step", "threshold": {"packets": 2}}"#,
         12_000_000,
         None,
         &[MS],
@@ -315,9 +315,9 @@ fn classes_get_their_own_rtt_and_ppv_values_its_packets() {
     // Two classes, 5 ms and 40 ms, through PPV (which needs the marker): at 12 Mbit/s a
     // packet of each at t = 0 leaves the link at 1 ms and 2 ms ⇒ due at 6 ms and 42 ms.
     let mut p = pipeline(
-        r#"{"kind": "ppv", "limit_bytes": 30000}"#,
+        r#"{"kind": "ppv"}"#,
         12_000_000,
-        None,
+        Some(20),
         &[5 * MS, 40 * MS],
     );
     p.receive(udp(1, 9, 1500, 0, 1), 0);
@@ -327,15 +327,10 @@ fn classes_get_their_own_rtt_and_ppv_values_its_packets() {
         out.iter().map(|o| (o.1, o.0)).collect::<Vec<_>>(),
         vec![(0, 7 * MS), (1, 41 * MS)]
     );
-    // A PPV buffer of 3000 B (two packets) and a burst of four from one flow: the link takes
+    // A PPV buffer of two packets and a burst of four from one flow: the link takes
     // the first, two fit, the fourth finds the buffer full and the lowest-valued packet
     // goes — PPV's value drop, never a plain overflow.
-    let mut p = pipeline(
-        r#"{"kind": "ppv", "limit_bytes": 3000}"#,
-        12_000_000,
-        None,
-        &[5 * MS],
-    );
+    let mut p = pipeline(r#"{"kind": "ppv"}"#, 12_000_000, Some(2), &[5 * MS]);
     for k in 0..4 {
         p.receive(udp(0, 9, 1500, 0, k), 0);
     }
@@ -371,11 +366,11 @@ fn arrivals() -> impl Strategy<Value = Vec<Arrival>> {
 
 const AQMS: [&str; 6] = [
     r#"{"kind": "taildrop"}"#,
-    r#"{"kind": "step", "threshold_bytes": 6000}"#,
-    r#"{"kind": "red", "limit": 30000, "min": 3000, "max": 9000, "avpkt": 1000, "probability": 0.1, "ecn": true}"#,
+    r#"{"kind": "step", "threshold": {"bytes": 6000}}"#,
+    r#"{"kind": "red", "limit": {"bytes": 30000}, "min": {"bytes": 3000}, "max": {"bytes": 9000}, "avpkt": {"bytes": 1000}, "probability": 0.1, "ecn": true}"#,
     r#"{"kind": "codel"}"#,
     r#"{"kind": "fq_codel"}"#,
-    r#"{"kind": "ppv", "limit_bytes": 15000}"#,
+    r#"{"kind": "ppv"}"#,
 ];
 
 proptest! {

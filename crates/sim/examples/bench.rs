@@ -30,24 +30,26 @@ use serde_json::json;
 fn aqm_for_a(kind: &str) -> serde_json::Value {
     match kind {
         "taildrop" => json!({"kind": "taildrop"}),
-        "red" => json!({"kind": "red", "limit": 1_250_000u64, "avpkt": 1500}),
-        "step" => json!({"kind": "step", "threshold_bytes": 212_500u64}),
+        "red" => json!({"kind": "red", "limit": {"bytes": 1_250_000u64}, "avpkt": {"bytes": 1500}}),
+        "step" => json!({"kind": "step", "threshold": {"bytes": 212_500u64}}),
         "codel" => json!({"kind": "codel", "limit": 833}),
         "pie" => json!({"kind": "pie", "limit": 833}),
         "fq_pie" => json!({"kind": "fq_pie", "limit": 833}),
         "pi2" => json!({"kind": "pi2", "limit": 833}),
         "dualpi2" => json!({"kind": "dualpi2", "limit": 833}),
-        "fq_codel" => json!({"kind": "fq_codel", "limit": 833, "memory_limit": 1_250_000u64}),
+        "fq_codel" => {
+            json!({"kind": "fq_codel", "limit": 833, "memory_limit": {"bytes": 1_250_000u64}})
+        }
         "choke" => json!({"kind": "choke", "limit": 833, "bandwidth": 1_000_000_000u64}),
         "ckcd" => {
-            json!({"kind": "ckcd", "rate_bps": 1_000_000_000u64, "q_min": 277.0, "q_max": 833.0, "d_max_ns": 10_000_000u64})
+            json!({"kind": "ckcd", "q_min": {"packets": 277}, "q_max": {"packets": 833}})
         }
-        "gsp" => json!({"kind": "gsp", "threshold_bytes": 937_500u64, "limit_bytes": 1_250_000u64}),
+        "gsp" => json!({"kind": "gsp", "threshold": {"bytes": 937_500u64}}),
         // PPV owns the 1-BDP buffer; both read the values of the default (equal-share) marker,
         // whose per-packet cost is part of theirs. CSAQM: target 0.75 × the buffer, as GSP.
-        "ppv" => json!({"kind": "ppv", "limit_bytes": 1_250_000u64}),
+        "ppv" => json!({"kind": "ppv"}),
         "csaqm" => {
-            json!({"kind": "csaqm", "target_bytes": 937_500u64, "interval_ns": 5_000_000u64})
+            json!({"kind": "csaqm", "target": 7_500_000u64, "interval": 5_000_000u64})
         }
         other => panic!("unknown discipline {other:?}"),
     }
@@ -77,7 +79,7 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
             5_000_000,
             vec![("dctcp", 100)],
             625_000_000,
-            json!({"kind": "step", "threshold_bytes": 1_062_500u64}),
+            json!({"kind": "step", "threshold": {"bytes": 1_062_500u64}}),
             10,
         ),
         "c" => (
@@ -93,7 +95,7 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
             7_000_000,
             vec![("cubic", 2)],
             1_600_000,
-            json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": false, "bandwidth": 40_000_000u64}),
+            json!({"kind": "red", "limit": {"bytes": 1_600_000u64}, "min": {"bytes": 120_000u64}, "max": {"bytes": 360_000u64}, "avpkt": {"bytes": 1000}, "burst": 220, "ecn": false, "bandwidth": 40_000_000u64}),
             60,
         ),
         other => panic!("unknown scenario {other:?} (expected a, b, c or d)"),
@@ -113,7 +115,7 @@ fn scenario(name: &str, c_cc: &str) -> serde_json::Value {
     }
     json!({
         "name": format!("bench-{name}"), "seed": 1, "duration_ns": secs * 1_000_000_000, "warmup_ns": 0,
-        "bottleneck": {"rate_bps": rate, "buffer_packets": null, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
+        "bottleneck": {"rate_bps": rate, "buffer_packets": null, "buffer_bytes": buffer_bytes, "aqm": aqm, "rtt_ref_ns": 10000000},
         "classes": classes,
         "measure": {"interval_ns": if std::env::var("NO_TS").is_ok() { 0 } else { 100_000_000u64 }, "hist_bin_ns": 1_000_000u64},
         "host": if std::env::var("OFFLOADS").is_ok_and(|v| v == "1") { json!({"offloads": true}) } else { json!({"offloads": false, "ideal": true}) },

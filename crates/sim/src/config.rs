@@ -236,8 +236,7 @@ impl StartConfig {
 
 impl EngineConfig {
     pub fn from_json(s: &str) -> Result<Self, String> {
-        let cfg: EngineConfig =
-            serde_json::from_str(s).map_err(|e| format!("engine config: {e}"))?;
+        let cfg: EngineConfig = serde_json::from_str(s).map_err(link::config::json_error)?;
         cfg.check()?;
         Ok(cfg)
     }
@@ -331,7 +330,7 @@ mod tests {
         // emulator's router reads the same JSON as `link::LinkConfig`, and both agree on what
         // the bottleneck needs.
         let json = r#"{"name": "t", "seed": 9, "duration_ns": 3000000000, "warmup_ns": 1000000000,
-            "bottleneck": {"rate_bps": 20000000, "buffer_packets": null, "buffer_bytes": 50000, "aqm": {"kind": "ppv"}, "delay_target_ns": null},
+            "bottleneck": {"rate_bps": 20000000, "buffer_packets": null, "buffer_bytes": 50000, "aqm": {"kind": "ppv"}, "rtt_ref_ns": 10000000},
             "classes": [
               {"name": "a", "cc": {"name": "cubic"}, "count": 2, "rtt_ns": 10000000, "ecn": false, "start": {"kind": "fixed", "at_ns": 0},
                "stop": {"kind": "fixed", "at_ns": 2000000000}, "size_bytes": null, "fq_pacing": false},

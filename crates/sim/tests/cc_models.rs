@@ -206,7 +206,7 @@ fn bbr_runs_are_reproducible_and_the_seed_moves_the_gain_cycle() {
 fn prague_over_a_1ms_step_fills_the_link_with_a_queue_near_the_threshold() {
     // RFC 9330 §1 / RFC 9332 §1: a scalable CC over an immediate step at 1 ms keeps the link
     // full with about 1 ms of queue. Accept ≥ 95 % utilization and a mean sojourn ≤ 1.5 ms.
-    let step = json!({"kind": "step", "threshold_bytes": 12_500u64});
+    let step = json!({"kind": "step", "threshold": {"bytes": 12_500u64}});
     let r = run(&config(
         100 * MBPS,
         Some(10 * bdp_bytes(100 * MBPS, 20.0)),
@@ -303,7 +303,7 @@ fn fq_codel_gives_bbr_and_cubic_equal_shares_where_taildrop_does_not() {
     // CC, so BBRv1 and CUBIC get about half each (±0.1), where a shallow drop-tail queue lets
     // BBR take most of the link (Hock et al., ICNP 2017).
     let buf = Some(bdp_bytes(100 * MBPS, 20.0) / 4);
-    let fq = json!({"kind": "fq_codel", "limit": 10240, "memory_limit": 33_554_432u64});
+    let fq = json!({"kind": "fq_codel", "limit": 10240, "memory_limit": {"bytes": 33_554_432u64}});
     let s_fq = share_of_first_class(&run(&config(
         100 * MBPS,
         buf,

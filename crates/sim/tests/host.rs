@@ -129,7 +129,7 @@ fn conservation_with_offloads() {
         100 * MBPS,
         None,
         Some(20),
-        json!({"kind": "step", "threshold_bytes": 15_000}),
+        json!({"kind": "step", "threshold": {"bytes": 15_000}}),
         &classes,
         5.3,
         0.0,

@@ -325,7 +325,7 @@ fn step_keeps_the_dctcp_queue_near_its_threshold() {
         GBPS,
         Some(62_500_000),
         None,
-        json!({"kind": "step", "threshold_bytes": k_bytes}),
+        json!({"kind": "step", "threshold": {"bytes": k_bytes}}),
         &[c],
         20.0,
         5.0,
@@ -512,7 +512,7 @@ fn gsp_holds_the_cubic_queue_near_its_threshold() {
     // [0.75, 1.1] × 15 ms, and no overflow (GSP's single drops keep the queue off the limit).
     let mut c = class("cubic", 10, 20.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
-    let aqm = json!({"kind": "gsp", "threshold_bytes": 187_500, "limit_bytes": 250_000});
+    let aqm = json!({"kind": "gsp", "threshold": {"bytes": 187_500}});
     let r = run(&config(
         100 * MBPS,
         Some(250_000),
@@ -545,7 +545,7 @@ fn ckcd_cuts_the_share_an_unresponsive_flow_takes_under_taildrop() {
     let mut tcp = class("reno", 32, 20.0);
     tcp.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
     let classes = [tcp, cbr(1, 20.0, 200 * MBPS)];
-    let ckcd = json!({"kind": "ckcd", "rate_bps": 100 * MBPS, "q_min": 100.0, "q_max": 300.0, "d_max_ns": 36_000_000u64});
+    let ckcd = json!({"kind": "ckcd", "q_min": {"packets": 100}, "q_max": {"packets": 300}});
     let r = run(&config(
         100 * MBPS,
         None,
@@ -680,7 +680,7 @@ fn pi2_holds_the_dctcp_sojourn_at_its_target() {
     // target (De Schepper et al. 2016 §4); expect it within ±10 % and a full link.
     let mut c = class("dctcp", 10, 5.0);
     c.start = json!({"kind": "uniform", "lo_ns": 0, "hi_ns": 1_000_000_000u64});
-    let aqm = json!({"kind": "pi2", "target_ns": 2_500_000u64, "tupdate_ns": 10_000_000u64, "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"});
+    let aqm = json!({"kind": "pi2", "target": 2_500_000u64, "tupdate": 10_000_000u64, "alpha": 0.16, "beta": 3.2, "ecn_mask": "any_ect"});
     let r = run(&config(
         GBPS,
         Some(62_500_000),
@@ -752,7 +752,7 @@ fn dualpi2_brings_dctcp_and_cubic_far_closer_than_a_shared_red_queue() {
             r.summary["metrics"]["sojourn_ms"]["mean"].as_f64().unwrap(),
         )
     };
-    let red = json!({"kind": "red", "limit": 1_600_000u64, "min": 120_000u64, "max": 360_000u64, "avpkt": 1000, "burst": 220, "ecn": true, "bandwidth": 40 * MBPS});
+    let red = json!({"kind": "red", "limit": {"bytes": 1_600_000u64}, "min": {"bytes": 120_000u64}, "max": {"bytes": 360_000u64}, "avpkt": {"bytes": 1000}, "burst": 220, "ecn": true, "bandwidth": 40 * MBPS});
     let (r_red, d_red) = ratio(red);
     let (r_dq, d_dq) = ratio(json!({"kind": "dualpi2", "ecn_mask": "any_ect"}));
     println!("dctcp/cubic: red {r_red:.2} ({d_red:.1} ms), dualpi2 {r_dq:.2} ({d_dq:.1} ms)");
@@ -862,7 +862,7 @@ fn ppv_evens_out_a_cubic_flow_and_an_unresponsive_cbr_flow_unlike_taildrop() {
         (g[1] / (g[0] + g[1]), metric(&r, "utilization"))
     };
     let (td, _) = share(taildrop());
-    let (ppv, u) = share(json!({"kind": "ppv", "limit_bytes": 250_000}));
+    let (ppv, u) = share(json!({"kind": "ppv"}));
     println!("cbr share: taildrop {td:.3}, ppv {ppv:.3} (utilization {u:.4})");
     assert!(td > 0.95, "TailDrop CBR share {td:.3}");
     assert!((0.45..=0.65).contains(&ppv), "PPV CBR share {ppv:.3}");
@@ -896,7 +896,7 @@ fn ppv_brings_bbr_and_cubic_close_in_a_small_buffer() {
         ((g[2] + g[3]) / (g[0] + g[1]), metric(&r, "utilization"))
     };
     let (td, _) = ratio(taildrop());
-    let (ppv, u) = ratio(json!({"kind": "ppv", "limit_bytes": 25_000}));
+    let (ppv, u) = ratio(json!({"kind": "ppv"}));
     println!("bbr/cubic: taildrop {td:.2}, ppv {ppv:.2} (utilization {u:.4})");
     assert!(td > 8.0, "TailDrop BBR/CUBIC {td:.2}");
     assert!(ppv < 2.0, "PPV BBR/CUBIC {ppv:.2}");
@@ -910,7 +910,7 @@ fn csaqm_holds_the_dctcp_sojourn_near_k_rtt_and_spares_flows_below_their_share()
     // flows, 1 Gbit/s, 5 ms, 500 ms buffer, K = 0.5: D_target = 2.5 ms, L_target = 312 500 B,
     // CTV every 5 ms. Expect the mean sojourn within ±30 % of 2.5 ms and a full link
     // (measured 2.59–2.61 ms and 1.000 over seeds 1–5), and equal shares (Jain > 0.99).
-    let aqm = json!({"kind": "csaqm", "target_bytes": 312_500});
+    let aqm = json!({"kind": "csaqm", "target": 2_500_000u64});
     let r = run(&config(
         GBPS,
         Some(62_500_000),
@@ -967,7 +967,7 @@ fn a_two_to_one_tvf_splits_the_link_two_to_one() {
             100 * MBPS,
             20.0,
             250_000u64,
-            json!({"kind": "ppv", "limit_bytes": 250_000}),
+            json!({"kind": "ppv"}),
         ),
         (
             "csaqm",
@@ -975,7 +975,7 @@ fn a_two_to_one_tvf_splits_the_link_two_to_one() {
             GBPS,
             5.0,
             62_500_000u64,
-            json!({"kind": "csaqm", "target_bytes": 312_500}),
+            json!({"kind": "csaqm", "target": 2_500_000u64}),
         ),
     ];
     for (name, cc, rate, rtt, buffer, aqm) in cases {
@@ -1019,7 +1019,7 @@ fn a_marker_is_refused_for_a_discipline_that_ignores_values() {
         .expect_err("refused")
         .to_string();
     assert!(err.starts_with("marker: only the ppv and csaqm"), "{err}");
-    let ppv = json!({"kind": "ppv", "limit_bytes": 250_000});
+    let ppv = json!({"kind": "ppv"});
     let cfg = with_marker(
         &config(
             100 * MBPS,

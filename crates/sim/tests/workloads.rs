@@ -103,7 +103,7 @@ fn short_flows_finish_far_sooner_under_fq_codel_than_behind_a_deep_taildrop_queu
     };
     let td = run(&mk(json!({"kind": "taildrop"})));
     let fq = run(&mk(
-        json!({"kind": "fq_codel", "limit": 10240, "memory_limit": 33_554_432u64}),
+        json!({"kind": "fq_codel", "limit": 10240, "memory_limit": {"bytes": 33_554_432u64}}),
     ));
     let small = |r: &sim::RunResult| r.summary["fct"][0]["fct_s"]["mean"].as_f64().unwrap();
     let (a, b) = (small(&td), small(&fq));

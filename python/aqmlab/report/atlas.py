@@ -5,23 +5,20 @@ scenario (cells/<hash>.toml), so any cell is one click from a runnable file."""
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 from pathlib import Path
 
 import matplotlib
 
-from aqmlab.store.atomic import write_text
-
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+from aqmlab.report.page import Page  # noqa: E402
 
 __all__ = ["write_atlas_report"]
 
@@ -33,22 +30,6 @@ _METRIC = {
 
 
 _TICKS = (0.01, 0.03, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 100)
-
-
-def _png(fig: Figure) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def _svg(fig: Figure) -> str:
-    buf = io.StringIO()
-    with plt.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format="svg")
-    plt.close(fig)
-    text = buf.getvalue()
-    return text[text.index("<svg") :]
 
 
 def _overview(df: pd.DataFrame, aqms: list[str], pairs: list[str]) -> Figure:
@@ -140,37 +121,26 @@ def write_atlas_report(directory: str | Path, output: str | Path | None = None) 
     pairs = [f"{a} vs {b}" for a, b in dict.fromkeys(zip(df["first"], df["second"]))]
     xlim = (10 ** df["x0"].min(), 10 ** df["x1"].max())
     ylim = (10 ** df["y0"].min(), 10 ** df["y1"].max())
-    parts = [
-        f"<p>{len(pairs)} pair(s) of congestion controls × {len(aqms)} AQM(s), {doc['count']} flow(s) each, at {html.escape(doc['rate'])}; the first CC's RTT is {html.escape(doc['rtt'])}, "
+    page = Page(f"Coexistence atlas: {doc['name']}", out.parent / f"{out.stem}-figures", width_px=1400)
+    page.para(
+        f"{len(pairs)} pair(s) of congestion controls × {len(aqms)} AQM(s), {doc['count']} flow(s) each, at {doc['rate']}; the first CC's RTT is {doc['rtt']}, "
         f"the second's is the RTT ratio times it; buffer in BDPs of the first's RTT. {doc['cells']} cells after {doc['rounds']} refinement round(s) (threshold {doc['threshold']:g}); "
         f"{doc['runs']} runs ({doc['duration']} each, mean over seeds {doc['seeds']}). Jain's index over all flows (red: unfair); harm is the throughput harm a CC suffers against its solo baseline "
-        "(Ware et al., HotNets 2019; red: harmed, blue: better off than among its own kind). Click a cell for its scenario.</p>",
-        "<h2>Where each AQM breaks</h2>",
-        f'<figure><img alt="overview" src="data:image/png;base64,{_png(_overview(df, aqms, pairs))}"><figcaption>Worst value over the buffer × RTT-ratio plane, per AQM (rows) and pair (columns)</figcaption></figure>',
-    ]
+        "(Ware et al., HotNets 2019; red: harmed, blue: better off than among its own kind). Click a cell for its scenario."
+    )
+    page.heading("Where each AQM breaks")
+    page.figure(_overview(df, aqms, pairs), "overview", "Worst value over the buffer × RTT-ratio plane, per AQM (rows) and pair (columns)")
     for (a, b), sub in df.groupby(["first", "second"], sort=False):
-        parts.append(f"<h2>{html.escape(a)} vs {html.escape(b)}</h2>")
-        parts.append(f'<div class="map">{_svg(_pair_maps(sub, aqms, a, b, xlim, ylim))}</div>')
-        errs = sub[sub["error"].notna()].drop_duplicates("aqm")
-        for r in errs.itertuples():
-            parts.append(f"<p>{html.escape(r.aqm)}: grey cells have no valid scenario ({html.escape(r.error)}).</p>")
+        page.heading(f"{a} vs {b}")
+        page.inline_svg(_pair_maps(sub, aqms, a, b, xlim, ylim), "map")
+        for r in sub[sub["error"].notna()].drop_duplicates("aqm").itertuples():
+            page.para(f"{r.aqm}: grey cells have no valid scenario ({r.error}).")
         worst = sub.nsmallest(3, "jain")[["aqm", "buffer_bdp", "rtt_ratio", "jain", "harm_first", "harm_second", "run"]]
         worst["run"] = [f'<a href="cells/{h}.toml">{h}</a>' for h in worst["run"]]
-        parts.append(
+        page.parts.append(
             "<details><summary>least fair cells</summary>"
             + worst.to_html(index=False, escape=False, float_format=lambda v: f"{v:.3g}", border=0, classes="nums")
             + "</details>"
         )
-    style = (
-        "body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222}"
-        "img,svg{max-width:100%;height:auto}figcaption{font-size:.9em;color:#555}"
-        "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
-    )
-    title = f"Coexistence atlas: {doc['name']}"
-    page = (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>\n'
-        + "\n".join(parts)
-        + "\n</body></html>\n"
-    )
-    write_text(out, page)
+    page.write(out)
     return out

@@ -1,6 +1,7 @@
 """One HTML page of figures and tables: the builder every report shares (study, harm, compare,
-search, fidelity). Each figure is saved beside the page as PNG and SVG and embedded; its
-numbers go under it in a collapsed table."""
+search, fidelity, atlas). Each figure is saved beside the page as PNG and SVG and embedded; its
+numbers go under it in a collapsed table. A figure whose parts link elsewhere (the atlas's maps)
+is embedded as inline SVG instead, since an <img> cannot carry links."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ __all__ = ["Page"]
 
 
 class Page:
-    def __init__(self, title: str, fig_dir: Path):
+    def __init__(self, title: str, fig_dir: Path, width_px: int = 1200):
         self.title = title
         self.fig_dir = fig_dir
+        self.width_px = width_px
         self.parts: list[str] = []
         self.n = 0
 
@@ -53,6 +55,16 @@ class Page:
                 "<details><summary>numbers</summary>" + table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums") + "</details>"
             )
 
+    def inline_svg(self, fig: Figure, css_class: str) -> None:
+        """Embed `fig` as inline SVG in a <div class=css_class>, its text left as text and its
+        artists' URLs (Artist.set_urls) as working links."""
+        buf = io.StringIO()
+        with plt.rc_context({"svg.fonttype": "none"}):
+            fig.savefig(buf, format="svg")
+        plt.close(fig)
+        text = buf.getvalue()
+        self.parts.append(f'<div class="{css_class}">{text[text.index("<svg") :]}</div>')
+
     def write(self, out: Path) -> None:
         """Write the page to `out` atomically (temp file + rename), creating its folder."""
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -60,8 +72,8 @@ class Page:
 
     def render(self) -> str:
         style = (
-            "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
-            "figure{margin:1.2em 0}img{max-width:100%}figcaption{font-size:.9em;color:#555}"
+            f"body{{font-family:system-ui,sans-serif;max-width:{self.width_px}px;margin:2em auto;padding:0 1em;color:#222}}"
+            "figure{margin:1.2em 0}img,svg{max-width:100%;height:auto}figcaption{font-size:.9em;color:#555}"
             "table.nums{border-collapse:collapse;font-size:.8em}table.nums td,table.nums th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right}"
             "details{margin-bottom:1.5em}code{background:#f4f4f4;padding:0 3px}"
             "table.findings{border-collapse:collapse;font-size:.85em;margin-bottom:1.5em}table.findings td,table.findings th{padding:4px 6px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"

@@ -4,14 +4,12 @@ import from here."""
 
 from aqmlab.inputs.errors import ScenarioError
 from aqmlab.scenario.load import check_with_engine, error_from_validation, load_scenario, parse_scenario
-from aqmlab.scenario.lower import AqmOptionError
 from aqmlab.scenario.model import Scenario
 from aqmlab.scenario.parts import AQM_MODELS, VALUE_AQMS, Flows, Host, Marker, Workload, available
 
 __all__ = [
     "AQM_MODELS",
     "VALUE_AQMS",
-    "AqmOptionError",
     "Flows",
     "Host",
     "Marker",

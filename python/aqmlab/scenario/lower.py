@@ -11,7 +11,6 @@ discipline's options are converted by the unit the engine declares for each
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from fractions import Fraction
@@ -21,7 +20,7 @@ from aqmlab import engine
 from aqmlab.scenario import units as u
 from aqmlab.scenario.parts import Bottleneck, Flows, Marker, Measure, Workload
 
-__all__ = ["AqmOptionError", "size_bytes", "target_ns", "bottleneck", "flow_class", "workload_class", "marker", "measure", "schedule"]
+__all__ = ["size_bytes", "target_ns", "bottleneck", "flow_class", "workload_class", "marker", "measure", "schedule"]
 
 
 def size_bytes(q: u.Quantity, rate_bps: int, rtt_ref_ns: int) -> int:
@@ -64,18 +63,6 @@ def schedule(text: str) -> dict[str, Any]:
     return {"kind": "fixed", "at_ns": u.parse_time(text)}
 
 
-class AqmOptionError(ValueError):
-    """An option the engine refused: the key under `bottleneck.aqm` ("" = the table) and why."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(f"bottleneck.aqm{'.' + key if key else ''}: {message}")
-        self.key, self.message = key, message
-
-    def __reduce__(self) -> tuple[type, tuple[str, str]]:
-        # A sweep's worker process raises it; the pool pickles it back to the parent.
-        return (AqmOptionError, (self.key, self.message))
-
-
 def _option_value(unit: str, v: Any, rate: int, rtt_ref: int) -> Any:
     """One option's value with its unit resolved, as the engine's `aqm::options` reads it."""
     if v is None:
@@ -95,22 +82,16 @@ def _option_value(unit: str, v: Any, rate: int, rtt_ref: int) -> Any:
 
 
 def bottleneck(b: Bottleneck, rtt_ref: int) -> dict[str, Any]:
-    """The bottleneck's engine config: the link, its buffer, and the discipline's parameters
-    and delay target — each option converted by its declared unit here, the rest (defaults
-    that depend on the link, conversions to the engine's units, checks) by the discipline
-    itself (`aqm::options`)."""
+    """The bottleneck's engine config: the link, its buffer, the reference RTT, and the
+    discipline's options, each converted by its declared unit; the engine lowers them (defaults
+    that depend on the link, conversions to the discipline's units, checks) as it reads the
+    config, and refuses a bad one as `bottleneck.aqm.<option>: why`."""
     rate = u.parse_rate(b.rate)
     buf_pkts, buf_bytes = _limit(b.buffer, rate, rtt_ref)
     options = {"kind": b.aqm.kind}
     for o in engine.describe_aqms()[b.aqm.kind]["options"]:
         options[o["name"]] = _option_value(o["unit"], getattr(b.aqm, o["name"]), rate, rtt_ref)
-    link = {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "rtt_ref_ns": rtt_ref}
-    try:
-        engine_aqm, delay_target_ns = engine.lower_aqm(json.dumps(options), json.dumps(link))
-    except ValueError as e:
-        key, message = e.args if len(e.args) == 2 else ("", str(e))
-        raise AqmOptionError(key, message) from None
-    return {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "aqm": engine_aqm, "delay_target_ns": delay_target_ns}
+    return {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "rtt_ref_ns": rtt_ref, "aqm": options}
 
 
 def _payload_bytes(text: str) -> int:

@@ -381,7 +381,7 @@ mod tests {
         let cfg = linux_hosts(config(
             10_000_000,
             100,
-            json!({"kind": "ppv", "limit_bytes": 150_000}),
+            json!({"kind": "ppv"}),
             vec![
                 tcp("cubic", 2, 20_000_000, None),
                 cbr(1, 40_000_000, 1_000_000),
@@ -498,16 +498,18 @@ mod tests {
 
     #[test]
     fn check_refuses_what_building_the_world_refuses() {
-        // PIE's alpha is in 1/16 Hz up to 32 (tc): 33 passes the config's own checks and fails
+        // PIE's alpha is in 1/16 Hz up to 32 (tc). Lowering a scenario's options refuses 33;
+        // engine parameters set directly (the Rust API) pass the config's own checks and fail
         // when the discipline is built, named under bottleneck.aqm.
-        let cfg = engine(&config(
+        let mut cfg = engine(&config(
             10_000_000,
             100,
-            json!({"kind": "pie", "alpha": 33}),
+            json!({"kind": "pie"}),
             vec![tcp("reno", 1, 10_000_000, None)],
             1_000_000_000,
             0,
         ));
+        cfg.bottleneck.aqm = serde_json::from_value(json!({"kind": "pie", "alpha": 33})).unwrap();
         assert_eq!(cfg.check(), Ok(()));
         let e = check(&cfg).unwrap_err();
         assert!(

@@ -162,7 +162,7 @@ mod tests {
     ) -> Value {
         json!({
             "name": "world", "seed": 7, "duration_ns": duration_ns, "warmup_ns": warmup_ns,
-            "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": null, "aqm": aqm, "delay_target_ns": null},
+            "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": null, "aqm": aqm, "rtt_ref_ns": 10000000},
             "classes": classes,
             "measure": {"interval_ns": 10_000_000u64, "hist_bin_ns": 1_000_000u64},
             "host": {"offloads": false, "ideal": true},

@@ -66,7 +66,7 @@ pub fn config(
     json!({
         "name": "test", "seed": seed,
         "duration_ns": (duration_s * 1e9) as u64, "warmup_ns": (warmup_s * 1e9) as u64,
-        "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": buffer_bytes, "aqm": aqm, "delay_target_ns": null},
+        "bottleneck": {"rate_bps": rate_bps, "buffer_packets": buffer_packets, "buffer_bytes": buffer_bytes, "aqm": aqm, "rtt_ref_ns": 10000000},
         "classes": cls,
         "measure": {"interval_ns": 100_000_000u64, "hist_bin_ns": 1_000_000u64},
         // Ideal hosts (see `with_offloads`).
