@@ -22,6 +22,8 @@ $(STAMP)/deps: Makefile constraints.txt
 	@# Its eBPF congestion controls (bpf/): clang/llvm compile them, libbpf-dev links the
 	@# loader, bpftool writes vmlinux.h from the kernel's BTF.
 	@command -v clang >/dev/null && command -v llc >/dev/null && command -v bpftool >/dev/null && test -f /usr/include/bpf/libbpf.h && command -v tcpdump >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm libbpf-dev bpftool tcpdump >/dev/null; }
+	@# The AQM plugins (docs/plugins.md): clang's wasm32 target and lld's wasm-ld build them.
+	@command -v wasm-ld >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang lld >/dev/null; }
 	@touch $@
 
 deps: $(STAMP)/deps

@@ -42,12 +42,12 @@ from aqmlab.emu.emulate import emulate
 PAYLOAD_FRACTION = 1448 / 1500
 
 
-def scenario(rate_mbps: int, flows: int, offloads: bool, cc: str = "cubic") -> aqmlab.Scenario:
+def scenario(rate_mbps: int, flows: int, offloads: bool, cc: str = "cubic", aqm: dict[str, Any] | None = None) -> aqmlab.Scenario:
     return aqmlab.Scenario(
         name=f"emu-bench-{rate_mbps}M",
         duration="8s",
         warmup="2s",
-        bottleneck={"rate": f"{rate_mbps}Mbps", "buffer": "4bdp"},
+        bottleneck={"rate": f"{rate_mbps}Mbps", "buffer": "4bdp", "aqm": aqm or {"kind": "taildrop"}},
         flows=[{"cc": cc, "count": flows, "rtt": "10ms", "start": "uniform(0s, 200ms)"}],
         host={"offloads": offloads},
     )
@@ -123,6 +123,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--offloads", default="on,off", help="host settings to measure: on, off or both")
     p.add_argument("--cc", default="cubic", help="the flows' congestion control (the kernel's)")
+    p.add_argument("--aqm", help='the discipline as JSON, e.g. \'{"kind": "plugin", "module": "examples/plugins/codel.c"}\' (default: taildrop)')
     p.add_argument("--lock", help="a file to hold an exclusive flock on during each run (to share the machine's testbed with others)")
     p.add_argument("--agreement", nargs="*", help="scenario files: compare the two backends instead")
     a = p.parse_args()
@@ -146,13 +147,14 @@ def main() -> None:
         for h in hosts:
             for r in rates:
                 with _locked(a.lock):
-                    res = emulate(scenario(r, a.flows, h, a.cc))
+                    res = emulate(scenario(r, a.flows, h, a.cc, json.loads(a.aqm) if a.aqm else None))
                 m, c, e = res.summary["metrics"], res.summary["counters"], res.summary["emu"]
                 pkts = c["rx_pkts"]
                 row = {
                     "round": rnd,
                     "offloads": h,
                     "cc": a.cc,
+                    "aqm": json.loads(a.aqm)["kind"] if a.aqm else "taildrop",
                     "flows": a.flows,
                     "rate_mbps": r,
                     "utilization": m["utilization"],

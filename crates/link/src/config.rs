@@ -9,12 +9,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::discipline::{DisciplineConfig, PluginConfig, PluginSpec};
 use crate::marker::{Tvf, DEFAULT_RATE_WINDOW_NS};
 
 /// The bottleneck: a link of rate C behind a buffer and a queue discipline, the discipline
 /// given as a scenario gives it (`{"kind": "red", option: value}`, units resolved to integers)
 /// and lowered here to its engine parameters by `aqm::QdiscOptions::lower`, so the simulator
-/// and the router lower the same options the same way.
+/// and the router lower the same options the same way; or a plugin
+/// (`{"kind": "plugin", "module": "x.wasm", "options": {name: value}}`, [`PluginSpec`]),
+/// loaded and its options checked here.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(try_from = "BottleneckOptions")]
 pub struct BottleneckConfig {
@@ -24,8 +27,9 @@ pub struct BottleneckConfig {
     pub buffer_packets: Option<u64>,
     /// ...and at most this many bytes (a time-sized buffer arrives here converted at line rate).
     pub buffer_bytes: Option<u64>,
-    /// The queue discipline's engine parameters (see `aqm::QdiscConfig`).
-    pub aqm: aqm::QdiscConfig,
+    /// The queue discipline: a built-in's engine parameters (see `aqm::QdiscConfig`) or a
+    /// loaded plugin.
+    pub aqm: DisciplineConfig,
     /// The discipline's delay target, ns, where it has one (for "mean delay / target").
     pub delay_target_ns: Option<u64>,
 }
@@ -39,7 +43,8 @@ struct BottleneckOptions {
     buffer_bytes: Option<u64>,
     /// The reference RTT of the options' `bdp` sizes and `K rtt` targets, ns.
     rtt_ref_ns: u64,
-    aqm: aqm::QdiscOptions,
+    /// `aqm::QdiscOptions`, or a [`PluginSpec`] under `"kind": "plugin"`.
+    aqm: serde_json::Value,
 }
 
 /// Prefix of every error of lowering the discipline's options: `bottleneck.aqm.<key>: why`.
@@ -55,16 +60,38 @@ impl TryFrom<BottleneckOptions> for BottleneckConfig {
             buffer_bytes: b.buffer_bytes,
             rtt_ref_ns: b.rtt_ref_ns,
         };
-        let lowered = b.aqm.lower(&link).map_err(|e| {
-            let dot = if e.key.is_empty() { "" } else { "." };
-            format!("{AQM_ERROR_PREFIX}{dot}{}: {}", e.key, e.message)
-        })?;
+        let aqm_error = |key: &str, message: &str| {
+            let dot = if key.is_empty() { "" } else { "." };
+            format!("{AQM_ERROR_PREFIX}{dot}{key}: {message}")
+        };
+        let serde_error = |e: serde_json::Error| {
+            let m = e.to_string();
+            aqm_error("", m.split(" at line ").next().unwrap_or(&m))
+        };
+        let (aqm, delay_target_ns) = if b.aqm.get("kind").and_then(|k| k.as_str()) == Some("plugin")
+        {
+            let mut spec = b.aqm.clone();
+            spec.as_object_mut().map(|o| o.remove("kind"));
+            let spec: PluginSpec = serde_json::from_value(spec).map_err(serde_error)?;
+            let p = PluginConfig::load(&spec).map_err(|e| aqm_error("", &e.to_string()))?;
+            let target = p.delay_target_ns();
+            (DisciplineConfig::Plugin(p), target)
+        } else {
+            let options: aqm::QdiscOptions = serde_json::from_value(b.aqm).map_err(serde_error)?;
+            let lowered = options
+                .lower(&link)
+                .map_err(|e| aqm_error(&e.key, &e.message))?;
+            (
+                DisciplineConfig::Builtin(lowered.config),
+                lowered.delay_target_ns,
+            )
+        };
         Ok(BottleneckConfig {
             rate_bps: b.rate_bps,
             buffer_packets: b.buffer_packets,
             buffer_bytes: b.buffer_bytes,
-            aqm: lowered.config,
-            delay_target_ns: lowered.delay_target_ns,
+            aqm,
+            delay_target_ns,
         })
     }
 }
@@ -295,7 +322,7 @@ impl MarkerConfig {
     }
 
     /// Range checks; `aqm` is the bottleneck's discipline, `classes` the class names in order.
-    pub fn check(&self, aqm: &aqm::QdiscConfig, classes: &[&str]) -> Result<(), String> {
+    pub fn check(&self, aqm: &DisciplineConfig, classes: &[&str]) -> Result<(), String> {
         if !aqm.reads_packet_values() {
             return Err("marker: only the ppv and csaqm disciplines read packet values; remove the marker or use one of them".into());
         }

@@ -16,6 +16,7 @@
 //! `crates/results`. It knows nothing of the TCP model.
 
 pub mod config;
+pub mod discipline;
 pub mod marker;
 pub mod measure;
 pub mod seed;

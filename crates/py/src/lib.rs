@@ -212,6 +212,59 @@ fn qdiscs() -> Vec<&'static str> {
     aqm::QdiscConfig::names().to_vec()
 }
 
+/// Compile a plugin's C source into a WebAssembly module at `output` with Debian's clang
+/// (`plugin::compile_c`), against the ABI header in `include_dir`. Raises ValueError with the
+/// compiler's messages, or with the Debian packages to install when the toolchain is missing.
+#[pyfunction]
+fn compile_plugin(source: &str, output: &str, include_dir: &str) -> PyResult<()> {
+    let clang = plugin::find_clang().map_err(PyValueError::new_err)?;
+    let out = std::process::Command::new(&clang)
+        .args(plugin::clang_args(
+            std::path::Path::new(source),
+            std::path::Path::new(output),
+            std::path::Path::new(include_dir),
+        ))
+        .output()
+        .map_err(|e| PyValueError::new_err(format!("cannot run {}: {e}", clang.display())))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(plugin::explain_clang_failure(
+        &clang,
+        std::path::Path::new(source),
+        &String::from_utf8_lossy(&out.stderr),
+    )))
+}
+
+/// Load a plugin module (`.wasm`) and return its description: `kind`, `summary`, `source`,
+/// `n_queues`, `owns_limit`, `timer_ns`, `has_dequeue`, `delay_target_option` (a name or
+/// None) and `options` (name, unit, doc, default, min, max; numbers in the unit's terms: ns,
+/// bytes, packets, bit/s). Raises ValueError naming the module and what is wrong.
+#[pyfunction]
+fn plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyAny>> {
+    let p = plugin::Plugin::from_file(std::path::Path::new(wasm_path))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let info = p.info();
+    let options: Vec<serde_json::Value> = info
+        .options
+        .iter()
+        .map(|o| {
+            serde_json::json!({"name": o.name, "unit": o.unit.name(), "doc": o.doc,
+                               "default": o.default, "min": o.min, "max": o.max})
+        })
+        .collect();
+    json_to_py(
+        py,
+        &serde_json::json!({
+            "kind": info.kind, "summary": info.summary, "source": info.source,
+            "n_queues": info.n_queues, "owns_limit": info.owns_limit, "timer_ns": info.timer_ns,
+            "has_dequeue": info.has_dequeue,
+            "delay_target_option": info.delay_target_option.map(|i| info.options[i].name.clone()),
+            "options": options,
+        }),
+    )
+}
+
 /// Every queue discipline with its source, summary and options (unit, default in scenario
 /// terms, range, doc, source), from `aqm::QdiscOptions::describe`.
 #[pyfunction]
@@ -347,6 +400,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_ccs, m)?)?;
     m.add_function(wrap_pyfunction!(qdiscs, m)?)?;
     m.add_function(wrap_pyfunction!(describe_aqms, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_plugin, m)?)?;
+    m.add_function(wrap_pyfunction!(plugin_info, m)?)?;
     m.add_function(wrap_pyfunction!(windowed_jain, m)?)?;
     m.add_function(wrap_pyfunction!(events, m)?)?;
     m.add_function(wrap_pyfunction!(convergence, m)?)?;

@@ -349,7 +349,12 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         warmup_ns,
         duration_ns,
         rate_bps: need(u(bottleneck, "rate_bps"), "config.bottleneck.rate_bps")?,
-        delay_target_ns: u(bottleneck, "delay_target_ns"),
+        // The discipline's delay target, as the engine lowers the scenario's options.
+        delay_target_ns: serde_json::from_value::<link::config::BottleneckConfig>(
+            bottleneck.clone(),
+        )
+        .map_err(|e| format!("config.bottleneck: {}", link::config::json_error(e)))?
+        .delay_target_ns,
         interval_ns: iv_ns,
         hist_bin_ns: need(u(measure, "hist_bin_ns"), "config.measure.hist_bin_ns")?,
         fct_bins_bytes: arr(measure, "fct_bins_bytes")
@@ -403,7 +408,7 @@ mod tests {
         json!({
             "config": {
                 "warmup_ns": 1_000_000_000u64, "duration_ns": 3_000_000_000u64,
-                "bottleneck": {"rate_bps": 10_000_000, "delay_target_ns": null},
+                "bottleneck": {"rate_bps": 10_000_000, "buffer_packets": 100, "buffer_bytes": null, "rtt_ref_ns": 10_000_000, "aqm": {"kind": "taildrop"}},
                 "measure": {"interval_ns": 100_000_000, "hist_bin_ns": 1_000_000, "fct_bins_bytes": [100_000]},
                 "classes": [
                     {"name": "reno-20ms", "cc": {"name": "reno"}, "rtt_ns": 20_000_000},

@@ -129,7 +129,7 @@ impl RouterConfig {
             .bottleneck
             .aqm
             .build::<crate::packet::RouterPkt>(0)
-            .map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
+            .map_err(|e| format!("engine.bottleneck.aqm{e}"))?;
         let class_sources = match obj.get("class_sources") {
             Some(Value::Array(a)) => a
                 .iter()

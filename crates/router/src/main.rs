@@ -281,6 +281,12 @@ fn main() {
     let mut read_lag = router::measure::Lateness::default();
     let mut unstamped: u64 = 0;
     'run: loop {
+        // A plugin discipline whose call failed drops every arrival from then on: end the run
+        // with its error (module, function, time), writing no results.
+        if let Some(e) = pipe.discipline_error() {
+            eprintln!("aqmlab-router: {e}");
+            std::process::exit(1);
+        }
         if router::stop::requested() {
             complete = false;
             break;

@@ -32,8 +32,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use aqm::{AnyQdisc, DropReason, MarkReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
+use aqm::{DropReason, MarkReason, Nanos, Packet, PhysicalLimit, Qdisc, Verdicts};
 use link::config::MarkerConfig;
+use link::discipline::Discipline;
 use link::marker::FlowMarker;
 use link::measure::QueueMeasure;
 use link::seed::{derive_seed, SEED_MARKER, SEED_QDISC};
@@ -109,7 +110,7 @@ pub struct Pipeline {
     seed: u64,
     // Data path.
     limit: PhysicalLimit,
-    qdisc: AnyQdisc<RouterPkt>,
+    qdisc: Discipline<RouterPkt>,
     link: Link,
     lines: Vec<VecDeque<(Nanos, RouterPkt)>>,
     bypass: VecDeque<(Nanos, Vec<u8>)>,
@@ -174,7 +175,7 @@ impl Pipeline {
         let qdisc = b
             .aqm
             .build(derive_seed(engine.seed, SEED_QDISC))
-            .map_err(|e| format!("engine.bottleneck.aqm.{e}"))?;
+            .map_err(|e| format!("engine.bottleneck.aqm{e}"))?;
         let marker = engine.marker();
         let interval = engine.measure.interval_ns;
         Ok(Pipeline {
@@ -503,6 +504,11 @@ impl Pipeline {
 
     pub fn queue_measure(&self) -> &QueueMeasure {
         &self.qm
+    }
+
+    /// A plugin discipline's first failed call (a trap, a runaway): the run must end with it.
+    pub fn discipline_error(&self) -> Option<&plugin::PluginError> {
+        self.qdisc.error()
     }
 
     /// The results file's JSON.

@@ -7,7 +7,10 @@
 //!
 //! (a) 1 Gbps, 10 ms, 20 CUBIC flows, 1-BDP TailDrop, 30 s simulated.
 //!     `bench a KIND` runs (a) with another discipline instead of TailDrop (red, step, pie,
-//!     fq_pie, pi2, dualpi2, codel, fq_codel, choke, ckcd, gsp), for the per-discipline cost.
+//!     fq_pie, pi2, dualpi2, codel, fq_codel, choke, ckcd, gsp), for the per-discipline cost;
+//!     `bench a plugin-step` and `bench a plugin-codel` run the plugin ports of STEP and CoDel
+//!     (examples/plugins/*.c, built with Debian's clang into target/plugins) with the
+//!     built-ins' parameters, for the plugins' cost.
 //! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
 //! (c) 1 Gbps, 10 ms, 10 bbr2 + 10 CUBIC flows, 1-BDP
 //!     TailDrop, 30 s simulated; `bench c CC` puts another CC (bbr, bbr3, cubic, …) in place
@@ -51,8 +54,25 @@ fn aqm_for_a(kind: &str) -> serde_json::Value {
         "csaqm" => {
             json!({"kind": "csaqm", "target": 7_500_000u64, "interval": 5_000_000u64})
         }
+        "plugin-step" => {
+            json!({"kind": "plugin", "module": plugin_module("step"), "options": {"threshold_bytes": 212_500u64}})
+        }
+        "plugin-codel" => {
+            json!({"kind": "plugin", "module": plugin_module("codel"), "options": {"limit": 833}})
+        }
         other => panic!("unknown discipline {other:?}"),
     }
+}
+
+/// examples/plugins/NAME.c built into target/plugins/NAME.wasm.
+fn plugin_module(name: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = root.join("target/plugins");
+    std::fs::create_dir_all(&out).expect("target/plugins");
+    let wasm = out.join(format!("{name}.wasm"));
+    plugin::compile_c(&root.join(format!("examples/plugins/{name}.c")), &wasm)
+        .unwrap_or_else(|e| panic!("{e}"));
+    wasm.display().to_string()
 }
 
 fn scenario(name: &str, c_cc: &str) -> serde_json::Value {

@@ -13,7 +13,8 @@
 
 use std::collections::VecDeque;
 
-use aqm::{AnyQdisc, PhysicalLimit, Qdisc, Verdicts};
+use aqm::{PhysicalLimit, Qdisc, Verdicts};
+use link::discipline::Discipline;
 use link::Serializer;
 
 use crate::engine::{Event, Nanos, Scheduler};
@@ -106,11 +107,11 @@ impl<P: Copy> DelayLine<P> {
 }
 
 /// The bottleneck: physical buffer limit, queue discipline, and a link of rate C.
-pub struct Bottleneck<P: aqm::Packet> {
+pub struct Bottleneck<P: aqm::Packet + 'static> {
     pub id: u32,
     pub rate_bps: u64,
     pub limit: PhysicalLimit,
-    pub qdisc: AnyQdisc<P>,
+    pub qdisc: Discipline<P>,
     /// The packet being serialized, if any.
     in_tx: Option<P>,
     serializer: Serializer,
@@ -119,8 +120,8 @@ pub struct Bottleneck<P: aqm::Packet> {
     pub tx_end_ns: Nanos,
 }
 
-impl<P: aqm::Packet + Copy> Bottleneck<P> {
-    pub fn new(id: u32, rate_bps: u64, limit: PhysicalLimit, qdisc: AnyQdisc<P>) -> Self {
+impl<P: aqm::Packet + Copy + 'static> Bottleneck<P> {
+    pub fn new(id: u32, rate_bps: u64, limit: PhysicalLimit, qdisc: Discipline<P>) -> Self {
         Bottleneck {
             id,
             rate_bps,

@@ -124,7 +124,7 @@ pub fn check(cfg: &EngineConfig) -> Result<(), RunError> {
     cfg.bottleneck
         .aqm
         .build::<DataPkt>(derive_seed(cfg.seed, SEED_QDISC))
-        .map_err(|e| RunError::Config(format!("bottleneck.aqm.{e}")))?;
+        .map_err(|e| RunError::Config(format!("bottleneck.aqm{e}")))?;
     Ok(())
 }
 
@@ -135,7 +135,7 @@ impl World {
             .bottleneck
             .aqm
             .build::<DataPkt>(derive_seed(cfg.seed, SEED_QDISC))
-            .map_err(|e| RunError::Config(format!("bottleneck.aqm.{e}")))?;
+            .map_err(|e| RunError::Config(format!("bottleneck.aqm{e}")))?;
         let limit = PhysicalLimit {
             packets: cfg.bottleneck.buffer_packets,
             bytes: cfg.bottleneck.buffer_bytes,
@@ -509,7 +509,9 @@ mod tests {
             1_000_000_000,
             0,
         ));
-        cfg.bottleneck.aqm = serde_json::from_value(json!({"kind": "pie", "alpha": 33})).unwrap();
+        cfg.bottleneck.aqm = link::discipline::DisciplineConfig::Builtin(
+            serde_json::from_value(json!({"kind": "pie", "alpha": 33})).unwrap(),
+        );
         assert_eq!(cfg.check(), Ok(()));
         let e = check(&cfg).unwrap_err();
         assert!(

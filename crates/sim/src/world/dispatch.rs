@@ -80,15 +80,29 @@ impl World {
                 ev => self.dispatch(ev),
             }
             tick = tick.wrapping_add(1);
-            if tick & 0xFFFF == 0 && !progress(now as f64 / end as f64) {
-                return Err(RunError::Interrupted);
+            if tick & 0xFFFF == 0 {
+                self.check_discipline()?;
+                if !progress(now as f64 / end as f64) {
+                    return Err(RunError::Interrupted);
+                }
             }
         }
+        self.check_discipline()?;
         self.sched.advance_to(end);
         if !warmup_done {
             self.mark_window_start();
         }
         Ok(())
+    }
+
+    /// A plugin discipline that failed has dropped every arrival since (it cannot return its
+    /// error through `Qdisc`): end the run with its error. Checked every 2^16 events and at
+    /// the end, so a failed run stops within a few ms of wall time.
+    fn check_discipline(&self) -> Result<(), RunError> {
+        match self.bottleneck.qdisc.error() {
+            Some(e) => Err(RunError::Plugin(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     fn dispatch(&mut self, ev: Event) {

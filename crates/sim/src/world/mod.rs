@@ -57,6 +57,9 @@ pub struct Offloads {
 pub enum RunError {
     Config(String),
     Interrupted,
+    /// A plugin discipline's call failed (a trap, a runaway, a broken ABI rule): the message
+    /// names the module, the function and the simulated time.
+    Plugin(String),
     /// A large allocation (flows, per-flow state, result tables) failed: what it was for.
     OutOfMemory(String),
 }
@@ -84,6 +87,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Config(m) => f.write_str(m),
             RunError::Interrupted => f.write_str("interrupted"),
+            RunError::Plugin(m) => f.write_str(m),
             RunError::OutOfMemory(m) => write!(f, "out of memory: {m}"),
         }
     }
