@@ -1,9 +1,10 @@
 """Reports: one static HTML page that a real browser (headless Chromium, Debian's package) opens
-from disk with every figure loaded, no console error and a non-blank rendering; PNG and SVG
-copies of each figure; `aqmlab plot`."""
+from disk with every figure loaded, no console error and a non-blank rendering; a PNG copy of
+each figure beside it, and an SVG copy when asked; `aqmlab plot`."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 import aqmlab
 from aqmlab.analysis.harm import load_harm
 from aqmlab.cli.main import app
+from aqmlab.report.study import write_harm_report, write_report
 from aqmlab.sweep.spec import parse_sweep
 
 SWEEP = """\
@@ -71,15 +73,24 @@ def report(tmp_path_factory):
     return d
 
 
-def test_every_figure_is_saved_as_png_and_svg_and_embedded(report):
+def test_every_figure_is_saved_as_png_and_embedded_and_as_svg_when_asked(report):
     html = (report / "site" / "report.html").read_text()
     figs = sorted((report / "site" / "report-figures").glob("*.png"))
     assert len(figs) >= 8
     for png in figs:
         assert png.stat().st_size > 1000
-        assert png.with_suffix(".svg").read_text().lstrip().startswith(("<?xml", "<svg"))
         assert f"report-figures/{png.name}" in html
+        # The embedded image is the file, drawn once.
+        assert base64.b64encode(png.read_bytes()).decode() in html
     assert html.count("<img ") == len(figs)
+    assert not list((report / "site" / "report-figures").glob("*.svg")) and ".svg" not in html
+    page = write_report(report / "sweep", report / "svg" / "report.html", svg=True)
+    html = page.read_text()
+    svgs = sorted((report / "svg" / "report-figures").glob("*.svg"))
+    assert [p.stem for p in svgs] == [p.stem for p in figs]
+    for svg in svgs:
+        assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
+        assert f"report-figures/{svg.name}" in html
     # The numbers under the utilization figure are the index's.
     df = aqmlab.load(report / "sweep")
     u = df.drop_duplicates("run")["utilization"]
@@ -185,8 +196,9 @@ def test_the_harm_page_has_the_table_and_a_heatmap_of_classes_by_metric(harm_rep
         for row in load_harm(harm_report / name).itertuples():
             for v in (row.throughput_harm, row.delay_harm):
                 assert f"<td>{v:.4g}</td>" in html, (name, row)
-    # The heatmap's rows are scenario · class, its columns the two metrics.
-    svg = (harm_report / "site" / "harm-figures" / "01-harm_heatmap.svg").read_text()
+    # The heatmap's rows are scenario · class, its columns the two metrics (its SVG, whose text is text).
+    page = write_harm_report([harm_report / "td", harm_report / "fq"], harm_report / "svg" / "harm.html", svg=True)
+    svg = (page.parent / "harm-figures" / "01-harm_heatmap.svg").read_text()
     for label in ("bbr-cubic-td · cubic-20ms", "bbr-cubic-fq · bbr-20ms", "throughput harm", "delay harm"):
         assert label in svg, label
 
@@ -215,7 +227,9 @@ def test_a_real_browser_opens_the_harm_page(harm_report, tmp_path):
 
 def test_report_refuses_a_directory_that_is_neither_a_sweep_nor_harm(tmp_path, harm_report):
     r = _cli(["report", str(tmp_path)])
-    expected = "not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"
+    expected = (
+        "not a run directory (no summary.json), a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"
+    )
     assert r.exit_code == 2 and expected in r.stderr, r.stderr
     r = _cli(["report", str(harm_report / "td"), str(tmp_path)])
     assert r.exit_code == 2 and "not a harm directory" in r.stderr, r.stderr

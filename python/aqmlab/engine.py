@@ -23,6 +23,7 @@ __all__ = [
     "ccs",
     "check",
     "check_cc",
+    "compile_plugin",
     "convergence",
     "describe_aqms",
     "describe_ccs",
@@ -31,6 +32,7 @@ __all__ = [
     "flow_plan",
     "harm",
     "host_defaults",
+    "plugin_info",
     "qdiscs",
     "run",
     "tables_from_records",
@@ -66,6 +68,22 @@ def describe_aqms() -> dict[str, dict[str, Any]]:
     """Every discipline's description (kind, summary, source, one_of, options), by kind: the
     engine's own, from which validation and lowering are built."""
     return {d["kind"]: d for d in _native.describe_aqms()}
+
+
+def compile_plugin(source: str, output: str, include_dir: str) -> None:
+    """Compile a plugin's C file into the WebAssembly module `output` with Debian's clang,
+    against the ABI header in `include_dir` (crates/plugin, `compile.rs`). Raises ValueError
+    with clang's messages, or naming the Debian packages to install when the toolchain is
+    missing."""
+    _native.compile_plugin(source, output, include_dir)
+
+
+def plugin_info(wasm_path: str) -> dict[str, Any]:
+    """What a plugin module declares: kind, summary, source, n_queues, owns_limit, timer_ns,
+    has_dequeue, delay_target_option and its options (name, unit, doc, default, min, max, in
+    the unit's terms: ns, bytes, packets, bit/s; None: unset or unbounded). Raises ValueError
+    naming the module and what is wrong with it."""
+    return _native.plugin_info(wasm_path)
 
 
 def build_id() -> str:

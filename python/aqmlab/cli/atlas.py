@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from aqmlab.cli.common import err, fail, out
-from aqmlab.scenario import ScenarioError
+from aqmlab.inputs.errors import ScenarioError
 
 
 def atlas(
@@ -24,8 +24,8 @@ def atlas(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Map Jain's index and harm of every CC pair × AQM over buffer (BDP) × RTT ratio, refined adaptively; writes DIR/atlas.html."""
-    from aqmlab.report.atlas import write_atlas_report
-    from aqmlab.search.atlas import load_spec, run_atlas
+    from aqmlab.report.atlas import write_atlas_report  # start-up time: matplotlib
+    from aqmlab.search.atlas import load_spec, run_atlas  # start-up time: pandas, pyarrow, the scenario model
 
     try:
         s = load_spec(None if spec == "default" else spec, quick=quick)

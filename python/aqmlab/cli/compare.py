@@ -14,7 +14,7 @@ from rich.table import Table
 from aqmlab.analysis.compare import compare_rows
 from aqmlab.cli.common import err, fail, out
 from aqmlab.cli.emulate import load_or_fail, run_emulator
-from aqmlab.scenario import ScenarioError
+from aqmlab.inputs.errors import ScenarioError
 from aqmlab.store.atomic import write_text
 
 
@@ -26,8 +26,8 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON")] = False,
 ) -> None:
     """Run a scenario on the simulator and on the emulator; print the metrics side by side."""
-    from aqmlab.emu.emulate import preflight
-    from aqmlab.simulate.run import run as run_sim
+    from aqmlab.emu.emulate import preflight  # start-up time: the emulator loads pyarrow and the scenario model
+    from aqmlab.simulate.run import run as run_sim  # start-up time: as above
 
     s = load_or_fail(file)
     try:
@@ -54,7 +54,7 @@ def compare(
     rows = compare_rows(sim.summary, emu.summary)
     report: Path | None = None
     if output is not None:
-        from aqmlab.report.compare import write_compare_report
+        from aqmlab.report.compare import write_compare_report  # start-up time: matplotlib
 
         write_text(output / "compare.json", json.dumps(rows, indent=1) + "\n")
         report = write_compare_report(output, output / "report.html")

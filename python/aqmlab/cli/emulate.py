@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from aqmlab.cli.common import err, fail, out
-from aqmlab.cli.run import print_summary
-from aqmlab.scenario import Scenario, ScenarioError, load_scenario
+from aqmlab.cli.run import print_summary, write_page
+from aqmlab.inputs.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from aqmlab.scenario import Scenario
 
 #: Router lateness (`counters.late_p50_ns`) above which a run is flagged: a router that has
 #: its core writes packets tens of µs after they are due (bench/README.md §Emulator;
@@ -22,6 +25,8 @@ LATE_P50_WARN_NS = 100_000
 
 
 def load_or_fail(path: Path) -> Scenario:
+    from aqmlab.scenario import load_scenario  # start-up time: the scenario model loads pydantic and the engine
+
     try:
         return load_scenario(path)
     except ScenarioError as e:
@@ -64,6 +69,7 @@ def emulate_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no summary")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     keep_work: Annotated[bool, typer.Option("--keep-work", help="Keep the work directory (router.json, logs, raw outputs) in /tmp")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Also write DIR/report.html: the run over time (figures in DIR/report-figures/)")] = True,
 ) -> None:
     """Run a scenario with real Linux TCP through the userspace AQM router (root; see docs/emulator.md)."""
     from aqmlab.emu.emulate import EmulatorError, is_root
@@ -88,8 +94,7 @@ def emulate_cmd(
     res = run_emulator(s, target, overwrite, show, keep_work)
     if as_json:
         print(json.dumps(res.summary, indent=2))
-        return
-    if not quiet:
+    elif not quiet:
         print_summary(res.summary)
         c = res.summary["counters"]
         if c.get("sched_fifo") is False:
@@ -116,3 +121,5 @@ def emulate_cmd(
         if c.get("flow_errors"):
             err.print(f"[yellow]flow errors: {escape('; '.join(c['flow_errors']))}[/]", highlight=False)
         out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False, soft_wrap=True)
+    if report:
+        write_page(target, say=not quiet and not as_json)

@@ -11,15 +11,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from aqmlab.cli.common import err, fail, out
-from aqmlab.fidelity.suite import EMU_RUNS
-from aqmlab.scenario import ScenarioError
+from aqmlab.inputs.errors import ScenarioError
 
 
 def fidelity(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Suite directory (resumes if it exists; default out/fidelity[-quick])")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="The short subset (cases marked quick: a few seconds each)")] = False,
     cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
-    emu_runs: Annotated[int, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)")] = EMU_RUNS,
+    emu_runs: Annotated[
+        int | None, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)", show_default="the suite's EMU_RUNS, 3")
+    ] = None,
     lock: Annotated[
         Path | None, typer.Option("--lock", help="Hold an exclusive flock on this file during each emulator run (a machine shared with other emulator users)")
     ] = None,
@@ -35,8 +36,11 @@ def fidelity(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run the fidelity suite: each case on the simulator and the emulator (root), every metric scored against its band."""
-    from aqmlab.emu.emulate import is_root
-    from aqmlab.fidelity import suite as F
+    from aqmlab.emu.emulate import is_root  # start-up time: the emulator and the suite load pydantic, pandas and pyarrow
+    from aqmlab.fidelity import suite as F  # start-up time: as above
+
+    if emu_runs is None:
+        emu_runs = F.EMU_RUNS
 
     try:
         allc = F.load_manifest()

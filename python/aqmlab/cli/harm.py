@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from aqmlab.cli.common import fail, out
-from aqmlab.scenario import ScenarioError
+from aqmlab.inputs.errors import ScenarioError
 
 
 def harm_cmd(
@@ -17,8 +17,8 @@ def harm_cmd(
     output: Annotated[Path, typer.Option("-o", "--output", help="Directory for the runs and harm.json (reused on a second call)")],
 ) -> None:
     """Harm (Ware et al., HotNets 2019) each class suffers, against its solo baseline."""
-    from aqmlab.analysis.harm import harm
-    from aqmlab.scenario import load_scenario
+    from aqmlab.analysis.harm import harm  # start-up time: runs and their tables load pandas and pyarrow
+    from aqmlab.scenario import load_scenario  # start-up time: the scenario model loads pydantic
 
     try:
         s = load_scenario(file)

@@ -3,14 +3,13 @@ defaults and sources."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from aqmlab import engine
 from aqmlab.cli.common import out
-from aqmlab.scenario import Marker
 
 app = typer.Typer(help="List the congestion controls and queue disciplines this build provides.", no_args_is_help=True)
 
@@ -18,6 +17,8 @@ app = typer.Typer(help="List the congestion controls and queue disciplines this 
 @app.command("ccs")
 def ccs() -> None:
     """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources."""
+    from aqmlab import engine  # start-up time: the engine's shared library is loaded by the commands that ask it
+
     t = Table(title="congestion controls (set tunables per flow class with cc_params = { ... })", title_justify="left")
     for col in ("cc", "parameters (defaults)", "source"):
         t.add_column(col)
@@ -51,7 +52,7 @@ def option_table(about: dict[str, Any]) -> str:
             f"`{_default(o)}`" if _default(o) not in ("–", "required") else _default(o),
             o["range_text"],
             o["doc"],
-            o["source"],
+            o["source"] or "–",
         ]
         rows.append("| " + " | ".join(cells) + " |")
     if about["one_of"]:
@@ -60,23 +61,52 @@ def option_table(about: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-@app.command("aqms")
-def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them).")) -> None:
-    """Queue disciplines and their options (unit, default, range, source), from the engine."""
-    from aqmlab.engine import describe_aqms
-
-    if markdown:
-        for kind, about in describe_aqms().items():
-            print(f"<!-- options:{kind} -->\n{option_table(about)}\n<!-- /options -->\n")
-        return
+def aqm_table(entries: list[tuple[str, dict[str, Any]]]) -> Table:
+    """Disciplines as `aqmlab list aqms` shows them: (kind, description) pairs, each
+    description shaped as `engine.describe_aqms()`'s entries."""
     t = Table(title="queue disciplines (aqm = { kind = ..., option = ... }; '–' = unset: derived as the source does)", title_justify="left")
     for col in ("kind", "option", "unit", "default", "range", "source"):
         t.add_column(col)
-    for kind, about in describe_aqms().items():
+    for kind, about in entries:
         t.add_row(kind, "", "", "", "", about["source"], end_section=not about["options"])
         for i, o in enumerate(about["options"]):
-            t.add_row("", o["name"], _unit(o), _default(o), o["range_text"], o["source"], end_section=i == len(about["options"]) - 1)
-    out.print(t)
+            # A plugin's option has only its doc line, which says where it comes from.
+            t.add_row("", o["name"], _unit(o), _default(o), o["range_text"], o["source"] or o["doc"], end_section=i == len(about["options"]) - 1)
+    return t
+
+
+def plugin_entry(file: Path) -> tuple[str, dict[str, Any]]:
+    """A plugin module's row of the table: its declaration (`scenario.plugin.describe`),
+    under the kind and file a scenario names it by. Bad input fails the command (exit 2)."""
+    from aqmlab.cli.common import fail
+    from aqmlab.inputs.errors import ScenarioError
+    from aqmlab.scenario import plugin  # start-up time: as in `aqms`
+
+    try:
+        module = plugin.resolve(str(file))
+        return f"plugin {file} ({module.info['kind']})", plugin.describe(module)
+    except ValueError as e:
+        fail(ScenarioError(str(e)))
+
+
+@app.command("aqms")
+def aqms(
+    markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them)."),
+    plugins: list[Path] = typer.Option([], "--plugin", help="Also a plugin discipline: its C file or .wasm module (repeatable; docs/plugins.md)."),
+) -> None:
+    """Queue disciplines and their options (unit, default, range, source), from the engine;
+    with --plugin, also what a plugin module declares."""
+    from aqmlab.engine import describe_aqms  # start-up time: as in `ccs`
+    from aqmlab.scenario import Marker  # start-up time: the scenario model loads pydantic, which `list ccs` need not
+
+    extra = [plugin_entry(f) for f in plugins]
+    if markdown:
+        for kind, about in describe_aqms().items():
+            print(f"<!-- options:{kind} -->\n{option_table(about)}\n<!-- /options -->\n")
+        for kind, about in extra:
+            print(f"<!-- {kind} -->\n{option_table(about)}\n")
+        return
+    out.print(aqm_table([*describe_aqms().items(), *extra]))
     m = Marker.model_fields
     out.print(
         "packet values for "
@@ -93,7 +123,7 @@ def aqms(markdown: bool = typer.Option(False, "--markdown", help="Print each dis
 def studies() -> None:
     """The seed studies `aqmlab reproduce` runs, with their run counts (full and --quick)."""
     from aqmlab.studies import STUDIES, study_path
-    from aqmlab.sweep.spec import load_sweep
+    from aqmlab.sweep.spec import load_sweep  # start-up time: sweep files load pydantic and the scenario model
 
     t = Table(title="seed studies (aqmlab reproduce NAME [--quick])", title_justify="left")
     for col in ("study", "paper", "runs", "quick runs", "what"):

@@ -17,7 +17,7 @@ def router(
     config: Annotated[Path, typer.Option("--config", help="router.json (docs/emulator.md §Router)")],
 ) -> None:
     """Run the bottleneck router alone (aqmlab-router) inside your own namespace / TUN setup."""
-    from aqmlab.emu.emulate import EmulatorError, router_binary
+    from aqmlab.emu.emulate import EmulatorError, router_binary  # start-up time: the emulator loads pyarrow and the scenario model
 
     try:
         binary = router_binary()

@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from aqmlab.cli.common import err, fail, out
-from aqmlab.scenario import Scenario, ScenarioError, load_scenario
-from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
-from aqmlab.simulate.run import run as run_scenario
+from aqmlab.inputs.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from aqmlab.scenario import Scenario
 
 
 def _load(path: Path) -> Scenario:
+    from aqmlab.scenario import load_scenario  # start-up time: the scenario model loads pydantic and the engine
+
     try:
         return load_scenario(path)
     except ScenarioError as e:
@@ -27,6 +30,8 @@ def _load(path: Path) -> Scenario:
 
 def validate(file: Annotated[Path, typer.Argument(help="Scenario TOML file")]) -> None:
     """Check a scenario file without running it."""
+    from aqmlab.simulate.estimate import estimate  # start-up time: as in _load
+
     s = _load(file)
     flows = ", ".join(f"{f.count}×{f.cc} {f.rtt}" for f in s.flows)
     out.print(
@@ -84,8 +89,12 @@ def run(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing results directory")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no summary")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Also write DIR/report.html: the run over time (figures in DIR/report-figures/)")] = True,
 ) -> None:
-    """Run a scenario, write its results store, print a summary."""
+    """Run a scenario, write its results store and its HTML page, print a summary."""
+    from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate  # start-up time: as in _load
+    from aqmlab.simulate.run import run as run_scenario  # start-up time: a run's tables load pyarrow
+
     s = _load(file)
     target = output or Path("runs") / f"{s.name}-{s.hash()}"
     if target.exists() and any(target.iterdir()) and not overwrite:
@@ -118,10 +127,25 @@ def run(
         raise typer.Exit(130) from None
     except MemoryError as e:
         fail(ScenarioError(f"out of memory during the run ({e}); nothing written ({est.line()})", file=str(file)))
+    except ValueError as e:
+        # What the engine refuses only while running: a plugin's trap or runaway call (the
+        # message names the module, the function and the simulated time).
+        fail(ScenarioError(f"{e}; nothing written", file=str(file)), code=1)
     res.save(target, overwrite=overwrite)
     if as_json:
         print(json.dumps(res.summary, indent=2))
-        return
-    if not quiet:
+    elif not quiet:
         print_summary(res.summary)
         out.print(f"results: {target}  (wall time {res.summary['wall_time_s']:.2f} s)", highlight=False, soft_wrap=True)
+    if report:
+        write_page(target, say=not quiet and not as_json)
+
+
+def write_page(target: Path, say: bool) -> None:
+    """DIR/report.html of a run just saved: drawn after the summary is out, so that a run's
+    numbers are never held up by its figures."""
+    from aqmlab.report.run import write_run_report  # start-up time: matplotlib
+
+    page = write_run_report(target)
+    if say:
+        out.print(f"report: {page.resolve()}", highlight=False, soft_wrap=True)

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aqmlab.cli.common import err, fail, out
-from aqmlab.scenario import ScenarioError
+from aqmlab.inputs.errors import ScenarioError
 from aqmlab.store.atomic import write_text
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def search(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Search a scenario space for its worst case; writes DIR/trials.parquet, best.toml, shrunk.toml, report.html."""
-    from aqmlab.search.runner import Evaluator, SearchError, load_search
+    from aqmlab.search.runner import Evaluator, SearchError, load_search  # start-up time: optuna, pandas, the scenario model
 
     try:
         s = load_search(file)
@@ -53,8 +53,8 @@ def search(
 
 
 def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
-    from aqmlab.report.search import write_search_report
-    from aqmlab.search.runner import run_search, shrink
+    from aqmlab.report.search import write_search_report  # start-up time: matplotlib
+    from aqmlab.search.runner import run_search, shrink  # start-up time: as in `search`
 
     try:
         if show:
@@ -117,7 +117,7 @@ def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show
 
 def _emu_preflight(s: Search) -> None:
     """Refuse --replay-emu before anything runs when the emulator cannot run the scenario."""
-    from aqmlab.emu.emulate import preflight
+    from aqmlab.emu.emulate import preflight  # start-up time: the emulator loads pyarrow and the scenario model
 
     sc = s.scenario({v.name: v.mid() for v in s.space}, s.seeds[0])
     if s.objective.metric == "harm":
@@ -133,12 +133,12 @@ def _emu_preflight(s: Search) -> None:
 
 def _replay(s: Search, output: Path, shrunk: dict[str, Any] | None) -> dict[str, Any]:
     """Run the shrunk case (else the worst point) on the emulator with the search's first seed."""
-    from aqmlab.emu.emulate import emulate
+    from aqmlab.emu.emulate import emulate  # start-up time: as in _emu_preflight
 
     params = shrunk["shrunk"]["params"] if shrunk else None
     patch = shrunk["shrunk"]["patch"] if shrunk else {}
     if params is None:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # start-up time: pyarrow
 
         df = pq.read_table(output / "trials.parquet").to_pandas()
         row = df.loc[df["objective"].idxmin() if s.objective.sense == "min" else df["objective"].idxmax()]

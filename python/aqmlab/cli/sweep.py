@@ -1,23 +1,29 @@
-"""`aqmlab sweep`, `aqmlab reproduce`, `aqmlab report`, `aqmlab plot`."""
+"""`aqmlab sweep` and `aqmlab reproduce` (`aqmlab report` and `aqmlab plot` are in report.py and plot.py)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from aqmlab.cli.common import err, fail, out
-from aqmlab.scenario import ScenarioError
-from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate
-from aqmlab.sweep.runner import SweepResult, plan, run_sweep
-from aqmlab.sweep.spec import Run, Sweep, load_sweep
+from aqmlab.inputs.errors import ScenarioError
+from aqmlab.studies import study_path
+
+if TYPE_CHECKING:
+    from aqmlab.sweep.runner import SweepResult
+    from aqmlab.sweep.spec import Run, Sweep
 
 
 def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry_run: bool, quiet: bool) -> SweepResult | None:
+    from aqmlab.sweep.runner import plan, run_sweep, start_workers  # start-up time: the runner loads pandas and pyarrow
+
+    if not dry_run and cluster is None:
+        start_workers()  # while the runs are planned and estimated
     try:
         runs = plan(sw)
     except ScenarioError as e:
@@ -51,7 +57,7 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
                 def on_progress(done: int, failed: int, todo: int, total: int) -> None:
                     bar.update(task, completed=done + failed, total=todo, failed=failed)
 
-                res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress)
+                res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress, runs=runs)
         else:
             last = [0.0]
 
@@ -61,7 +67,7 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
                     last[0] = now
                     err.print(f"{sw.name}: {done + failed}/{todo} runs ({failed} failed)", highlight=False)
 
-            res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress)
+            res = run_sweep(sw, output, jobs=jobs, cluster=cluster, on_progress=on_progress, runs=runs)
     except ScenarioError as e:
         fail(e)
         raise
@@ -74,6 +80,14 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
             highlight=False,
             soft_wrap=True,
         )
+        per_run = res.overhead_per_run_s
+        if per_run is not None:
+            out.print(
+                f"time: {res.startup_s:.1f} s to plan and start {res.workers} worker{'s' if res.workers > 1 else ''}, then {res.sim_s:.1f} s of simulation "
+                f"and {1000 * per_run:.0f} ms per run beyond it (hand-off, tables, atomic writes, index)",
+                highlight=False,
+                soft_wrap=True,
+            )
     for h, msg in res.failed:
         err.print(f"[red]run {h} failed:[/] {msg}", highlight=False, soft_wrap=True)
     if res.failed:
@@ -84,6 +98,8 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
 def _check_estimates(sw: Sweep, runs: list[Run]) -> None:
     """Refuse a sweep any of whose runs cannot fit in memory; say, in one line, when runs are
     expected to take over an hour each."""
+    from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate  # start-up time: loads the engine
+
     ests = {r.hash: (r, estimate(r.scenario)) for r in runs}
     try:
         for r, e in ests.values():
@@ -114,6 +130,8 @@ def sweep(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Run every point of a sweep; resumable; writes DIR/index.parquet."""
+    from aqmlab.sweep.spec import load_sweep  # start-up time: sweep files load pydantic and the scenario model
+
     try:
         sw = load_sweep(file, quick=quick)
     except ScenarioError as e:
@@ -130,9 +148,10 @@ def reproduce(
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    svg: Annotated[bool, typer.Option("--svg", help="Also save each figure of the report as SVG (beside its PNG)")] = False,
 ) -> None:
     """Run a seed study's sweep and write its report (DIR/report.html)."""
-    from aqmlab.studies import study_path
+    from aqmlab.sweep.spec import load_sweep  # start-up time: as in `sweep`
 
     try:
         path = study_path(study)
@@ -144,71 +163,16 @@ def reproduce(
     res = _execute(sw, target, jobs, cluster, dry_run, quiet)
     if res is None:
         return
-    from aqmlab.report.study import write_report
-    from aqmlab.studies.findings import evaluate_all
+    from aqmlab.report.study import write_report  # start-up time: reports load matplotlib and pandas
+    from aqmlab.studies.findings import evaluate_all  # start-up time: as above
 
-    html = write_report(target, target / "report.html", study=study)
+    verdicts = evaluate_all(target, study)
+    html = write_report(target, target / "report.html", study=study, svg=svg, verdicts=verdicts)
     if not quiet:
         t = Table(title=f"{study}: the paper's findings beside this sweep (report.html has the details)", title_justify="left")
         for col in ("finding", "aqmlab measures", "verdict"):
             t.add_column(col)
-        for v in evaluate_all(target, study):
+        for v in verdicts:
             t.add_row(v.finding.id, v.measured, v.verdict + (f": {v.reason}" if v.reason else ""))
         out.print(t)
     out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
-
-
-def report(
-    directories: Annotated[list[Path], typer.Argument(help="Sweep directory, an `aqmlab compare` directory, or one or more `aqmlab harm` directories")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file (default DIR/report.html)")] = None,
-) -> None:
-    """Write a static HTML report (figures as PNG and SVG beside it) for a sweep directory or harm directories."""
-    from aqmlab.report.compare import is_compare_dir, write_compare_report
-    from aqmlab.report.study import is_harm_dir, write_harm_report, write_report
-
-    directory = directories[0]
-    if len(directories) == 1 and is_compare_dir(directory):
-        html = write_compare_report(directory, output or directory / "report.html")
-        out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
-        return
-    if all(is_harm_dir(d) for d in directories):
-        html = write_harm_report(directories, output or directory / "report.html")
-        out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
-        return
-    if len(directories) > 1:
-        fail(
-            ValueError(
-                f"{', '.join(str(d) for d in directories if not is_harm_dir(d))}: not a harm directory (no harm.json); several directories make one harm report"
-            )
-        )
-    if not (directory / "index.parquet").is_file():
-        fail(ValueError(f"{directory}: not a sweep directory (no index.parquet), a harm directory (no harm.json) nor a compare directory (no compare.json)"))
-    html = write_report(directory, output or directory / "report.html")
-    out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
-
-
-def plot(
-    directory: Annotated[Path, typer.Argument(help="Sweep directory")],
-    metric: Annotated[str, typer.Option("--metric", "-m", help="Index column to plot, e.g. rel_throughput, jain, utilization")],
-    x: Annotated[str, typer.Option("--x", help="Swept parameter on the x axis")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Figure file (.png, .svg or .pdf)")],
-    col: Annotated[str | None, typer.Option("--col", help="Facet columns by this parameter")] = None,
-    row: Annotated[str | None, typer.Option("--row", help="Facet rows by this parameter")] = None,
-    hue: Annotated[str, typer.Option("--hue", help="One line per value of this column")] = "class",
-) -> None:
-    """One facet-grid figure from a sweep's index."""
-    from aqmlab.report.study import facet_figure
-    from aqmlab.sweep.runner import load
-
-    try:
-        df = load(directory)
-    except FileNotFoundError as e:
-        fail(e)
-        raise
-    for name, v in (("--metric", metric), ("--x", x), ("--col", col), ("--row", row), ("--hue", hue)):
-        if v is not None and v not in df.columns:
-            fail(ValueError(f"{name} {v!r}: not a column of the index (columns: {', '.join(df.columns)})"))
-    fig = facet_figure(df, metric=metric, x=x, col=col, row=row, hue=hue)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=150, bbox_inches="tight")
-    out.print(f"figure: {output}", highlight=False)

@@ -85,6 +85,11 @@ class KeyedValueError(ValueError):
         self.key = key
         self.relative = relative
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A sweep's worker sends its validation errors back pickled; the default would call
+        # __init__ with the message alone.
+        return (type(self), (self.key, str(self)), {"relative": self.relative})
+
 
 # ------------------------------------------------------------------------------------------
 # Reading and validating

@@ -1,10 +1,10 @@
 """The report of an `aqmlab compare` directory: the same scenario on the simulator (``sim/``)
 and on the emulator (``emu/``, real Linux TCP through the router), side by side.
 
-One static page, as the sweep reports (`_report.Page`): the metrics table of `compare.json`
-(sim, emu, emu − sim), per-class goodput of both backends, the queue-delay CDFs of both on one
-axes, the bottleneck's mean sojourn over time, and per-flow throughput over time for each
-backend on a shared scale. Every figure carries its numbers and PNG/SVG copies.
+One static page, as the sweep reports (`report.page.Page`): the metrics table of `compare.json`
+(sim, emu, emu − sim), per-class goodput of both backends, per-flow throughput and cwnd over
+time for each backend on a shared scale, the queue-delay CDFs of both on one log axis, and the
+bottleneck's mean sojourn over time. Every figure carries its numbers and a copy beside the page.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from aqmlab.report.page import Page
+from aqmlab.report.run import delay_cdf, log_delay_axis
 from aqmlab.store.result import Result, load_result
 
 __all__ = ["is_compare_dir", "write_compare_report"]
@@ -56,23 +57,29 @@ def _goodput(page: Page, res: dict[str, Result]) -> None:
 def _delay_cdf(page: Page, res: dict[str, Result]) -> None:
     fig, ax = plt.subplots(figsize=(6.0, 3.2))
     rows = {}
+    spans = []
     for k, lab, colour in _BACKENDS:
         h = res[k].sojourn_hist
-        if h.empty:
+        span = delay_cdf(ax, h, label=lab, color=colour)
+        if span is None:
             continue
+        spans.append(span)
         h = h.sort_values("bin_lo_ms")
         cdf = h["count"].cumsum() / h["count"].sum()
-        ax.step(h["bin_hi_ms"], cdf, where="post", label=lab, color=colour)
         rows[lab] = {q: float(h["bin_hi_ms"][cdf >= q].iloc[0]) for q in (0.5, 0.9, 0.99)}
+    if spans:
+        log_delay_axis(ax, min(lo for lo, _ in spans), max(hi for _, hi in spans))
     ax.set_xlabel("queueing delay (ms)")
     ax.set_ylabel("fraction of packets")
     ax.set_ylim(0, 1.02)
+    ax.grid(True, lw=0.3, alpha=0.6)
     ax.legend(fontsize=8)
     fig.tight_layout()
     page.figure(
         fig,
         "delay_cdf",
-        "queue-delay CDF of every packet at the bottleneck (upper bin edges; percentiles in ms below)",
+        "queue-delay CDF of every packet at the bottleneck, log axis: at each bin's upper edge, the fraction of packets that waited less "
+        "(percentiles in ms below)",
         pd.DataFrame(rows).rename(index=lambda q: f"p{round(q * 100)}"),
     )
 
@@ -94,27 +101,41 @@ def _sojourn_over_time(page: Page, res: dict[str, Result]) -> None:
 
 
 def _throughput_over_time(page: Page, res: dict[str, Result]) -> None:
+    """Per-flow throughput (top) and cwnd (below, where the backend's samples have it: the
+    simulator's sender state, the emulator's TCP_INFO snd_cwnd), one column per backend."""
     frames = {k: res[k].timeseries for k, _, _ in _BACKENDS}
     if all(f.empty for f in frames.values()):
         return
-    top = max(float(f["throughput_bps"].max()) for f in frames.values() if not f.empty) / 1e6
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.2), sharey=True)
+    rows = [("throughput_bps", 1e-6, "throughput per flow (Mbit/s)")]
+    if any(not f.empty and f["cwnd"].notna().any() for f in frames.values()):
+        rows.append(("cwnd", 1.0, "cwnd per flow (packets)"))
+    fig, axes = plt.subplots(len(rows), 2, figsize=(11.0, 2.9 * len(rows) + 0.3), sharex=True, sharey="row", squeeze=False)
     means = {}
-    for ax, (k, lab, _) in zip(axes, _BACKENDS):
+    for j, (k, lab, _) in enumerate(_BACKENDS):
         ts = frames[k]
-        for (cls, flow), g in ts.groupby(["class", "flow"], sort=True):
-            ax.plot(g["t_s"], g["throughput_bps"] / 1e6, lw=0.8, label=f"{cls} #{flow}")
-        ax.set_title(lab, fontsize=9)
-        ax.set_xlabel("time (s)")
-        ax.set_ylim(0, top * 1.05)
-        if not ts.empty:
-            means[lab] = ts.groupby("class")["throughput_bps"].mean() / 1e6
-    axes[0].set_ylabel("throughput per flow (Mbit/s)")
-    handles, labels = axes[0].get_legend_handles_labels()
+        for i, (col, scale, ylabel) in enumerate(rows):
+            ax = axes[i, j]
+            for (cls, flow), g in ts.groupby(["class", "flow"], sort=True):
+                ax.plot(g["t_s"], g[col] * scale, lw=0.8, label=f"{cls} #{flow}")
+            ax.set_ylim(bottom=0)
+            ax.grid(True, lw=0.3, alpha=0.6)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if not ts.empty:
+                means[(lab, ylabel)] = ts.groupby("class")[col].mean() * scale
+        axes[0, j].set_title(lab, fontsize=9)
+        axes[-1, j].set_xlabel("time (s)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
     if len(labels) <= 12:
-        axes[1].legend(handles, labels, fontsize=7, loc="upper right")
+        axes[0, 1].legend(handles, labels, fontsize=7, loc="upper right")
     fig.tight_layout()
-    page.figure(fig, "throughput_over_time", "per-flow throughput over time, each backend on the same scale (class means, Mbit/s, below)", pd.DataFrame(means))
+    what = "throughput and cwnd" if len(rows) > 1 else "throughput"
+    page.figure(
+        fig,
+        "throughput_over_time",
+        f"per-flow {what} over time, each backend on the same scale (class means below)",
+        pd.DataFrame(means),
+    )
 
 
 def write_compare_report(directory: str | Path, output: str | Path) -> Path:

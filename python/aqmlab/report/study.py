@@ -26,22 +26,28 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
-from aqmlab.analysis.convergence import convergence, events, windowed_jain
 from aqmlab.report.page import Page
 from aqmlab.studies import STUDIES
-from aqmlab.studies.findings import evaluate_all, findings_path, study_axes
+
+if TYPE_CHECKING:
+    from aqmlab.studies.findings import Verdict
 
 __all__ = ["write_report", "write_harm_report", "facet_figure", "is_harm_dir"]
 
@@ -121,12 +127,29 @@ def facet_figure(
             if lab not in labels:
                 handles.append(hnd)
                 labels.append(lab)
+    fig.tight_layout()
     if labels:
-        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
-    if title:
-        fig.suptitle(title, y=1.04, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95 if labels else 1))
+        _above(fig, fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8, frameon=False, title=title, title_fontsize=10))
+    elif title:
+        _above(fig, fig.suptitle(title, va="bottom", fontsize=10))
     return fig
+
+
+def _above(fig: Figure, artist: Legend | Text) -> None:
+    """Put a figure's legend or title centred above its panels, as laid out by tight_layout,
+    growing the figure by its height: the panels keep their size and place, and everything
+    drawn lies inside the canvas, so the figure is saved as it is (Page.figure's crop=False)
+    rather than laid out once more to find what sticks out."""
+    height_in = artist.get_window_extent().height / fig.dpi + 0.1
+    old = fig.get_figheight()
+    new = old + height_in
+    sp = fig.subplotpars
+    fig.set_figheight(new)
+    fig.subplots_adjust(top=sp.top * old / new, bottom=sp.bottom * old / new)
+    if isinstance(artist, Legend):
+        artist.set_bbox_to_anchor((0.5, old / new), transform=fig.transFigure)
+    else:
+        artist.set_position((0.5, old / new))
 
 
 def _layout(doc: dict[str, Any], df: pd.DataFrame) -> tuple[str, str | None, str | None]:
@@ -147,18 +170,21 @@ def _pivot(df: pd.DataFrame, metric: str, x: str, col: str | None, row: str | No
     return t
 
 
-def write_report(directory: str | Path, output: str | Path, *, study: str | None = None) -> Path:
-    """Write the HTML report of a sweep directory; figures also go to <output stem>-figures/.
-    A seed study's sweep (`study`, or a sweep with a study's name and axes) opens with its
-    paper's findings beside what the runs measure."""
+def write_report(directory: str | Path, output: str | Path, *, study: str | None = None, svg: bool = False, verdicts: list[Verdict] | None = None) -> Path:
+    """Write the HTML report of a sweep directory; figures also go to <output stem>-figures/ as
+    PNG (and SVG with `svg`). A seed study's sweep (`study`, or a sweep with a study's name and
+    axes) opens with its paper's findings beside what the runs measure (`verdicts`, when the
+    caller has judged them already)."""
+    from aqmlab.studies.findings import evaluate_all  # start-up time: figure workers import this module, and need no pydantic
+
     d = Path(directory)
     out = Path(output)
     doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
+    page = Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures", svg=svg, preload=[__name__])
     df = pq.read_table(d / "index.parquet").to_pandas()
-    page = Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures")
     study = study or _study_of(doc)
     if study is not None:
-        _findings_table(page, study, evaluate_all(d, study))
+        _findings_table(page, study, verdicts if verdicts is not None else evaluate_all(d, study))
     n_runs = df["run"].nunique() if not df.empty else 0
     page.para(f"{n_runs} runs of sweep {doc['name']!r}; axes: {', '.join(doc['axes'])}. Each point is one run (deterministic; seed in the scenario).")
     if df.empty:
@@ -175,35 +201,38 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
     page.heading("Fairness and utilization")
     for metric, data, hue in (("run_jain", per_run, None), ("utilization", per_run, None), ("rel_throughput", df, "class"), ("jain", df, "class")):
         if data[metric].notna().any():
-            fig = facet_figure(data, metric=metric, x=x, col=col, row=row, hue=hue, title=_LABELS.get(metric, metric))
+            fig = partial(facet_figure, data, metric=metric, x=x, col=col, row=row, hue=hue, title=_LABELS.get(metric, metric))
             page.figure(
                 fig,
                 metric,
                 f"{_LABELS.get(metric, metric)} over {x}" + (f", by {col}" if col else "") + (f" and {row}" if row else ""),
                 _pivot(data, metric, x, col, row, hue),
+                crop=False,
             )
     if df["mark_ratio"].fillna(0).gt(0).any():
         page.heading("Congestion signals")
-        fig = facet_figure(df, metric="mark_ratio", x=x, col=col, row=row, hue="class", title="ECN-mark ratio per class")
-        page.figure(fig, "mark_ratio", "ECN-mark ratio per class (CE-marked ÷ arriving bytes)", _pivot(df, "mark_ratio", x, col, row, "class"))
+        fig = partial(facet_figure, df, metric="mark_ratio", x=x, col=col, row=row, hue="class", title="ECN-mark ratio per class")
+        page.figure(fig, "mark_ratio", "ECN-mark ratio per class (CE-marked ÷ arriving bytes)", _pivot(df, "mark_ratio", x, col, row, "class"), crop=False)
     if df["drop_ratio"].fillna(0).gt(0).any():
-        fig = facet_figure(df, metric="drop_ratio", x=x, col=col, row=row, hue="class", title="drop ratio per class")
-        page.figure(fig, "drop_ratio", "drop ratio per class (dropped ÷ arriving bytes)", _pivot(df, "drop_ratio", x, col, row, "class"))
+        fig = partial(facet_figure, df, metric="drop_ratio", x=x, col=col, row=row, hue="class", title="drop ratio per class")
+        page.figure(fig, "drop_ratio", "drop ratio per class (dropped ÷ arriving bytes)", _pivot(df, "drop_ratio", x, col, row, "class"), crop=False)
     page.heading("Queueing delay")
     for metric in ("sojourn_mean_rel_target", "sojourn_max_rel_target", "sojourn_mean_ms", "sojourn_p99_ms"):
         if per_run[metric].notna().any():
-            fig = facet_figure(per_run, metric=metric, x=x, col=col, row=row, hue=None, title=_LABELS[metric])
-            page.figure(fig, metric, _LABELS[metric], _pivot(per_run, metric, x, col, row, None))
+            fig = partial(facet_figure, per_run, metric=metric, x=x, col=col, row=row, hue=None, title=_LABELS[metric])
+            page.figure(fig, metric, _LABELS[metric], _pivot(per_run, metric, x, col, row, None), crop=False)
     _delay_cdfs(page, d, per_run, x, col, row)
     _throughput_over_time(page, d, per_run, x, col, row)
     _completion_times(page, d, all_runs, doc["axes"])
-    _convergence_figures(page, [(_run_label(r, all_runs, doc["axes"]), d / "runs" / r["run"]) for _, r in all_runs.iterrows()])
+    varying = _varying(all_runs, doc["axes"])
+    _convergence_figures(page, [(_run_label(r, varying), d / "runs" / r["run"]) for _, r in all_runs.iterrows()])
     page.write(out)
     return out
 
 
 def _study_of(doc: dict[str, Any]) -> str | None:
     """The seed study a sweep directory runs: its name and axes are the study's."""
+    from aqmlab.studies.findings import findings_path, study_axes  # start-up time: as in write_report
 
     name = doc.get("name")
     if name not in STUDIES or not findings_path(name).is_file():
@@ -257,55 +286,74 @@ def _cells(per_run: pd.DataFrame, col: str | None, row: str | None) -> list[tupl
 
 
 def _delay_cdfs(page: Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
-    cells = _cells(per_run, col, row)[:12]
+    cells: list[tuple[str, list[tuple[str, np.ndarray, np.ndarray]]]] = []
+    for name, g in _cells(per_run, col, row)[:12]:
+        lines = []
+        for _, r in g.sort_values(x).iterrows():
+            # Two columns as arrays: a full study's report reads thousands of these.
+            h = pq.read_table(d / "runs" / r["run"] / "sojourn_hist.parquet", columns=["bin_hi_ms", "count"])
+            count = h["count"].to_numpy()
+            if not count.sum():
+                continue
+            lines.append((f"{x}={r[x]}", h["bin_hi_ms"].to_numpy(), count.cumsum() / count.sum()))
+        cells.append((name, lines))
+    if any(lines for _, lines in cells):
+        page.figure(partial(_delay_cdf_figure, cells), "delay_cdf", f"queue-delay CDFs (1 ms bins), one line per {x}")
+
+
+def _delay_cdf_figure(cells: list[tuple[str, list[tuple[str, np.ndarray, np.ndarray]]]]) -> Figure:
+    """One panel per facet cell, one CDF per run: (cell name, [(label, delay bins, CDF)])."""
     ncol = min(4, len(cells))
     nrow = math.ceil(len(cells) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.1 * ncol, 2.3 * nrow), squeeze=False)
-    drawn = False
-    for ax, (name, g) in zip(axes.flat, cells):
-        for _, r in g.sort_values(x).iterrows():
-            h = pq.read_table(d / "runs" / r["run"] / "sojourn_hist.parquet").to_pandas()
-            if h.empty or h["count"].sum() == 0:
-                continue
-            cdf = h["count"].cumsum() / h["count"].sum()
-            ax.plot(h["bin_hi_ms"], cdf, lw=1, label=f"{x}={r[x]}")
-            drawn = True
+    for ax, (name, lines) in zip(axes.flat, cells):
+        for label, bins, cdf in lines:
+            ax.plot(bins, cdf, lw=1, label=label)
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("queueing delay (ms)", fontsize=8)
         ax.set_ylabel("CDF", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, lw=0.3, alpha=0.6)
-        if ax.get_legend_handles_labels()[0]:
+        if lines:
             ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(cells) :]:
         ax.axis("off")
     fig.tight_layout()
-    if drawn:
-        page.figure(fig, "delay_cdf", f"queue-delay CDFs (1 ms bins), one line per {x}")
-    else:
-        plt.close(fig)
+    return fig
 
 
 def _throughput_over_time(page: Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
     picks = [(name, g.sort_values(x).iloc[len(g) // 2]) for name, g in _cells(per_run, col, row)][:8]
-    ncol = min(4, len(picks))
-    nrow = math.ceil(len(picks) / ncol)
+    panels = [
+        (f"{name} · {x}={r[x]}", pq.read_table(d / "runs" / r["run"] / "timeseries.parquet", columns=["t_s", "flow", "class", "throughput_bps"]).to_pandas())
+        for name, r in picks
+    ]
+    page.figure(
+        partial(_throughput_figure, panels),
+        "throughput_time",
+        "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)",
+    )
+
+
+def _throughput_figure(panels: list[tuple[str, pd.DataFrame]]) -> Figure:
+    """One panel per run: (title, its time series), a line per flow."""
+    ncol = min(4, len(panels))
+    nrow = math.ceil(len(panels) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.4 * nrow), squeeze=False)
-    for ax, (name, r) in zip(axes.flat, picks):
-        ts = pq.read_table(d / "runs" / r["run"] / "timeseries.parquet", columns=["t_s", "flow", "class", "throughput_bps"]).to_pandas()
+    for ax, (title, ts) in zip(axes.flat, panels):
         for (cls, flow), g in ts.groupby(["class", "flow"], sort=True):
             ax.plot(g["t_s"], g["throughput_bps"] / 1e6, lw=0.7, label=f"{cls} #{flow}")
-        ax.set_title(f"{name} · {x}={r[x]}", fontsize=8)
+        ax.set_title(title, fontsize=8)
         ax.set_xlabel("time (s)", fontsize=8)
         ax.set_ylabel("throughput (Mbps)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, lw=0.3, alpha=0.6)
         if len(ts["flow"].unique()) <= 6:
             ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(picks) :]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     fig.tight_layout()
-    page.figure(fig, "throughput_time", "per-flow throughput over time (100 ms intervals), one run per facet cell (the middle x value)")
+    return fig
 
 
 def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) -> None:
@@ -314,11 +362,12 @@ def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) 
     # Per run and flow-size bin, the engine's own summary (`results::metrics::fct_by_size`:
     # the scenario's bins, nearest-rank quantiles), so the tables say what the run says.
     by_bin: list[dict[str, Any]] = []
-    for _, r in runs.iterrows():
+    varying = _varying(runs, axes)
+    # Most runs have no finite flows: their table's row count is in its footer.
+    finite = runs[[pq.read_metadata(d / "runs" / h / "fct.parquet").num_rows > 0 for h in runs["run"]]]
+    for _, r in finite.iterrows():
         f = pq.read_table(d / "runs" / r["run"] / "fct.parquet").to_pandas()
-        if f.empty:
-            continue
-        label = " · ".join(str(r[a]) for a in axes if a in r and runs[a].nunique() > 1)
+        label = " · ".join(str(r[a]) for a in varying)
         f["label"] = label or r["run"]
         tables.append(f)
         summary = json.loads((d / "runs" / r["run"] / "summary.json").read_text(encoding="utf-8"))
@@ -342,10 +391,27 @@ def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) 
     page.heading("Completion times")
     unfinished = fct.groupby("label")["completed"].apply(lambda c: int((~c).sum()))
     page.para("Unfinished flows at the end of each run (counted, not averaged away): " + ", ".join(f"{k}: {v}" for k, v in unfinished.items()))
+    done = done[["label", "size_bytes", "fct_s", "slowdown"]]
+    fct_table = stats[["label", "size bin", "flows", "completed", "unfinished", "fct_s mean", "fct_s p50", "fct_s p99"]].set_index(["label", "size bin"])
+    page.figure(
+        partial(_fct_figure, done),
+        "fct_size",
+        "flow completion time over flow size (log–log), one colour per run; per size bin, FCT in seconds (p50, p99: nearest rank)",
+        fct_table,
+    )
+    slowdown_table = stats[["label", "size bin", "completed", "slowdown mean", "slowdown p50", "slowdown p99"]].set_index(["label", "size bin"])
+    page.figure(partial(_slowdown_figure, done), "slowdown_cdf", "slowdown CDFs per run; per size bin (p50, p99: nearest rank)", slowdown_table)
+
+
+def _run_colours(done: pd.DataFrame) -> list[tuple[str, Any]]:
     labels = sorted(done["label"].unique())
-    colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(labels))]
+    return [(lab, plt.get_cmap("tab10")(i % 10)) for i, lab in enumerate(labels)]
+
+
+def _fct_figure(done: pd.DataFrame) -> Figure:
+    """Completion time over size, one colour per run (`label`)."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for c, lab in zip(colors, labels):
+    for lab, c in _run_colours(done):
         g = done[done["label"] == lab]
         ax.scatter(g["size_bytes"], g["fct_s"], s=4, alpha=0.5, color=c, label=lab)
     ax.set_xscale("log")
@@ -355,12 +421,13 @@ def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) 
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, markerscale=3)
     fig.tight_layout()
-    fct_table = stats[["label", "size bin", "flows", "completed", "unfinished", "fct_s mean", "fct_s p50", "fct_s p99"]].set_index(["label", "size bin"])
-    page.figure(
-        fig, "fct_size", "flow completion time over flow size (log–log), one colour per run; per size bin, FCT in seconds (p50, p99: nearest rank)", fct_table
-    )
+    return fig
+
+
+def _slowdown_figure(done: pd.DataFrame) -> Figure:
+    """Slowdown CDFs, one per run (`label`), coloured as in `_fct_figure`."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for c, lab in zip(colors, labels):
+    for lab, c in _run_colours(done):
         v = done[done["label"] == lab]["slowdown"].sort_values().to_numpy()
         if len(v):
             ax.plot(v, [(i + 1) / len(v) for i in range(len(v))], lw=1.2, color=c, label=lab)
@@ -370,12 +437,16 @@ def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) 
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    slowdown_table = stats[["label", "size bin", "completed", "slowdown mean", "slowdown p50", "slowdown p99"]].set_index(["label", "size bin"])
-    page.figure(fig, "slowdown_cdf", "slowdown CDFs per run; per size bin (p50, p99: nearest rank)", slowdown_table)
+    return fig
 
 
-def _run_label(r: pd.Series, runs: pd.DataFrame, axes: list[str]) -> str:
-    label = " · ".join(f"{a}={r[a]}" for a in axes if a in r and runs[a].nunique() > 1)
+def _varying(runs: pd.DataFrame, axes: list[str]) -> list[str]:
+    """The axes whose value differs between `runs`: what tells one run from another."""
+    return [a for a in axes if a in runs.columns and runs[a].nunique() > 1]
+
+
+def _run_label(r: pd.Series, varying: list[str]) -> str:
+    label = " · ".join(f"{a}={r[a]}" for a in varying)
     return label or str(r["run"])
 
 
@@ -393,16 +464,30 @@ def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] |
     Starts within the first window of the first start (e.g. uniform(0s, 1s)) are the run's
     start-up, not joins: no window of shares exists before them to compare with."""
 
-    flows = pq.read_table(run_dir / "flows.parquet").to_pandas()
-    if flows.empty or "start_s" not in flows.columns:
+    from aqmlab.analysis.convergence import convergence, events, windowed_jain  # start-up time: as in write_report (they load the engine)
+
+    # A sweep's report asks this of every run, and most have no event: the table's footer
+    # answers when it can, and otherwise only the columns the events are made of are read,
+    # as a DataFrame only for a run that has events.
+    table = pq.ParquetFile(run_dir / "flows.parquet")
+    w = CONVERGENCE["window_s"]
+    if _starts_only_at_first(table, w):
         return None
-    if pq.read_table(run_dir / "fct.parquet").num_rows:
+    cols = table.read(columns=[c for c in ("flow", "start_s", "stop_s") if c in table.schema_arrow.names])
+    if not cols.num_rows or "start_s" not in cols.column_names:
+        return None
+    starts = cols["start_s"].cast(pa.float64()).to_numpy()
+    # A flow without a stop has none (null; NaN here, which no comparison holds for).
+    stops = cols["stop_s"].cast(pa.float64()).to_numpy() if "stop_s" in cols.column_names else starts[:0]
+    settled = float(starts.min()) + w
+    if not ((starts >= settled - 1e-9).any() or (stops >= settled - 1e-9).any()):
+        return None  # every flow starts within the first window and none stops: no event to follow
+    flows = cols.to_pandas()
+    if pq.read_metadata(run_dir / "fct.parquet").num_rows:
         return None  # arrivals: thousands of short flows come and go; their yardstick is the FCT
     ts = pq.read_table(run_dir / "timeseries.parquet", columns=["t_s", "flow", "throughput_bps"]).to_pandas()
     if ts.empty:
         return None
-    w = CONVERGENCE["window_s"]
-    settled = float(flows["start_s"].min()) + w
     ev = events(flows, float(ts["t_s"].max()))
     ev = ev[ev["event_s"] >= settled - 1e-9]
     if ev.empty:
@@ -410,6 +495,23 @@ def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] |
     conv = convergence(ts, flows, **CONVERGENCE)
     conv = conv[conv["event_s"] >= settled - 1e-9]
     return conv, ev, windowed_jain(ts, w, flows)
+
+
+def _starts_only_at_first(flows: pq.ParquetFile, window_s: float) -> bool:
+    """Whether, by the flows table's footer alone, every flow starts within `window_s` of the
+    first and none stops (`stop_s` all null: Arrow's null type); False when it cannot tell."""
+    schema = flows.schema_arrow
+    if "start_s" not in schema.names or ("stop_s" in schema.names and schema.field("stop_s").type != pa.null()):
+        return False
+    meta = flows.metadata
+    column = schema.get_field_index("start_s")
+    bounds = []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            return False
+        bounds += [stats.min, stats.max]
+    return bool(bounds) and max(bounds) < min(bounds) + window_s - 1e-9
 
 
 def _convergence_figures(page: Page, runs: list[tuple[str, Path]]) -> None:
@@ -431,7 +533,40 @@ def _convergence_figures(page: Page, runs: list[tuple[str, Path]]) -> None:
         f"next event; events after which fewer than two flows share the link have nothing to settle. "
         f"{len(found)} run(s) with joins or leaves."
     )
-    shown = found[:12]
+    table = pd.concat([conv.assign(run=label) for label, conv, _, _ in found], ignore_index=True)
+    table = table[["run", "event", "flow", "event_s", "active_after", "converged_s", "convergence_time_s"]]
+    page.figure(
+        partial(_convergence_jain_figure, found[:12]),
+        "convergence_jain",
+        "windowed Jain index over time; dashed lines: joins (green) and leaves (red); ×: converged",
+        table,
+        crop=False,
+    )
+    # The convergence time of each event, one bar per run; an event whose shares never
+    # settled before the next one is marked, not dropped.
+    evlabels: list[str] = []
+    for _, conv, _, _ in found:
+        for _, e in conv.iterrows():
+            name = f"{e['event']} {e['event_s']:g} s"
+            if name not in evlabels:
+                evlabels.append(name)
+    if not evlabels:
+        return
+    wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(
+        index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False
+    )
+    page.figure(
+        partial(_convergence_time_figure, [(label, conv) for label, conv, _, _ in found], evlabels),
+        "convergence_time",
+        "convergence time after each join and leave, one bar per run (×: did not settle before the next event)",
+        wide,
+    )
+
+
+def _convergence_jain_figure(shown: list[tuple[str, pd.DataFrame, pd.DataFrame, pd.Series]]) -> Figure:
+    """One panel per run (label, convergence table, events, windowed Jain): the index over
+    time, the events as dashed lines, the convergence points as crosses."""
+    c = CONVERGENCE
     ncol = min(3, len(shown))
     nrow = math.ceil(len(shown) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 2.5 * nrow), squeeze=False, sharey=True)
@@ -458,26 +593,18 @@ def _convergence_figures(page: Page, runs: list[tuple[str, Path]]) -> None:
         Line2D([], [], color="k", marker="x", ls="", label="converged"),
         Line2D([], [], color="#888", ls=":", label=f"threshold {c['threshold']:g}"),
     ]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
-    table = pd.concat([conv.assign(run=label) for label, conv, _, _ in found], ignore_index=True)
-    table = table[["run", "event", "flow", "event_s", "active_after", "converged_s", "convergence_time_s"]]
-    page.figure(fig, "convergence_jain", "windowed Jain index over time; dashed lines: joins (green) and leaves (red); ×: converged", table)
-    # The convergence time of each event, one bar per run; an event whose shares never
-    # settled before the next one is marked, not dropped.
-    evlabels: list[str] = []
-    for _, conv, _, _ in found:
-        for _, e in conv.iterrows():
-            name = f"{e['event']} {e['event_s']:g} s"
-            if name not in evlabels:
-                evlabels.append(name)
-    if not evlabels:
-        return
+    fig.tight_layout()
+    _above(fig, fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False))
+    return fig
+
+
+def _convergence_time_figure(found: list[tuple[str, pd.DataFrame]], evlabels: list[str]) -> Figure:
+    """The convergence time of each event (`evlabels`: "join 5 s", …), one bar per run."""
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(evlabels) + 2.0), 3.6))
     width = 0.8 / len(found)
     colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(found))]
-    ymax = max([float(v) for _, conv, _, _ in found for v in conv["convergence_time_s"].dropna()] or [1.0])
-    for k, (label, conv, _, _) in enumerate(found):
+    ymax = max([float(v) for _, conv in found for v in conv["convergence_time_s"].dropna()] or [1.0])
+    for k, (label, conv) in enumerate(found):
         for _, e in conv.iterrows():
             x = evlabels.index(f"{e['event']} {e['event_s']:g} s") - 0.4 + (k + 0.5) * width
             v = e["convergence_time_s"]
@@ -495,10 +622,7 @@ def _convergence_figures(page: Page, runs: list[tuple[str, Path]]) -> None:
         # Beside the axes, so that no bar hides behind it.
         ax.legend(uniq.values(), uniq.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    wide = table.assign(ev=[f"{e} {t:g} s" for e, t in zip(table["event"], table["event_s"])]).pivot_table(
-        index="run", columns="ev", values="convergence_time_s", aggfunc="first", dropna=False
-    )
-    page.figure(fig, "convergence_time", "convergence time after each join and leave, one bar per run (×: did not settle before the next event)", wide)
+    return fig
 
 
 # ------------------------------------------------------------------------------------------
@@ -511,9 +635,10 @@ def is_harm_dir(d: str | Path) -> bool:
     return (Path(d) / "harm.json").is_file()
 
 
-def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> Path:
+def write_harm_report(directories: Sequence[str | Path], output: str | Path, *, svg: bool = False) -> Path:
     """The harm page of one or several `aqmlab harm` directories: the harm table, a heatmap of
-    classes × metric, and the mixed runs' convergence figures where they have joins/leaves."""
+    classes × metric, and the mixed runs' convergence figures where they have joins/leaves
+    (PNG beside the page, and SVG with `svg`)."""
     frames = []
     mixed: list[tuple[str, Path]] = []
     for d in map(Path, directories):
@@ -527,7 +652,7 @@ def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> 
     df = pd.concat(frames, ignore_index=True)
     out = Path(output)
     title = "aqmlab harm — " + ", ".join(n for n, _ in mixed)
-    page = Page(title, out.parent / f"{out.stem}-figures")
+    page = Page(title, out.parent / f"{out.stem}-figures", svg=svg, preload=[__name__])
     page.para(
         "Harm (Ware et al., HotNets 2019) each flow class suffers in the mixed scenario against its solo baseline: the same "
         "scenario with every class running that class's CC. Throughput harm = (baseline − mixed) ÷ baseline; delay harm = "
@@ -537,19 +662,6 @@ def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> 
     df["row"] = [f"{s} · {c}" if several else str(c) for s, c in zip(df["scenario"], df["class"])]
     metrics = [("throughput_harm", "throughput harm"), ("delay_harm", "delay harm")]
     m = df.set_index("row")[[k for k, _ in metrics]].astype(float)
-    fig, ax = plt.subplots(figsize=(2.2 * len(metrics) + 2.8, 0.42 * len(m) + 1.4))
-    # Diverging around 0 (no harm); colours saturate at ±1, the numbers in the cells do not.
-    im = ax.imshow(m.to_numpy(), cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(len(metrics)), [lab for _, lab in metrics], fontsize=8)
-    ax.set_yticks(range(len(m)), list(m.index), fontsize=8)
-    for i in range(len(m)):
-        for k in range(len(metrics)):
-            v = m.iat[i, k]
-            ax.text(
-                k, i, "–" if pd.isna(v) else f"{v:+.2f}", ha="center", va="center", fontsize=8, color="white" if not pd.isna(v) and abs(v) > 0.6 else "black"
-            )
-    fig.colorbar(im, ax=ax, fraction=0.05, pad=0.04).ax.tick_params(labelsize=7)
-    fig.tight_layout()
     table = df[
         ["scenario", "class", "cc", "goodput_bps", "baseline_goodput_bps", "throughput_harm", "sojourn_mean_ms", "baseline_sojourn_mean_ms", "delay_harm"]
     ]
@@ -568,11 +680,30 @@ def write_harm_report(directories: Sequence[str | Path], output: str | Path) -> 
         shown[col] = shown[col] / 1e6
     page.parts.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0, classes="nums"))
     page.figure(
-        fig,
+        partial(_harm_figure, m, [lab for _, lab in metrics]),
         "harm_heatmap",
         "harm per class (rows) and metric (columns); red: harmed, blue: better off than against its own kind",
         table.set_index(["scenario", "class"]),
+        crop=False,
     )
     _convergence_figures(page, mixed)
     page.write(out)
     return out
+
+
+def _harm_figure(m: pd.DataFrame, labels: list[str]) -> Figure:
+    """The heatmap of harm: a row per class (`m`'s index), a column per metric (`labels`)."""
+    fig, ax = plt.subplots(figsize=(2.2 * len(labels) + 2.8, 0.42 * len(m) + 1.4))
+    # Diverging around 0 (no harm); colours saturate at ±1, the numbers in the cells do not.
+    im = ax.imshow(m.to_numpy(), cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_yticks(range(len(m)), list(m.index), fontsize=8)
+    for i in range(len(m)):
+        for k in range(len(labels)):
+            v = m.iat[i, k]
+            ax.text(
+                k, i, "–" if pd.isna(v) else f"{v:+.2f}", ha="center", va="center", fontsize=8, color="white" if not pd.isna(v) and abs(v) > 0.6 else "black"
+            )
+    fig.colorbar(im, ax=ax, fraction=0.05, pad=0.04).ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return fig

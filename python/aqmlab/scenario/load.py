@@ -18,7 +18,7 @@ from aqmlab.inputs import loader
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.locate import locate
 from aqmlab.scenario.model import Scenario
-from aqmlab.scenario.parts import Flows, Workload
+from aqmlab.scenario.parts import Flows, PluginAqm, Workload
 
 __all__ = ["check_with_engine", "error_from_validation", "load_scenario", "parse_scenario"]
 
@@ -53,7 +53,8 @@ def parse_scenario(text: str, *, file: str | None = None, default_name: str = "s
     if base_dir is not None:
         _resolve_files(data, base_dir)
     try:
-        scenario = Scenario.model_validate(data)
+        # base_dir: where a plugin's `module` is relative to (PluginAqm).
+        scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as e:
         raise error_from_validation(e, text, file) from None
     # The engine checks what only it knows (RED's tc derivation, CC tunables).
@@ -90,6 +91,11 @@ def check_with_engine(s: Scenario, *, text: str | None = None, file: str | None 
         m = re.match(r"^([A-Za-z_][A-Za-z0-9_.\[\]]*): (.*)$", msg)
         if m:
             key, detail = m.group(1), m.group(2)
+            # A plugin's refusal of one of its options ("plugin x.wasm: <option>: why") is
+            # about that option's key.
+            m2 = re.match(r"^(plugin \S+): ([a-z][a-z0-9_]*): (.*)$", detail)
+            if key == "bottleneck.aqm" and m2 and isinstance(s.bottleneck.aqm, PluginAqm) and m2.group(2) in s.bottleneck.aqm.options():
+                fail(f"{key}.{m2.group(2)}", f"{m2.group(3)} ({m2.group(1)})")
             # Engine classes are the flow classes, then the workloads.
             m2 = re.match(r"^flows\[(\d+)\](.*)$", key)
             if m2 and int(m2.group(1)) >= len(s.flows):

@@ -18,9 +18,9 @@ from typing import Any
 
 from aqmlab import engine
 from aqmlab.scenario import units as u
-from aqmlab.scenario.parts import Bottleneck, Flows, Marker, Measure, Workload
+from aqmlab.scenario.parts import Bottleneck, Flows, Marker, Measure, PluginAqm, Workload
 
-__all__ = ["size_bytes", "target_ns", "bottleneck", "flow_class", "workload_class", "marker", "measure", "schedule"]
+__all__ = ["size_bytes", "target_ns", "bottleneck", "plugin", "flow_class", "workload_class", "marker", "measure", "schedule"]
 
 
 def size_bytes(q: u.Quantity, rate_bps: int, rtt_ref_ns: int) -> int:
@@ -88,10 +88,33 @@ def bottleneck(b: Bottleneck, rtt_ref: int) -> dict[str, Any]:
     config, and refuses a bad one as `bottleneck.aqm.<option>: why`."""
     rate = u.parse_rate(b.rate)
     buf_pkts, buf_bytes = _limit(b.buffer, rate, rtt_ref)
+    if isinstance(b.aqm, PluginAqm):
+        return {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "rtt_ref_ns": rtt_ref, "aqm": plugin(b.aqm, rate, rtt_ref)}
     options = {"kind": b.aqm.kind}
     for o in engine.describe_aqms()[b.aqm.kind]["options"]:
         options[o["name"]] = _option_value(o["unit"], getattr(b.aqm, o["name"]), rate, rtt_ref)
     return {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "rtt_ref_ns": rtt_ref, "aqm": options}
+
+
+def _plugin_value(unit: str, v: Any, rate: int, rtt_ref: int) -> float:
+    """One plugin option's value as the module receives it (a number in the unit's terms,
+    crates/plugin): a time or delay target in ns, a size in bytes (a packet counts
+    PACKET_BYTES), packets, bit/s, a bool as 0 or 1."""
+    if unit == "size":
+        return float(size_bytes(u.parse_size(v), rate, rtt_ref))
+    if unit == "bool":
+        return 1.0 if v else 0.0
+    return float(_option_value(unit, v, rate, rtt_ref))
+
+
+def plugin(aqm: PluginAqm, rate: int, rtt_ref: int) -> dict[str, Any]:
+    """A plugin's engine config: the module the engine loads (from the plugin cache, the bytes
+    the scenario's hash names) and the options the scenario sets, unset ones left out (the
+    module receives NaN for them)."""
+    module = aqm.resolved()
+    values = aqm.options()
+    options = {o["name"]: _plugin_value(o["unit"], values[o["name"]], rate, rtt_ref) for o in module.info["options"] if values.get(o["name"]) is not None}
+    return {"kind": "plugin", "module": str(module.wasm), "options": options}
 
 
 def _payload_bytes(text: str) -> int:

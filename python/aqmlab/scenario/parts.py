@@ -8,6 +8,7 @@ hash) does not depend on how the user wrote ``1000Mbps`` or ``1Gbps``.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from fractions import Fraction
@@ -19,13 +20,17 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
 
 from aqmlab import engine
-from aqmlab.inputs.loader import KeyedValueError
+from aqmlab.inputs.loader import KeyedValueError, error_from_validation
+from aqmlab.scenario import plugin
 from aqmlab.scenario import units as u
 
 # ------------------------------------------------------------------------------------------
@@ -222,11 +227,137 @@ def _aqm_model(about: dict[str, Any]) -> type[AqmModel]:
 #: The generated model of each discipline, by kind (in the engine's registry order).
 AQM_MODELS: dict[str, type[AqmModel]] = {kind: _aqm_model(d) for kind, d in engine.describe_aqms().items()}
 TaildropAqm = AQM_MODELS["taildrop"]
+
+
+# ------------------------------------------------------------------------------------------
+# Plugin disciplines: `aqm = { kind = "plugin", module = "my_aqm.c", <its options> }`. The
+# module declares its options (crates/plugin); a model generated from that declaration, one
+# per module content, validates them as a built-in's are: the same unit strings, the declared
+# range, unknown keys refused with a suggestion.
+# ------------------------------------------------------------------------------------------
+
+
+def _plugin_quantity(unit: str, lo: float | None, hi: float | None) -> Any:
+    """The canonicalising validator of a plugin's quantity option. The range is checked where
+    the value is absolute; a multiple of the reference RTT or of the BDP is checked by the
+    engine once it is resolved (`bottleneck.aqm.<option>` all the same)."""
+
+    def in_range(text: str, x: Fraction | int) -> None:
+        if lo is not None and x < lo:
+            raise ValueError(f"{text!r} must be ≥ {plugin.bound_text(unit, lo)}")
+        if hi is not None and x > hi:
+            raise ValueError(f"{text!r} must be ≤ {plugin.bound_text(unit, hi)}")
+
+    def check(v: str) -> str:
+        if unit == "time":
+            ns = u.parse_time(v)
+            in_range(v, ns)
+            return u.format_time(ns)
+        if unit == "delay-target":
+            q = u.parse_target(v)
+            if q.unit == "ns":
+                in_range(v, q.value)
+            return u.format_size(q) if q.unit == "rtt" else u.format_time(q.value)
+        if unit == "size":
+            q = u.parse_size(v)
+            if q.unit in ("bytes", "packets"):
+                # A plugin's size is bytes: a packet counts PACKET_BYTES (lower.py).
+                in_range(v, q.value * (u.PACKET_BYTES if q.unit == "packets" else 1))
+            return u.format_size(q)
+        if unit == "packets":
+            q = u.parse_size(v, allow_time=False)
+            if q.unit != "packets":
+                raise ValueError(f"{v!r}: this option counts packets (e.g. 20pkt)")
+            in_range(v, q.value)
+            return u.format_size(q)
+        rate = u.parse_rate(v)
+        in_range(v, rate)
+        return u.format_rate(rate)
+
+    return Annotated[str, AfterValidator(check)]
+
+
+def _plugin_option_type(o: dict[str, Any]) -> Any:
+    unit, lo, hi = o["unit"], o["min"], o["max"]
+    if unit in _UNIT_HINTS:
+        return _plugin_quantity(unit, lo, hi)
+    if unit == "bool":
+        return bool
+    bounds = ({"ge": lo} if lo is not None else {}) | ({"le": hi} if hi is not None else {})
+    return Annotated[int, Field(**bounds)] if unit == "int" else Annotated[float, Field(allow_inf_nan=False, **bounds)]
+
+
+#: The options model of each module validated in this process, by its content hash.
+_PLUGIN_OPTIONS: dict[str, type[BaseModel]] = {}
+
+
+def _plugin_options(module: plugin.Module) -> type[BaseModel]:
+    """The model of a module's aqm table: `kind`, `module` and the options it declares (each
+    under an alias, so that no option name can clash with pydantic's own attributes)."""
+    if module.sha256 not in _PLUGIN_OPTIONS:
+        fields: dict[str, Any] = {"kind": (Literal["plugin"], "plugin"), "module": (str, ...)}
+        for i, o in enumerate(module.info["options"]):
+            default = plugin.default_value(o, module.name)
+            t = _plugin_option_type(o)
+            fields[f"option_{i}"] = (t if default is not None else t | None, Field(default, alias=o["name"]))
+        config = ConfigDict(extra="forbid", frozen=True, strict=False, populate_by_name=False)
+        _PLUGIN_OPTIONS[module.sha256] = create_model(f"Plugin_{module.sha256[:12]}", __config__=config, **fields)
+    return _PLUGIN_OPTIONS[module.sha256]
+
+
+class PluginAqm(AqmModel):
+    """A discipline from a WebAssembly module (docs/plugins.md). `module` is held as the
+    module's content hash (``sha256:<hex>``): the canonical form names the bytes that run,
+    never a path, so the same module anywhere gives the same scenario hash, and an edited one
+    another. The options the module declares are the table's other keys, every default filled
+    in, in canonical spelling."""
+
+    model_config = ConfigDict(extra="allow")
+    ABOUT: ClassVar[dict[str, Any]] = {"kind": "plugin", "options": [], "one_of": []}
+    kind: Literal["plugin"] = "plugin"
+    #: A C file or .wasm module (relative to the scenario file), or ``sha256:<hex>``.
+    module: str
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _options_of_the_module(cls, data: Any, handler: ModelWrapValidatorHandler[PluginAqm], info: ValidationInfo) -> PluginAqm:
+        if isinstance(data, dict) and "module" not in data:
+            # The options are open keys: a misspelt `module` would read as "missing" alone.
+            close = difflib.get_close_matches("module", [k for k in data if isinstance(k, str) and k != "kind"], n=1)
+            if close:
+                raise KeyedValueError(close[0], "unknown key (did you mean 'module'?)", relative=True)
+            raise KeyedValueError("module", "required key is missing (a C file, a .wasm module or sha256:<hex>)", relative=True)
+        if not isinstance(data, dict) or not isinstance(data.get("module"), str):
+            # An instance as it is; a malformed table gets pydantic's own message.
+            return data if isinstance(data, PluginAqm) else handler(data)
+        base = (info.context or {}).get("base_dir")
+        try:
+            module = plugin.resolve(data["module"], Path(base) if base is not None else None)
+            model = _plugin_options(module)
+        except ValueError as e:
+            raise KeyedValueError("module", str(e), relative=True) from None
+        try:
+            options = model.model_validate(data)
+        except ValidationError as e:
+            err = error_from_validation(e, model=model, text=None, file=None)
+            raise KeyedValueError(err.key or "", err.detail, relative=True) from None
+        values = {o["name"]: getattr(options, f"option_{i}") for i, o in enumerate(module.info["options"])}
+        return handler({"kind": "plugin", "module": module.ref, **values})
+
+    def resolved(self) -> plugin.Module:
+        """The module (in this process's resolutions, else the plugin cache)."""
+        return plugin.resolve(self.module)
+
+    def options(self) -> dict[str, Any]:
+        """The option values by name, in canonical spelling (None: unset)."""
+        return dict(self.__pydantic_extra__ or {})
+
+
 if TYPE_CHECKING:
     # The union is built at run time from the engine's registry; a type checker sees its base.
     AqmSpec = AqmModel
 else:
-    AqmSpec = Annotated[Union[tuple(AQM_MODELS.values())], Field(discriminator="kind")]  # noqa: UP007 (a union of a run-time tuple has no | form)
+    AqmSpec = Annotated[Union[(*AQM_MODELS.values(), PluginAqm)], Field(discriminator="kind")]  # noqa: UP007 (a union of a run-time tuple has no | form)
 #: The disciplines that read packet values, so that the flows need a `[marker]`.
 VALUE_AQMS = tuple(k for k, d in engine.describe_aqms().items() if d["reads_packet_values"])
 
@@ -246,7 +377,7 @@ class Bottleneck(Model):
     def _known_aqm(cls, v: Any) -> Any:
         if isinstance(v, dict):
             kind = v.get("kind")
-            known = available("aqm")
+            known = [*available("aqm"), "plugin"]
             if kind is None:
                 raise ValueError(f"missing 'kind' (one of: {', '.join(known)})")
             if kind not in known:

@@ -6,13 +6,18 @@ rename()) — then the directory is fsynced so that the rename itself is on disk
 "fsync() on the file does not ensure that the entry in the directory has reached disk").
 A writer killed at any point leaves the old file or the new one, and at most a temporary
 file whose name starts with a dot.
+
+A store of several files (a run's results) is written the same way as a whole: its files go
+to a temporary directory, are fsynced together with it (`fsync_paths`), and the directory is
+renamed into place.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["fsync_path", "replacing", "write_text", "write_json", "write_parquet"]
+__all__ = ["fsync_path", "fsync_paths", "replacing", "write_text", "json_text", "write_json", "write_parquet"]
 
 
 def fsync_path(path: Path) -> None:
@@ -30,6 +35,15 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_paths(paths: Iterable[Path]) -> None:
+    """fsync every path at once, each in a thread: the filesystem commits them together (on
+    ext4, seven files and their directory take one journal commit, ≈ 2 ms, where one after
+    the other take 20–35 ms: bench/README.md, "Where users wait")."""
+    todo = list(paths)
+    with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+        list(pool.map(fsync_path, todo))
 
 
 @contextmanager
@@ -54,9 +68,13 @@ def write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_json(path: str | Path, obj: Any, *, indent: int = 2) -> None:
+def json_text(obj: Any, *, indent: int = 2) -> str:
     """JSON as the stores keep it: indented, a final newline, no NaN (not JSON, RFC 8259 §6)."""
-    write_text(path, json.dumps(obj, indent=indent, allow_nan=False) + "\n")
+    return json.dumps(obj, indent=indent, allow_nan=False) + "\n"
+
+
+def write_json(path: str | Path, obj: Any, *, indent: int = 2) -> None:
+    write_text(path, json_text(obj, indent=indent))
 
 
 def write_parquet(path: str | Path, table: pa.Table) -> None:

@@ -9,13 +9,17 @@ import shutil
 import tempfile
 from collections.abc import Iterator, KeysView
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aqmlab.store.atomic import fsync_path, write_json
+from aqmlab.store.atomic import fsync_path, fsync_paths, json_text
+
+if TYPE_CHECKING:
+    # pyarrow converts to and from pandas itself, on first use: a run that is only stored
+    # never loads pandas.
+    import pandas as pd
 
 __all__ = ["Result", "load_result", "TABLES"]
 
@@ -79,11 +83,12 @@ class Result:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
         try:
-            write_json(tmp / "summary.json", self.summary)
+            # The directory is renamed into place whole, so its files need no atomic writes of
+            # their own: written, then fsynced at once with the directory.
+            (tmp / "summary.json").write_text(json_text(self.summary), encoding="utf-8")
             for name in TABLES:
                 pq.write_table(self.arrow[name], tmp / f"{name}.parquet")
-                fsync_path(tmp / f"{name}.parquet")
-            fsync_path(tmp)
+            fsync_paths([tmp / "summary.json", *(tmp / f"{name}.parquet" for name in TABLES), tmp])
             if target.exists():
                 trash = target.parent / f".{target.name}.old-{os.getpid()}"
                 os.rename(target, trash)

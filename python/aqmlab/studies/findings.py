@@ -32,6 +32,7 @@ grid lacks it; or the metric has no value there).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -257,9 +258,14 @@ def parse_findings(text: str, *, file: str | None = None, axes: dict[str, list[A
 
 def study_axes(study: str, *, quick: bool = False) -> dict[str, list[Any]]:
     """Axis → labels of a study's grid (full, or its [quick] form)."""
+    return {name: list(labels) for name, labels in _study_axes(study, quick)}
 
+
+@functools.cache
+def _study_axes(study: str, quick: bool) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    # A report asks several times; a full grid takes a while to expand (fejes2020: 12 960 points).
     sw = load_sweep(study_path(study), quick=quick)
-    return {a.name: [lab for lab, _ in a.values] for a in sw.axes}
+    return tuple((a.name, tuple(lab for lab, _ in a.values)) for a in sw.axes)
 
 
 def load_findings(study: str) -> list[Finding]:
@@ -285,7 +291,8 @@ def _select(df: pd.DataFrame, sel: dict[str, Any]) -> pd.DataFrame:
     for k, v in sel.items():
         if k not in df.columns:
             return df.iloc[0:0]
-        mask &= df[k].map(lambda x, v=v: _same(x, v))
+        # Each distinct value judged once: a full study's index has thousands of rows.
+        mask &= df[k].isin([x for x in df[k].unique() if _same(x, v)])
     return df[mask]
 
 

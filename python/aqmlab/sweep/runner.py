@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import multiprocessing.forkserver
 import os
 import shutil
 import time
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from aqmlab.store.lock import writes_directory
 from aqmlab.store.result import TABLES
 from aqmlab.sweep.spec import Run, Sweep, SweepError
 
-__all__ = ["SweepResult", "plan", "run_sweep", "load", "is_complete", "build_index"]
+__all__ = ["SweepResult", "plan", "run_sweep", "load", "is_complete", "build_index", "local_pool", "start_workers"]
 
 
 def is_complete(directory: Path, expected_hash: str) -> bool:
@@ -56,12 +58,13 @@ def is_complete(directory: Path, expected_hash: str) -> bool:
 def execute(canonical_json: str, expected_hash: str, target: str) -> dict[str, Any]:
     """Run one scenario and store it (in a worker process, local or on a Dask worker)."""
 
+    started = time.time()
     scenario = Scenario.model_validate(json.loads(canonical_json))
     if scenario.hash() != expected_hash:
         raise RuntimeError(f"scenario hash changed in the worker ({scenario.hash()} != {expected_hash})")
     res = run(scenario)
     res.save(target, overwrite=True)
-    return {"hash": expected_hash, "wall_time_s": res.summary["wall_time_s"]}
+    return {"hash": expected_hash, "wall_time_s": res.summary["wall_time_s"], "started": started}
 
 
 @dataclass
@@ -71,7 +74,26 @@ class SweepResult:
     skipped: int
     ran: int
     failed: list[tuple[str, str]] = field(default_factory=list)
+    #: From the call to the last run's end.
     wall_s: float = 0.0
+    #: The engine's own wall time, summed over the runs that ran here.
+    sim_s: float = 0.0
+    #: Local worker processes (0: on a Dask cluster, whose size the sweep does not know).
+    workers: int = 0
+    #: From the call to the first run's start: planning, starting the workers.
+    startup_s: float = 0.0
+    #: From the first run's start to the index written.
+    running_s: float = 0.0
+
+    @property
+    def overhead_per_run_s(self) -> float | None:
+        """What the sweep spent per run beyond simulating it, once its workers were up: the
+        workers' time (running_s × workers) less the simulated time, over the runs: the
+        hand-off to a worker, validation and lowering, the tables, the store's atomic
+        writes, the index, and workers left idle by the last runs. None on a cluster."""
+        if not self.workers or not self.ran:
+            return None
+        return (self.running_s * self.workers - self.sim_s) / self.ran
 
 
 def plan(sweep: Sweep) -> list[Run]:
@@ -102,14 +124,21 @@ def run_sweep(
     cluster: str | None = None,
     on_progress: Callable[[int, int, int, int], None] | None = None,
     pool: ProcessPoolExecutor | None = None,
+    runs: list[Run] | None = None,
 ) -> SweepResult:
     """Run every run of `sweep` not already complete in `directory`, then write the index.
 
     `on_progress(done, failed, todo, total)` is called as runs finish. `pool`: local worker
     processes to use instead of starting `jobs` new ones (a caller running many small sweeps,
-    such as `aqmlab search`, keeps one pool).
+    such as `aqmlab search`, keeps one pool). `runs`: the sweep's `plan`, when the caller has
+    made it already.
     """
-    runs = plan(sweep)
+    # Wall-clock time, comparable with the workers' (`execute` reports when each run began).
+    t0 = time.time()
+    if cluster is None and pool is None:
+        start_workers()
+    if runs is None:
+        runs = plan(sweep)
     client = None
     if cluster is not None:
         client = _connect(cluster)
@@ -131,19 +160,24 @@ def run_sweep(
         if not target.exists():
             todo.append(r)
     result = SweepResult(d, total=len(unique), skipped=len(unique) - len(todo), ran=0)
-    t0 = time.perf_counter()
     if on_progress:
         on_progress(0, 0, len(todo), len(unique))
+    first: list[float] = []
     if todo:
         if client is not None:
+            # The workers' clocks are not this machine's: no start-up or overhead figures.
             _run_dask(client, todo, runs_dir, result, on_progress)
         else:
-            _run_local(todo, runs_dir, jobs or os.cpu_count() or 1, result, on_progress, pool)
-    result.wall_s = time.perf_counter() - t0
+            result.workers = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+            _run_local(todo, runs_dir, result.workers, result, on_progress, pool, first)
+    result.wall_s = time.time() - t0
     # A worker killed mid-write leaves its temporary directory (its run was redone elsewhere).
     for tmp in runs_dir.glob(".*.tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
     build_index(d)
+    if first:
+        result.startup_s = min(first) - t0
+        result.running_s = time.time() - min(first)
     return result
 
 
@@ -159,15 +193,34 @@ def _connect(address: str) -> Any:
         raise SweepError(f"the Dask scheduler at {address} does not answer ({type(e).__name__}: {e})", key="--cluster") from None
 
 
-def local_pool(jobs: int) -> ProcessPoolExecutor:
-    """Worker processes for local runs. spawn: workers start clean (no copy of the parent's
-    threads or progress display)."""
+def _forkserver() -> BaseContext:
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
 
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+
+def start_workers() -> None:
+    """Start the process local workers are forked from, which imports this module (≈ 1 s):
+    called before planning a sweep, it is ready by the time the runs are."""
+    _forkserver()
+    multiprocessing.forkserver.ensure_running()
+
+
+def local_pool(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes for local runs, forked from multiprocessing's forkserver: a clean
+    process (no copy of the parent's threads or progress display) that has imported this
+    module once, so that each worker starts at once rather than importing it again."""
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=_forkserver())
 
 
 def _run_local(
-    todo: list[Run], runs_dir: Path, jobs: int, result: SweepResult, on_progress: Callable[..., None] | None, given: ProcessPoolExecutor | None = None
+    todo: list[Run],
+    runs_dir: Path,
+    jobs: int,
+    result: SweepResult,
+    on_progress: Callable[..., None] | None,
+    given: ProcessPoolExecutor | None = None,
+    started: list[float] | None = None,
 ) -> None:
 
     jobs = max(1, min(jobs, len(todo)))
@@ -178,15 +231,23 @@ def _run_local(
             for fut in done:
                 r = pending.pop(fut)
                 try:
-                    fut.result()
-                    result.ran += 1
+                    _count(fut.result(), result, started)
                 except Exception as e:  # noqa: BLE001 - reported per run, the sweep goes on
                     result.failed.append((r.hash, f"{type(e).__name__}: {e}"))
                 if on_progress:
                     on_progress(result.ran, len(result.failed), len(todo), result.total)
 
 
-def _run_dask(client: Any, todo: list[Run], runs_dir: Path, result: SweepResult, on_progress: Callable[..., None] | None) -> None:
+def _count(done: dict[str, Any], result: SweepResult, started: list[float] | None) -> None:
+    result.ran += 1
+    result.sim_s += done["wall_time_s"]
+    if started is not None:
+        started.append(done["started"])
+
+
+def _run_dask(
+    client: Any, todo: list[Run], runs_dir: Path, result: SweepResult, on_progress: Callable[..., None] | None, started: list[float] | None = None
+) -> None:
     from distributed import as_completed
 
     # pure=False: never deduplicate against another client's identical submission; a worker
@@ -196,8 +257,7 @@ def _run_dask(client: Any, todo: list[Run], runs_dir: Path, result: SweepResult,
     for fut in as_completed(list(futures)):
         r = futures[fut]
         try:
-            fut.result()
-            result.ran += 1
+            _count(fut.result(), result, started)
         except Exception as e:  # noqa: BLE001
             result.failed.append((r.hash, f"{type(e).__name__}: {e}"))
         if on_progress:

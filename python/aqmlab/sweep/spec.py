@@ -145,6 +145,8 @@ def substitute(value: Any, env: dict[str, Any]) -> Any:
 def _label(v: Any, i: int) -> Any:
     """What an axis value is called in the index: scalars as they are; tables by kind/cc/name."""
     if isinstance(v, dict):
+        if v.get("kind") == "plugin" and isinstance(v.get("module"), str):
+            return Path(v["module"]).name  # every plugin's kind is "plugin": its file tells them apart
         for k in ("kind", "cc", "name"):
             if isinstance(v.get(k), str):
                 return v[k]
@@ -194,10 +196,20 @@ class Sweep:
 
     def points(self) -> list[dict[str, tuple[Any, Any]]]:
         """Every combination of axis values (label, value), exclusions removed, in file order."""
+        # The exclusions by the axes they name, each a set of those axes' labels: a full grid
+        # (fejes2020: 12 960 combinations, 6 exclusions) is looked up, not compared pairwise.
+        excluded: dict[tuple[str, ...], set[tuple[Any, ...]]] = {}
+        for ex in self.exclude:
+            if not set(ex) <= set(self.axis_names):
+                continue  # names an axis this sweep lacks: matches no point
+            try:
+                excluded.setdefault(tuple(ex), set()).add(tuple(ex.values()))
+            except TypeError:
+                continue  # a table or a list: no axis label equals it
         out = []
         for combo in itertools.product(*[a.values for a in self.axes]):
             point = {a.name: lv for a, lv in zip(self.axes, combo)}
-            if any(all(point.get(k, (object(),))[0] == v for k, v in ex.items()) for ex in self.exclude):
+            if any(tuple(point[k][0] for k in keys) in labels for keys, labels in excluded.items()):
                 continue
             pinned = [a for a in self.axes if a.kind == "cases" and isinstance(point[a.name][1].get("only"), dict)]
             if any(not all(point[k][0] == v for k, v in point[a.name][1]["only"].items()) for a in pinned):
@@ -238,7 +250,8 @@ class Sweep:
             data["flows"] = [f for f in data["flows"] if not (isinstance(f, dict) and f.get("count") == 0)]
         data.setdefault("name", self.name)
         try:
-            scenario = Scenario.model_validate(data)
+            # base_dir: a plugin's module is relative to the sweep file, as in a scenario file.
+            scenario = Scenario.model_validate(data, context={"base_dir": Path(self.file).parent if self.file else None})
         except ValidationError as e:
             err = error_from_validation(e, None, None)
             key = err.key
