@@ -484,7 +484,8 @@ def write_run_report(directory: str | Path, output: str | Path | None = None) ->
     backend = run.summary.get("backend", "sim")
     emu = run.summary.get("emu") or {}
     b = sc["bottleneck"]
-    page = Page(f"aqmlab run — {name}", out.parent / f"{out.stem}-figures")
+    # Three or four figures: drawn here, since starting worker processes costs more than they save.
+    page = Page(f"aqmlab run — {name}", out.parent / f"{out.stem}-figures", jobs=1)
     # The folder is this page's own: figures of an earlier drawing that this one lacks go.
     for old in page.fig_dir.glob("[0-9][0-9]-*.*"):
         if old.suffix in (".png", ".svg"):
