@@ -408,7 +408,7 @@ def test_list_aqms_shows_a_plugins_options_beside_the_builtins(tmp_path: Path, m
 
 
 def test_the_package_ships_the_abi_header() -> None:
-    # The copy an installed wheel compiles against (plugin.include_dir) is the original.
+    # What an installed wheel compiles against (plugin.include_dir) is the original's content.
     packaged = Path(plugin.__file__).parent / "include" / plugin.HEADER
     assert packaged.read_bytes() == (ROOT / "plugins" / "include" / plugin.HEADER).read_bytes()
     # A source checkout compiles against the original.

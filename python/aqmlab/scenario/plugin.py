@@ -91,8 +91,8 @@ def cache_dir() -> Path:
 
 def include_dir() -> Path:
     """The directory holding the ABI header: the repository's plugins/include in a source
-    checkout (the header's one original), else the copy the package ships (an installed
-    wheel; tests/test_plugin.py checks that the copy is the original)."""
+    checkout, else the package's include/ (an installed wheel: in the tree it is a symlink
+    to plugins/include's header, which the wheel build stores as the file itself)."""
     tree = _HERE.parents[2] / "plugins" / "include"
     return tree if (tree / HEADER).is_file() else _HERE / "include"
 
