@@ -28,5 +28,8 @@ pub const SEED_MARKER: u64 = 2 << 32;
 pub const SEED_WORKLOAD: u64 = 3 << 32;
 /// Per-flow sender-host timing noise (`[host] jitter`): SEED_HOST + flow id.
 pub const SEED_HOST: u64 = 4 << 32;
+/// Per-class streams of plugin congestion controls (`bpf_get_prandom_u32`): SEED_CC_PLUGIN +
+/// class index.
+pub const SEED_CC_PLUGIN: u64 = 5 << 32;
 /// The end hosts' CPU stalls (`[host] stall`).
 pub const SEED_STALLS: u64 = 5;

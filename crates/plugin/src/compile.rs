@@ -64,6 +64,47 @@ pub fn clang_args(source: &Path, output: &Path, include: &Path) -> Vec<String> {
     .collect()
 }
 
+/// The clang arguments that build the congestion control `source` (a struct_ops BPF C file)
+/// into `output` against the simulator's kernel headers, `include/bpfcc`: its ops are reached
+/// through the function table, its `struct tcp_congestion_ops` through the name section.
+pub fn cc_clang_args(source: &Path, output: &Path, include: &Path) -> Vec<String> {
+    [
+        "--target=wasm32",
+        "-O2",
+        "-nostdlib",
+        "-Wall",
+        "-Wl,--no-entry",
+        "-Wl,--export-table",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        format!("-I{}", include.join("bpfcc").display()),
+        "-o".into(),
+        output.display().to_string(),
+        source.display().to_string(),
+    ])
+    .collect()
+}
+
+/// Compile the congestion control `source` into the module `output` and return its bytes
+/// (errors as [`compile_c`]'s).
+pub fn compile_cc(source: &Path, output: &Path) -> Result<Vec<u8>, String> {
+    let clang = find_clang()?;
+    let out = Command::new(&clang)
+        .args(cc_clang_args(source, output, &include_dir()))
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", clang.display()))?;
+    if !out.status.success() {
+        return Err(explain_clang_failure(
+            &clang,
+            source,
+            &String::from_utf8_lossy(&out.stderr),
+        ));
+    }
+    std::fs::read(output).map_err(|e| format!("cannot read {}: {e}", output.display()))
+}
+
 /// Compile the C file `source` into the module `output` and return its bytes. Errors name the
 /// missing Debian package when the toolchain is incomplete, and carry clang's messages when
 /// the source does not build.

@@ -29,14 +29,17 @@
 //! [`PluginError`] naming the module, and for a call the function and the simulated time.
 
 pub mod abi;
+mod cc;
+pub mod cc_abi;
 mod compile;
 mod error;
 mod plugin;
 mod qdisc;
 
+pub use cc::{CcInfo, CcInstance, CcPlugin, OpArgs};
 pub use compile::{
-    clang_args, compile_c, compile_c_with, explain_clang_failure, find_clang, include_dir,
-    DEBIAN_PACKAGES,
+    cc_clang_args, clang_args, compile_c, compile_c_with, compile_cc, explain_clang_failure,
+    find_clang, include_dir, DEBIAN_PACKAGES,
 };
 pub use error::PluginError;
 pub use plugin::{Limits, Plugin, PluginInfo, PluginOption};

@@ -107,10 +107,12 @@ fn run<'py>(
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let cfg = sim::EngineConfig::from_json(config_json).map_err(PyValueError::new_err)?;
-    let world = sim::World::new(cfg).map_err(run_error)?;
     let progress: Option<Py<PyAny>> = progress.map(|p| p.unbind());
     let mut py_err: Option<PyErr> = None;
+    // The world is built on the thread that runs it: a plugin CC's registration is shared by
+    // its flows through `Rc` and never crosses threads.
     let result = py.detach(|| {
+        let world = sim::World::new(cfg)?;
         let mut cb = |frac: f64| -> bool {
             Python::attach(|py| {
                 if let Err(e) = py.check_signals() {
@@ -265,6 +267,54 @@ fn plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyA
     )
 }
 
+/// Compile a congestion control's struct_ops BPF C file into a WebAssembly module at `output`
+/// for the simulator (`plugin::compile_cc`), against the simulator's kernel headers in
+/// `include_dir`/bpfcc. Raises ValueError as `compile_plugin` does.
+#[pyfunction]
+fn compile_cc_plugin(source: &str, output: &str, include_dir: &str) -> PyResult<()> {
+    let clang = plugin::find_clang().map_err(PyValueError::new_err)?;
+    let out = std::process::Command::new(&clang)
+        .args(plugin::cc_clang_args(
+            std::path::Path::new(source),
+            std::path::Path::new(output),
+            std::path::Path::new(include_dir),
+        ))
+        .output()
+        .map_err(|e| PyValueError::new_err(format!("cannot run {}: {e}", clang.display())))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(plugin::explain_clang_failure(
+        &clang,
+        std::path::Path::new(source),
+        &String::from_utf8_lossy(&out.stderr),
+    )))
+}
+
+/// Load a congestion-control module (`.wasm`) and return what its `struct tcp_congestion_ops`
+/// declares: `name`, `flags`, `ops` (the member names it sets) and `ecn` ("classic", "dctcp"
+/// for TCP_CONG_NEEDS_ECN, "l4s" for AccECN / ECT(1)). Raises ValueError naming the module
+/// and what is wrong.
+#[pyfunction]
+fn cc_plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyAny>> {
+    let p = plugin::CcPlugin::from_file(std::path::Path::new(wasm_path))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let info = p.info();
+    let params = sim::cc::plugin::Params {
+        module: wasm_path.into(),
+        plugin: p.clone(),
+    };
+    let ecn = match params.ecn_use() {
+        sim::cc::EcnUse::L4s => "l4s",
+        sim::cc::EcnUse::Dctcp => "dctcp",
+        _ => "classic",
+    };
+    json_to_py(
+        py,
+        &serde_json::json!({"name": info.name, "flags": info.flags, "ops": info.ops, "ecn": ecn}),
+    )
+}
+
 /// Every queue discipline with its source, summary and options (unit, default in scenario
 /// terms, range, doc, source), from `aqm::QdiscOptions::describe`.
 #[pyfunction]
@@ -402,6 +452,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_aqms, m)?)?;
     m.add_function(wrap_pyfunction!(compile_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(plugin_info, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_cc_plugin, m)?)?;
+    m.add_function(wrap_pyfunction!(cc_plugin_info, m)?)?;
     m.add_function(wrap_pyfunction!(windowed_jain, m)?)?;
     m.add_function(wrap_pyfunction!(events, m)?)?;
     m.add_function(wrap_pyfunction!(convergence, m)?)?;

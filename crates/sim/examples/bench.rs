@@ -12,6 +12,8 @@
 //!     (examples/plugins/*.c, built with Debian's clang into target/plugins) with the
 //!     built-ins' parameters, for the plugins' cost.
 //! (b) 10 Gbps, 5 ms, 100 DCTCP flows, STEP at K = 0.17 RTT, 500 ms buffer, 10 s simulated.
+//!     `bench b plugin-dctcp` runs the emulator's DCTCP port (bpf/aqmlab_dctcp.bpf.c, built
+//!     for the simulator into target/plugins) in place of the built-in, for a plugin CC's cost.
 //! (c) 1 Gbps, 10 ms, 10 bbr2 + 10 CUBIC flows, 1-BDP
 //!     TailDrop, 30 s simulated; `bench c CC` puts another CC (bbr, bbr3, cubic, …) in place
 //!     of bbr2, so `bench c cubic` is (a) split into two classes: the baseline for BBR's cost.
@@ -62,6 +64,22 @@ fn aqm_for_a(kind: &str) -> serde_json::Value {
         }
         other => panic!("unknown discipline {other:?}"),
     }
+}
+
+/// The CC plugin `source` (relative to the repository) built into target/plugins.
+fn cc_plugin_module(source: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = root.join("target/plugins");
+    std::fs::create_dir_all(&out).expect("target/plugins");
+    let src = root.join(source);
+    let stem = src
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .replace(".bpf", "");
+    let wasm = out.join(format!("{stem}.wasm"));
+    plugin::compile_cc(&src, &wasm).unwrap_or_else(|e| panic!("building {source}: {e}"));
+    wasm.display().to_string()
 }
 
 /// examples/plugins/NAME.c built into target/plugins/NAME.wasm.
@@ -178,10 +196,15 @@ fn main() {
             cfg["bottleneck"]["aqm"] = aqm_for_a(&kind);
             label = format!("a/{kind}");
         }
+        ("b", Some(which)) if which == "plugin-dctcp" => {
+            cfg["classes"][0]["cc"] =
+                json!({"name": "plugin", "module": cc_plugin_module("bpf/aqmlab_dctcp.bpf.c")});
+            label = "b/plugin-dctcp".into();
+        }
         ("c", cc) => label = format!("c/{}", cc.as_deref().unwrap_or("bbr2")),
         ("d", which) => label = format!("d/{}", which.as_deref().unwrap_or("dynamic")),
         (_, Some(_)) => {
-            panic!("only scenarios a (a discipline), c (a CC) and d (bulk) take a second argument")
+            panic!("only scenarios a (a discipline), b (plugin-dctcp), c (a CC) and d (bulk) take a second argument")
         }
         _ => {}
     }

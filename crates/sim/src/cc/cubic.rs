@@ -246,7 +246,7 @@ impl CongestionControl for Cubic {
     }
 
     /// `cubictcp_recalc_ssthresh`: ends the epoch, sets W_max (with fast convergence).
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         let cwnd = tp.cwnd;
         self.epoch_start = None;
         self.last_max_cwnd = if cwnd < self.last_max_cwnd && self.params.fast_convergence {
@@ -350,12 +350,12 @@ mod tests {
     fn ssthresh_is_0_7_cwnd_and_fast_convergence_lowers_wmax() {
         let mut c = Cubic::new(Params::default());
         // First loss at cwnd 100: W_max = 100, ssthresh = 100·717/1024 = 70.
-        assert_eq!(c.ssthresh(&tp_at(0, 100)), 70);
+        assert_eq!(c.ssthresh(&mut tp_at(0, 100)), 70);
         assert_eq!(c.last_max_cwnd, 100);
         // Next loss below W_max (at 80): fast convergence, W_max = 80·1741/2048 = 68.
-        assert_eq!(c.ssthresh(&tp_at(0, 80)), 56);
+        assert_eq!(c.ssthresh(&mut tp_at(0, 80)), 56);
         assert_eq!(c.last_max_cwnd, 68);
-        assert_eq!(c.ssthresh(&tp_at(0, 2)), 2);
+        assert_eq!(c.ssthresh(&mut tp_at(0, 2)), 2);
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl CongestionControl for Dctcp {
     }
 
     /// `dctcp_ssthresh`: cwnd·(1 − α/2).
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         self.loss_cwnd = tp.cwnd;
         let cut = ((tp.cwnd as u64 * self.alpha as u64) >> 11) as u32;
         (tp.cwnd - cut).max(2)
@@ -240,13 +240,13 @@ mod tests {
     fn ssthresh_scales_with_alpha() {
         let mut d = Dctcp::new(Params::default());
         // α = 1024: cwnd − cwnd·1024/2048 = half.
-        assert_eq!(d.ssthresh(&tp(100)), 50);
+        assert_eq!(d.ssthresh(&mut tp(100)), 50);
         // α = 512: 100 − 100·512/2048 = 75 = cwnd·(1 − 1/4).
         d.alpha = 512;
-        assert_eq!(d.ssthresh(&tp(100)), 75);
+        assert_eq!(d.ssthresh(&mut tp(100)), 75);
         d.alpha = 0;
-        assert_eq!(d.ssthresh(&tp(100)), 100);
-        assert_eq!(d.ssthresh(&tp(2)), 2);
+        assert_eq!(d.ssthresh(&mut tp(100)), 100);
+        assert_eq!(d.ssthresh(&mut tp(2)), 2);
     }
 
     #[test]
@@ -256,7 +256,7 @@ mod tests {
             ..Params::default()
         });
         let mut t = tp(100);
-        t.ssthresh = d.ssthresh(&t);
+        t.ssthresh = d.ssthresh(&mut t);
         assert_eq!(t.ssthresh, 100);
         d.set_state(&mut t, CaState::Recovery);
         assert_eq!(t.ssthresh, 50);

@@ -17,6 +17,7 @@ pub use bbr::{v2 as bbr2, v3 as bbr3};
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
+pub mod plugin;
 pub mod prague;
 pub mod reno;
 
@@ -389,9 +390,9 @@ impl TcpState {
 ///   (BBR, Prague).
 pub trait CongestionControl {
     /// The Linux module name (`tcp_congestion_ops.name`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     fn init(&mut self, _tp: &mut TcpState) {}
-    fn ssthresh(&mut self, tp: &TcpState) -> u32;
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32;
     fn cong_avoid(&mut self, tp: &mut TcpState, acked: u32);
     fn set_state(&mut self, _tp: &mut TcpState, _new_state: CaState) {}
     fn cwnd_event(&mut self, _tp: &mut TcpState, _ev: CaEvent) {}
@@ -444,7 +445,12 @@ pub enum CcConfig {
     Bbr2(bbr2::Params),
     Bbr3(bbr3::Params),
     Prague(prague::Params),
+    /// A user's struct_ops BPF C file, compiled for the sandbox ([`plugin`]).
+    Plugin(plugin::Params),
 }
+
+/// One flow class's registration of a plugin CC in a run, shared by its flows' sockets.
+pub type Registration = std::rc::Rc<std::cell::RefCell<::plugin::CcInstance>>;
 
 /// Static dispatch over every CC (smoltcp's `AnyController`).
 ///
@@ -460,6 +466,7 @@ pub enum AnyCc {
     Bbr2(Box<bbr2::Bbr2>),
     Bbr3(Box<bbr3::Bbr3>),
     Prague(Box<prague::Prague>),
+    Plugin(Box<plugin::PluginCc>),
 }
 
 impl CcConfig {
@@ -520,11 +527,39 @@ impl CcConfig {
             CcConfig::Bbr2(p) => p.validate(),
             CcConfig::Bbr3(p) => p.validate(),
             CcConfig::Prague(p) => p.validate(),
+            CcConfig::Plugin(_) => Ok(()),
+        }
+    }
+
+    /// For a plugin CC, its registration for one flow class of a run (its
+    /// `bpf_get_prandom_u32` stream seeded by `seed`); None for a built-in.
+    pub fn register(&self, seed: u64) -> Result<Option<Registration>, String> {
+        match self {
+            CcConfig::Plugin(p) => ::plugin::CcInstance::new(&p.plugin, seed)
+                .map(|i| Some(std::rc::Rc::new(std::cell::RefCell::new(i))))
+                .map_err(|e| e.to_string()),
+            _ => Ok(None),
+        }
+    }
+
+    /// The CC of one flow, as [`CcConfig::build`]; a plugin CC gets a socket in `reg`, its
+    /// class's registration.
+    pub fn build_in(&self, seed: u64, reg: Option<&Registration>) -> Result<AnyCc, String> {
+        match (self, reg) {
+            (CcConfig::Plugin(p), Some(reg)) => {
+                plugin::PluginCc::new(p, reg).map(|c| AnyCc::Plugin(Box::new(c)))
+            }
+            (CcConfig::Plugin(p), None) => Err(format!(
+                "plugin {}: no registration for its flow class",
+                p.module.display()
+            )),
+            _ => Ok(self.build(seed)),
         }
     }
 
     /// The CC for one flow; `seed` feeds the CC's own random choices (BBR's gain-cycle phase
-    /// and probe timing: Linux's `prandom_u32_max`/`get_random_u32_below`).
+    /// and probe timing: Linux's `prandom_u32_max`/`get_random_u32_below`). Built-ins only: a
+    /// plugin CC needs its class's registration ([`CcConfig::build_in`]).
     pub fn build(&self, seed: u64) -> AnyCc {
         match self {
             CcConfig::Reno(p) => AnyCc::Reno(reno::Reno::new(p.clone())),
@@ -534,6 +569,10 @@ impl CcConfig {
             CcConfig::Bbr2(p) => AnyCc::Bbr2(Box::new(bbr2::Bbr2::new(p.clone(), seed))),
             CcConfig::Bbr3(p) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(p.clone(), seed))),
             CcConfig::Prague(p) => AnyCc::Prague(Box::new(prague::Prague::new(p.clone(), seed))),
+            CcConfig::Plugin(p) => panic!(
+                "plugin {}: a plugin CC is built with build_in",
+                p.module.display()
+            ),
         }
     }
 }
@@ -548,18 +587,19 @@ macro_rules! dispatch {
             AnyCc::Bbr2($cc) => $e,
             AnyCc::Bbr3($cc) => $e,
             AnyCc::Prague($cc) => $e,
+            AnyCc::Plugin($cc) => $e,
         }
     };
 }
 
 impl CongestionControl for AnyCc {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         dispatch!(self, c => c.name())
     }
     fn init(&mut self, tp: &mut TcpState) {
         dispatch!(self, c => c.init(tp))
     }
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         dispatch!(self, c => c.ssthresh(tp))
     }
     fn cong_avoid(&mut self, tp: &mut TcpState, acked: u32) {

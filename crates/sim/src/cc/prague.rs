@@ -654,7 +654,7 @@ impl CongestionControl for Prague {
     }
 
     /// `prague_ssthresh`: unchanged (the reduction is done on frac_cwnd).
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         if self.reno_fallback {
             return reno::Reno.ssthresh(tp);
         }
@@ -1178,7 +1178,7 @@ mod tests {
         t.ecn_ok = false;
         let mut p = prague(Params::default(), &mut t);
         assert!(!p.has_cong_control());
-        assert_eq!(p.ssthresh(&tp(100, 100, 1)), 50);
+        assert_eq!(p.ssthresh(&mut tp(100, 100, 1)), 50);
         assert_eq!(p.tso_segs(&t), None);
     }
 

@@ -28,7 +28,7 @@ impl CongestionControl for Reno {
     }
 
     /// `tcp_reno_ssthresh`: max(cwnd/2, 2).
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         (tp.cwnd >> 1).max(2)
     }
 
@@ -89,8 +89,8 @@ mod tests {
     #[test]
     fn ssthresh_halves_cwnd_with_a_floor_of_two() {
         let mut r = Reno;
-        assert_eq!(r.ssthresh(&tp(101, 0)), 50);
-        assert_eq!(r.ssthresh(&tp(3, 0)), 2);
+        assert_eq!(r.ssthresh(&mut tp(101, 0)), 50);
+        assert_eq!(r.ssthresh(&mut tp(3, 0)), 2);
     }
 
     #[test]

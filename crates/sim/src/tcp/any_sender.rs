@@ -76,7 +76,7 @@ impl AnySender {
     }
 
     /// "cbr", or the CC's Linux name.
-    pub fn kind_name(&self) -> &'static str {
+    pub fn kind_name(&self) -> &str {
         match self {
             AnySender::Tcp(s) => s.cc.name(),
             AnySender::Cbr(_) => "cbr",

@@ -580,7 +580,7 @@ impl Sender {
         self.prr_delivered = 0;
         self.prr_out = 0;
         self.sync_tp(self.tp.now_ns);
-        self.tp.ssthresh = self.cc.ssthresh(&self.tp);
+        self.tp.ssthresh = self.cc.ssthresh(&mut self.tp);
         if self.ecn_ok {
             self.queue_cwr = true;
         }

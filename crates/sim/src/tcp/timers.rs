@@ -147,7 +147,7 @@ impl Sender {
         self.sync_tp(now);
         if new_episode {
             self.tp.prior_cwnd = self.tp.cwnd;
-            self.tp.ssthresh = self.cc.ssthresh(&self.tp);
+            self.tp.ssthresh = self.cc.ssthresh(&mut self.tp);
             self.cc.cwnd_event(&mut self.tp, CaEvent::Loss);
         }
         self.tp.cwnd = self.inflight() + 1;

@@ -15,8 +15,8 @@ use crate::net::{Bottleneck, DelayLine, Hop};
 use crate::packet::DataPkt;
 use crate::tcp::{AnySender, CbrSender, EcnFeedback, Receiver, Sender, SenderConfig, TsoConfig};
 use link::seed::{
-    SEED_CC, SEED_HOST, SEED_MARKER, SEED_QDISC, SEED_STALLS, SEED_STARTS, SEED_STOPS,
-    SEED_WORKLOAD,
+    SEED_CC, SEED_CC_PLUGIN, SEED_HOST, SEED_MARKER, SEED_QDISC, SEED_STALLS, SEED_STARTS,
+    SEED_STOPS, SEED_WORKLOAD,
 };
 
 /// The time flow `i` of a class gets from a start or stop schedule; uniform draws come from
@@ -177,6 +177,18 @@ impl World {
         // allocated once at its final size (a growing vector of a workload's thousands of
         // flows would copy them each time it doubles).
         let plan = flow_plan(&cfg)?;
+        // A plugin CC is registered once per class, as a kernel registration serves every
+        // socket that uses it.
+        let mut cc_regs = Vec::with_capacity(n);
+        for (c, class) in cfg.classes.iter().enumerate() {
+            let reg = match &class.cc {
+                Some(cc) => cc
+                    .register(derive_seed(cfg.seed, SEED_CC_PLUGIN.wrapping_add(c as u64)))
+                    .map_err(|e| RunError::Config(format!("flows[{c}].cc: {e}")))?,
+                None => None,
+            };
+            cc_regs.push(reg);
+        }
         let mut flows = Vec::new();
         reserve(&mut flows, plan.len(), "the flows")?;
         for PlannedFlow {
@@ -203,10 +215,13 @@ impl World {
             };
             let (sender, receiver) = match (&class.cc, class.cbr_rate_bps) {
                 (Some(cc), _) => {
-                    let sender = Sender::new(
-                        &scfg,
-                        cc.build(derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64))),
-                    );
+                    let cc = cc
+                        .build_in(
+                            derive_seed(cfg.seed, SEED_CC.wrapping_add(id as u64)),
+                            cc_regs[c].as_ref(),
+                        )
+                        .map_err(|e| RunError::Config(format!("flows[{c}].cc: {e}")))?;
+                    let sender = Sender::new(&scfg, cc);
                     let feedback = if !sender.ecn_ok() {
                         EcnFeedback::Off
                     } else {
@@ -310,6 +325,7 @@ impl World {
             sampled: Vec::new(),
             sample_order: Vec::new(),
             next_sampled: 0,
+            cc_regs: cc_regs.into_iter().flatten().collect(),
         })
     }
 }

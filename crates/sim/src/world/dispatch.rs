@@ -96,13 +96,20 @@ impl World {
     }
 
     /// A plugin discipline that failed has dropped every arrival since (it cannot return its
-    /// error through `Qdisc`): end the run with its error. Checked every 2^16 events and at
+    /// error through `Qdisc`), and a plugin CC's failed op left its flow's window as it was:
+    /// end the run with the error. Checked every 2^16 events and at
     /// the end, so a failed run stops within a few ms of wall time.
     fn check_discipline(&self) -> Result<(), RunError> {
-        match self.bottleneck.qdisc.error() {
-            Some(e) => Err(RunError::Plugin(e.to_string())),
-            None => Ok(()),
+        if let Some(e) = self.bottleneck.qdisc.error() {
+            return Err(RunError::Plugin(e.to_string()));
         }
+        // A plugin CC's failed op has left its flow's window as it was since.
+        for reg in &self.cc_regs {
+            if let Some(e) = reg.borrow().error() {
+                return Err(RunError::Plugin(e.to_string()));
+            }
+        }
+        Ok(())
     }
 
     fn dispatch(&mut self, ev: Event) {

@@ -57,8 +57,8 @@ pub struct Offloads {
 pub enum RunError {
     Config(String),
     Interrupted,
-    /// A plugin discipline's call failed (a trap, a runaway, a broken ABI rule): the message
-    /// names the module, the function and the simulated time.
+    /// A plugin's call failed (a trap, a runaway, a broken ABI rule), the discipline's or a
+    /// CC's: the message names the module, the function and the simulated time.
     Plugin(String),
     /// A large allocation (flows, per-flow state, result tables) failed: what it was for.
     OutOfMemory(String),
@@ -129,6 +129,9 @@ pub struct World {
     /// Every flow by (start time, id), and the next one to add to `sampled`.
     sample_order: Vec<u32>,
     next_sampled: usize,
+    /// The plugin CCs' registrations, one per class that runs one (checked like the
+    /// discipline: a failed op ends the run).
+    cc_regs: Vec<crate::cc::Registration>,
 }
 
 /// A component's seed from the run seed ([`link::seed`], shared with the emulator's router).

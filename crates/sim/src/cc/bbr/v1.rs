@@ -566,7 +566,7 @@ impl CongestionControl for Bbr {
     }
 
     /// `bbr_ssthresh`: entering loss recovery — save cwnd, leave ssthresh alone.
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         self.save_cwnd(tp);
         tp.ssthresh
     }
@@ -1011,7 +1011,7 @@ mod tests {
         }
         let before = p.tp.cwnd;
         // The core enters Recovery: ssthresh() saves cwnd, then the state changes.
-        let _ = p.bbr.ssthresh(&p.tp);
+        let _ = p.bbr.ssthresh(&mut p.tp);
         p.tp.ca_state = CaState::Recovery;
         p.tp.inflight = 60;
         p.tp.lost += 5;

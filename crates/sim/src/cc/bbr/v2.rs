@@ -424,7 +424,7 @@ impl CongestionControl for Bbr2 {
     }
 
     /// `bbr2_ssthresh`: save cwnd and the bounds for undo.
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         self.save_for_undo(tp);
         tp.ssthresh
     }

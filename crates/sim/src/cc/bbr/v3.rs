@@ -689,7 +689,7 @@ impl CongestionControl for Bbr3 {
     }
 
     /// `bbr_ssthresh`: entering loss recovery; save state for undo.
-    fn ssthresh(&mut self, tp: &TcpState) -> u32 {
+    fn ssthresh(&mut self, tp: &mut TcpState) -> u32 {
         self.save_for_undo(tp);
         tp.ssthresh
     }
@@ -1386,7 +1386,7 @@ mod tests {
         assert_eq!(p.rounds_until(40, "probe_bw:refill", 70), left);
         p.rounds_until(40, "probe_bw:up", 1);
         // An ECE-driven CWR (entered in one ACK, completed in a later one) is not a TLP.
-        p.b.ssthresh(&p.tp);
+        p.b.ssthresh(&mut p.tp);
         p.b.set_state(&mut p.tp, CaState::Cwr);
         p.tp.ca_state = CaState::Cwr;
         p.round(40);
@@ -1398,7 +1398,7 @@ mod tests {
         // bbr_run_loss_probe_recovery: lost = 1 of tx_in_flight = inflight_latest + 1 = 41:
         // 1 > 41·5 >> 8 = 0, too high: inflight_hi = max(41, 42·180 >> 8 = 29) = 41.
         assert_eq!(p.b.v.inflight_latest, 40);
-        p.b.ssthresh(&p.tp);
+        p.b.ssthresh(&mut p.tp);
         p.b.set_state(&mut p.tp, CaState::Cwr);
         p.tp.ca_state = CaState::Cwr;
         p.b.cwnd_event(&mut p.tp, CaEvent::CompleteCwr);

@@ -1,0 +1,1 @@
+../../../../../../plugins/include/bpfcc/bpf/bpf_helpers.h

@@ -1,0 +1,1 @@
+../../../../../plugins/include/bpfcc/vmlinux.h
