@@ -2,7 +2,7 @@
 /* aqmlab-bpfcc: registers the struct_ops congestion control of one BPF object for as long as
  * this process lives, and no longer.
  *
- *   aqmlab-bpfcc OBJECT.bpf.o
+ *   aqmlab-bpfcc [--name NAME] OBJECT.bpf.o
  *
  * The object's struct_ops map is created with BPF_F_LINK and registered through a bpf_link
  * (BPF_LINK_CREATE with attach type BPF_STRUCT_OPS, Linux 6.4+: kernel/bpf/bpf_struct_ops.c
@@ -12,11 +12,19 @@
  * struct_ops register` instead registers a map that stays until `bpftool struct_ops
  * unregister`, and libbpf 1.1 knows no ".struct_ops.link" section, hence the raw syscall.)
  *
- * Prints "ready NAME" (the struct_ops variable's name, by our convention the CC's) on stdout
- * once the CC is in tcp_available_congestion_control, waits for
+ * --name NAME registers the CC under NAME instead of the .name the object declares, so that one
+ * object can be registered more than once (a user's CC in two flow classes, or in two runs at
+ * once): congestion controls are global to the kernel and their names unique in it
+ * (net/ipv4/tcp_cong.c tcp_register_congestion_control refuses a known name with EEXIST).
+ * The name is patched into the struct_ops map's initial value before the object is loaded.
+ *
+ * Prints "ready NAME" (NAME from --name; without it the struct_ops variable's name, by our
+ * convention the CC's) on stdout once the CC is in tcp_available_congestion_control, waits for
  * EOF on stdin, then prints the object's global counters (its .bss, if any) as one JSON line
  * of "name": value pairs of __u64 members, and exits 0. Errors: one line on stderr, exit 1.
  */
+#include <ctype.h>
+#include <elf.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
@@ -35,6 +44,8 @@
 #ifndef BPF_F_LINK
 #define BPF_F_LINK (1U << 13)
 #endif
+/* include/net/tcp.h: struct tcp_congestion_ops' name[TCP_CA_NAME_MAX], the NUL included. */
+#define TCP_CA_NAME_MAX 16
 
 static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -49,6 +60,217 @@ static int die(const char *what, int err)
 {
 	fprintf(stderr, "aqmlab-bpfcc: %s: %s\n", what, strerror(err < 0 ? -err : err));
 	return 1;
+}
+
+static int die_msg(const char *msg)
+{
+	fprintf(stderr, "aqmlab-bpfcc: %s\n", msg);
+	return 1;
+}
+
+/* NULL if the kernel accepts NAME as a CC's name, else why not. net/ipv4/bpf_tcp_ca.c
+ * bpf_tcp_ca_init_member copies it with kernel/bpf/syscall.c bpf_obj_name_cpy: at most
+ * TCP_CA_NAME_MAX - 1 bytes before the NUL, only [A-Za-z0-9_.], not empty. */
+static const char *bad_name(const char *name)
+{
+	if (!*name)
+		return "an empty name";
+	if (strlen(name) > TCP_CA_NAME_MAX - 1)
+		return "longer than 15 bytes (TCP_CA_NAME_MAX = 16 with the NUL, include/net/tcp.h)";
+	for (const char *c = name; *c; c++)
+		if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.')
+			return "only letters, digits, '_' and '.' are allowed (kernel/bpf/syscall.c bpf_obj_name_cpy)";
+	return NULL;
+}
+
+static struct bpf_map *struct_ops_map(struct bpf_object *obj, const char **err)
+{
+	struct bpf_map *map, *st = NULL;
+
+	bpf_object__for_each_map(map, obj) {
+		if (bpf_map__type(map) == BPF_MAP_TYPE_STRUCT_OPS) {
+			if (st) {
+				*err = "more than one struct_ops map in the object";
+				return NULL;
+			}
+			st = map;
+		}
+	}
+	if (!st)
+		*err = "no struct_ops map in the object";
+	return st;
+}
+
+/* Where the CC's name lies: the offset of member "name" in the map's value type, and of the
+ * map's variable in its ELF section. The value type comes from bpf_map__btf_value_type_id
+ * where libbpf sets it for struct_ops maps (not 1.1, which keeps it to itself), else from the
+ * variable of the map's name in the ".struct_ops" DATASEC, as libbpf's own
+ * bpf_object__init_struct_ops_maps finds it (libbpf sets that DATASEC's offsets at open,
+ * btf_fixup_datasec). */
+static int name_member(struct bpf_object *obj, struct bpf_map *st, __u32 *member_off, long *var_off, const char **err)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	__u32 vt = bpf_map__btf_value_type_id(st);
+	__s32 ds_id;
+
+	*var_off = -1;
+	if (!btf) {
+		*err = "the object has no BTF (compile it with -g)";
+		return -1;
+	}
+	ds_id = btf__find_by_name_kind(btf, ".struct_ops", BTF_KIND_DATASEC);
+	if (ds_id > 0) {
+		const struct btf_type *ds = btf__type_by_id(btf, ds_id);
+		const struct btf_var_secinfo *vs = btf_var_secinfos(ds);
+		for (int i = 0; i < btf_vlen(ds); i++, vs++) {
+			const struct btf_type *var = btf__type_by_id(btf, vs->type);
+			if (strcmp(btf__name_by_offset(btf, var->name_off), bpf_map__name(st)))
+				continue;
+			*var_off = vs->offset;
+			if (!vt)
+				vt = var->type;
+		}
+	}
+	const struct btf_type *t = vt ? btf__type_by_id(btf, vt) : NULL;
+	while (t && (btf_is_mod(t) || btf_is_typedef(t)))
+		t = btf__type_by_id(btf, t->type);
+	if (!t || !btf_is_struct(t)) {
+		*err = "cannot find the struct_ops variable's type in the object's BTF";
+		return -1;
+	}
+	const struct btf_member *m = btf_members(t);
+	for (int i = 0; i < btf_vlen(t); i++, m++) {
+		if (strcmp(btf__name_by_offset(btf, m->name_off), "name"))
+			continue;
+		if (btf__resolve_size(btf, m->type) != TCP_CA_NAME_MAX) {
+			*err = "the struct_ops type's member \"name\" is not char[16]: not a struct tcp_congestion_ops";
+			return -1;
+		}
+		*member_off = btf_member_bit_offset(t, i) / 8;
+		return 0;
+	}
+	*err = "the struct_ops type has no member \"name\": not a struct tcp_congestion_ops";
+	return -1;
+}
+
+/* The object file with NAME written at `off` in its ".struct_ops" section, for libbpf
+ * versions whose bpf_map__initial_value gives nothing for a struct_ops map (1.1: only for
+ * mmap-able global data). libbpf copies the section's bytes into the map's value at open
+ * (bpf_object__init_struct_ops_maps) and the name on into the kernel's at load
+ * (bpf_map__init_kern_struct_ops). */
+static void *patched_image(const char *path, long off, const char *name, size_t *size, const char **err)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat sb;
+	unsigned char *img = NULL;
+
+	*err = "cannot read the object file";
+	if (!f || fstat(fileno(f), &sb) || sb.st_size < (off_t)sizeof(Elf64_Ehdr))
+		goto out;
+	img = malloc(sb.st_size);
+	if (!img || fread(img, 1, sb.st_size, f) != (size_t)sb.st_size)
+		goto fail;
+	*size = sb.st_size;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+	*err = "not a 64-bit ELF object of this machine's byte order";
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_ident[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB) ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > *size ||
+	    (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > *size - eh->e_shoff || eh->e_shstrndx >= eh->e_shnum)
+		goto fail;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+	const Elf64_Shdr *strs = &sh[eh->e_shstrndx];
+	*err = "the object has no \".struct_ops\" section holding the CC";
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const char *sname = (const char *)img + strs->sh_offset + sh[i].sh_name;
+		if (sh[i].sh_name >= strs->sh_size || strs->sh_offset + strs->sh_size > *size ||
+		    strnlen(sname, strs->sh_size - sh[i].sh_name) == strs->sh_size - sh[i].sh_name ||
+		    strcmp(sname, ".struct_ops") || sh[i].sh_type != SHT_PROGBITS)
+			continue;
+		if (off < 0 || off + TCP_CA_NAME_MAX > (long)sh[i].sh_size || sh[i].sh_offset + sh[i].sh_size > *size)
+			goto fail;
+		memset(img + sh[i].sh_offset + off, 0, TCP_CA_NAME_MAX);
+		memcpy(img + sh[i].sh_offset + off, name, strlen(name));
+		fclose(f);
+		return img;
+	}
+fail:
+	free(img);
+	img = NULL;
+out:
+	if (f)
+		fclose(f);
+	return img;
+}
+
+/* Open `path` with the CC's name set to `name` (NULL: as declared). */
+static struct bpf_object *open_named(const char *path, const char *name, void **image, const char **err)
+{
+	struct bpf_object *obj = bpf_object__open_file(path, NULL);
+	struct bpf_map *st;
+	__u32 moff;
+	long voff;
+	size_t sz = 0;
+
+	*image = NULL;
+	if (!obj) {
+		*err = strerror(errno);
+		return NULL;
+	}
+	if (!name)
+		return obj;
+	if (!(st = struct_ops_map(obj, err)) || name_member(obj, st, &moff, &voff, err))
+		goto fail;
+	/* libbpf 1.4+ returns the struct_ops map's data, which it copies to the kernel's value at
+	 * load (the skeleton's struct_ops shadow types write there too). */
+	char *iv = (char *)bpf_map__initial_value(st, &sz);
+	if (iv) {
+		if (moff + TCP_CA_NAME_MAX > sz) {
+			*err = "the struct_ops map's value is smaller than its type";
+			goto fail;
+		}
+		memset(iv + moff, 0, TCP_CA_NAME_MAX);
+		memcpy(iv + moff, name, strlen(name));
+		return obj;
+	}
+	bpf_object__close(obj);
+	obj = NULL;
+	if (!(*image = patched_image(path, voff < 0 ? -1 : voff + (long)moff, name, &sz, err)))
+		return NULL;
+	/* The name bpf_object__open_file would give it (its basename up to the first '.'): libbpf
+	 * prefixes the global data maps' names with it (".bss" is found by that suffix). */
+	char oname[64];
+	const char *base = strrchr(path, '/');
+	snprintf(oname, sizeof(oname), "%s", base ? base + 1 : path);
+	oname[strcspn(oname, ".")] = 0;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = oname);
+	obj = bpf_object__open_mem(*image, sz, &opts);
+	if (!obj) {
+		*err = strerror(errno);
+		free(*image);
+		*image = NULL;
+	}
+	return obj;
+fail:
+	bpf_object__close(obj);
+	return NULL;
+}
+
+/* The CC's name in tcp_available_congestion_control (net/ipv4/tcp_cong.c
+ * tcp_get_available_congestion_control: the names, space-separated). */
+static int is_registered(const char *name)
+{
+	char list[4096], *tok, *save;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
+	size_t n = f ? fread(list, 1, sizeof(list) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	list[n] = 0;
+	for (tok = strtok_r(list, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save))
+		if (!strcmp(tok, name))
+			return 1;
+	return 0;
 }
 
 /* Print the __u64 members of the structs in .bss (the object's counters) as JSON, read from
@@ -120,15 +342,29 @@ static void print_stats(struct bpf_object *obj)
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
-	struct bpf_map *map, *st = NULL;
+	struct bpf_map *st;
 	struct bpf_link *fake;
 	union bpf_attr attr;
-	char buf[256];
+	const char *path = NULL, *name = NULL, *why;
+	void *image;
+	char buf[256], msg[512];
 	int err, link_fd;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: aqmlab-bpfcc OBJECT.bpf.o\n");
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--name") && i + 1 < argc && !name)
+			name = argv[++i];
+		else if (argv[i][0] != '-' && !path)
+			path = argv[i];
+		else
+			path = name = NULL, i = argc;
+	}
+	if (!path) {
+		fprintf(stderr, "usage: aqmlab-bpfcc [--name NAME] OBJECT.bpf.o\n");
 		return 2;
+	}
+	if (name && (why = bad_name(name))) {
+		snprintf(msg, sizeof(msg), "cannot register as \"%s\": %s", name, why);
+		return die_msg(msg);
 	}
 	/* The orchestrator's death ends this process, and with it the registration. */
 	if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0)
@@ -136,18 +372,13 @@ int main(int argc, char **argv)
 	if (getppid() == 1)
 		return die("parent already gone", ESRCH);
 	libbpf_set_print(quiet_print);
-	obj = bpf_object__open_file(argv[1], NULL);
-	if (!obj)
-		return die(argv[1], errno);
-	bpf_object__for_each_map(map, obj) {
-		if (bpf_map__type(map) == BPF_MAP_TYPE_STRUCT_OPS) {
-			if (st)
-				return die("more than one struct_ops map in the object", EINVAL);
-			st = map;
-		}
+	obj = open_named(path, name, &image, &why);
+	if (!obj) {
+		snprintf(msg, sizeof(msg), "%s: %s", path, why);
+		return die_msg(msg);
 	}
-	if (!st)
-		return die("no struct_ops map in the object", EINVAL);
+	if (!(st = struct_ops_map(obj, &why)))
+		return die_msg(why);
 	err = bpf_map__set_map_flags(st, bpf_map__map_flags(st) | BPF_F_LINK);
 	if (err)
 		return die("bpf_map__set_map_flags(BPF_F_LINK)", err);
@@ -163,11 +394,25 @@ int main(int argc, char **argv)
 	attr.link_create.prog_fd = bpf_map__fd(st); /* the union's map_fd */
 	attr.link_create.attach_type = AQ_BPF_STRUCT_OPS_ATTACH;
 	link_fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	if (link_fd < 0)
-		return die("BPF_LINK_CREATE (struct_ops)", errno);
+	if (link_fd < 0) {
+		/* Registration happens here (kernel/bpf/bpf_struct_ops.c bpf_struct_ops_link_create
+		 * -> net/ipv4/tcp_cong.c tcp_register_congestion_control), which refuses a name, or
+		 * a name's hash (tcp_ca_find_key), already in tcp_cong_list with EEXIST. */
+		const char *cc = name ? name : bpf_map__name(st);
+		int e = errno;
+		if (e == EEXIST && is_registered(cc))
+			snprintf(msg, sizeof(msg), "a congestion control named \"%s\" is already registered in this kernel "
+				 "(tcp_available_congestion_control lists it): register under another name (--name)", cc);
+		else if (e == EEXIST)
+			snprintf(msg, sizeof(msg), "the kernel refused the name \"%s\" as not unique (EEXIST: its hash "
+				 "collides with a registered congestion control's): register under another name (--name)", cc);
+		else
+			snprintf(msg, sizeof(msg), "BPF_LINK_CREATE (struct_ops): %s", strerror(e));
+		return die_msg(msg);
+	}
 	/* libbpf's own link would delete the map element on destroy: forget it. */
 	bpf_link__disconnect(fake);
-	printf("ready %s\n", bpf_map__name(st));
+	printf("ready %s\n", name ? name : bpf_map__name(st));
 	fflush(stdout);
 	while (read(STDIN_FILENO, buf, sizeof(buf)) > 0)
 		;
@@ -175,5 +420,6 @@ int main(int argc, char **argv)
 	close(link_fd);
 	bpf_link__destroy(fake);
 	bpf_object__close(obj);
+	free(image);
 	return 0;
 }

@@ -9,6 +9,10 @@ SIGKILL, the orchestrator's death), and the kernel then unregisters the CC. Cong
 are global to the kernel (net/ipv4/tcp_cong.c keeps one ``tcp_cong_list``; only the default is
 per network namespace), so one registration serves the sender and receiver namespaces alike;
 the CC is set per socket (TCP_CONGESTION, root), never as a namespace's default.
+
+A user's CC (a struct_ops C file of the form of bpf/aqmlab_dctcp.bpf.c) goes the same way:
+`compile_kernel_object` builds it, `user_cc` describes it under a name unique to the run
+(`unique_kernel_name`), and `Registration` has the loader register it under that name.
 """
 
 from __future__ import annotations
@@ -16,16 +20,33 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BPF_CCS", "BpfCc", "Registration", "bpf_dir", "registered", "stale_loaders", "remove_stale"]
+__all__ = [
+    "BPF_CCS",
+    "BpfCc",
+    "CompileError",
+    "Registration",
+    "bpf_dir",
+    "check_kernel_name",
+    "compile_kernel_object",
+    "registered",
+    "remove_stale",
+    "stale_loaders",
+    "unique_kernel_name",
+    "user_cc",
+    "user_run_untrusted",
+]
 
 #: The kernel's list of registered congestion controls (every namespace sees the same).
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
@@ -35,18 +56,45 @@ KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 READY_TIMEOUT_S = 20.0
 #: Every CC name we register starts so (cleanup finds leftovers by it).
 NAME_PREFIX = "aqmlab_"
+#: The longest CC name the kernel takes: TCP_CA_NAME_MAX = 16 bytes with the NUL
+#: (include/net/tcp.h).
+NAME_MAX = 15
+#: What the kernel copies into a BPF CC's name: kernel/bpf/syscall.c bpf_obj_name_cpy, called
+#: by net/ipv4/bpf_tcp_ca.c bpf_tcp_ca_init_member, refuses anything but these.
+_NAME_RE = re.compile(r"[A-Za-z0-9_.]+")
+
+
+def check_kernel_name(name: str) -> None:
+    """Raise ValueError unless the kernel would register a CC named `name`."""
+    if len(name.encode()) > NAME_MAX:
+        raise ValueError(f"congestion control name {name!r} is longer than {NAME_MAX} bytes (TCP_CA_NAME_MAX = 16 with the NUL, include/net/tcp.h)")
+    if not _NAME_RE.fullmatch(name):
+        raise ValueError(f"congestion control name {name!r}: the kernel takes only letters, digits, '_' and '.' (kernel/bpf/syscall.c bpf_obj_name_cpy)")
 
 
 @dataclass(frozen=True)
 class BpfCc:
-    """One of our eBPF congestion controls: the scenario's name for it, the name it registers
-    under (TCP_CA_NAME_MAX = 16 bytes with the NUL, include/net/tcp.h), its object in the
-    build directory and its source."""
+    """An eBPF congestion control: the scenario's name for it, the name it registers under,
+    its object and its source. `obj` is a file name in the build directory (one of our ports,
+    registered under the name it declares) or an absolute path (a user's object, registered
+    under `kernel_name` whatever it declares: `user_cc`)."""
 
     cc: str
     kernel_name: str
-    obj: str
+    obj: str | Path
     source: str
+
+    def __post_init__(self) -> None:
+        check_kernel_name(self.kernel_name)
+
+    @property
+    def renamed(self) -> bool:
+        """Registered under `kernel_name` rather than the name its object declares (the
+        loader's --name): a user's object, which may run in several classes or runs at once."""
+        return Path(self.obj).is_absolute()
+
+    def obj_path(self) -> Path:
+        return Path(self.obj) if self.renamed else bpf_dir() / self.obj
 
 
 BPF_CCS: dict[str, BpfCc] = {
@@ -76,6 +124,65 @@ def loader_path() -> Path:
     return bpf_dir() / "aqmlab-bpfcc"
 
 
+def unique_kernel_name() -> str:
+    """A CC name for one registration of a user's object: "aqmlab_p" and 7 random hex digits
+    (15 bytes, NAME_MAX), so that the same file in two flow classes, or in two runs at once,
+    registers twice without clashing (names are unique in the kernel: net/ipv4/tcp_cong.c
+    tcp_register_congestion_control). 2^28 names; one already registered is skipped, and a
+    race with another run that picks the same one fails with the loader's "already registered"."""
+    taken = set(registered())
+    while True:
+        name = f"{NAME_PREFIX}p{secrets.token_hex(4)[:7]}"
+        if name not in taken:
+            return name
+
+
+def user_cc(cc: str, obj: Path, source: str) -> BpfCc:
+    """A user's compiled CC (`compile_kernel_object`) as one registration: `cc` is the
+    scenario's name for it, `source` what the run's summary says it is (its C file)."""
+    return BpfCc(cc, unique_kernel_name(), Path(obj).resolve(), source)
+
+
+class CompileError(RuntimeError):
+    """A CC's C file could not be compiled for the kernel: one message saying why (clang's
+    own errors included)."""
+
+
+#: What `make deps` installs for the eBPF congestion controls.
+_DEPS = "apt-get install clang llvm libbpf-dev bpftool (`make deps` installs them)"
+
+
+def compile_kernel_object(source: Path, out: Path) -> None:
+    """Compile a struct_ops CC's C file for the running kernel, as `make bpf` compiles ours
+    (clang -target bpf -O2 -g -Wall against bpf_dir()'s vmlinux.h: CO-RE, its field offsets
+    relocated against the kernel's BTF at load). `out` appears whole or not at all: a
+    concurrent run never loads a half-written object."""
+    source, out = Path(source), Path(out)
+    if not source.is_file():
+        raise CompileError(f"{source}: no such file")
+    clang = shutil.which("clang")
+    if clang is None:
+        raise CompileError(f"compiling {source} for the kernel needs clang: {_DEPS}")
+    inc = bpf_dir()
+    if not (inc / "vmlinux.h").is_file():
+        raise CompileError(f"{inc / 'vmlinux.h'} is missing: run `make build` (or `make bpf`), which writes it from the running kernel's BTF ({KERNEL_BTF})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        r = subprocess.run([clang, "-target", "bpf", "-O2", "-g", "-Wall", "-I", str(inc), "-c", str(source), "-o", tmp], capture_output=True, text=True)
+        if r.returncode != 0:
+            err = r.stderr.strip()
+            m = re.search(r"'(bpf/[\w.]+\.h)' file not found", err)
+            if m:
+                raise CompileError(f"compiling {source} for the kernel: libbpf's header {m.group(1)} is missing: {_DEPS}\n{err}")
+            raise CompileError(f"compiling {source} for the kernel failed (clang exit status {r.returncode}):\n{err}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def registered() -> list[str]:
     try:
         return AVAILABLE.read_text().split()
@@ -83,11 +190,38 @@ def registered() -> list[str]:
         return []
 
 
+#: A window or ssthresh at or above this came from a skipped op (docs/emulator.md, "The
+#: anomaly"): include/net/tcp.h tcp_snd_cwnd_set warns at 2^31, and snd_ssthresh never exceeds
+#: TCP_INFINITE_SSTHRESH = 2^31 - 1.
+SKIPPED_OPS_WINDOW = 1 << 31
+
+
+def user_run_untrusted(cc: str, stats: dict[str, Any], samples: Iterable[dict[str, Any]]) -> str | None:
+    """Why a run of a user's CC cannot be trusted (None: it can). The port's guard checks every
+    ACK inside the CC (its "corrupt" counter); a user's file has none, so this looks at what is
+    left: each program's recursion misses (the loader's last line) and the TCP_INFO samples of
+    the flows that ran it (`snd_ssthresh`, `snd_cwnd`; the anomaly's inflated state lasts
+    long enough to be sampled, docs/emulator.md)."""
+    if "recursion_misses" not in stats:
+        return f"the eBPF {cc} left no counters (--keep-work keeps its loader's log); the run cannot be checked"
+    misses = {k: v for k, v in stats["recursion_misses"].items() if v}
+    bad = [x for x in samples if max(x.get("snd_ssthresh") or 0, x.get("snd_cwnd") or 0) >= SKIPPED_OPS_WINDOW]
+    if not misses and not bad:
+        return None
+    first = f", first ssthresh {bad[0].get('snd_ssthresh')} cwnd {bad[0].get('snd_cwnd')}" if bad else ""
+    return (
+        f"the kernel skipped ops of the eBPF {cc} during the run ({len(bad)} samples saw snd_ssthresh/snd_cwnd >= 2^31{first}; "
+        f'recursion misses {misses or 0}); its figures cannot be trusted (docs/emulator.md, "The anomaly")'
+    )
+
+
 def missing(b: BpfCc) -> str | None:
     """Why `b` cannot be registered here (None: it can)."""
     if not KERNEL_BTF.exists():
         return f"the kernel exposes no BTF ({KERNEL_BTF}), which struct_ops congestion controls need"
-    for p in (bpf_dir() / b.obj, loader_path()):
+    if b.renamed and not b.obj_path().is_file():
+        return f"{b.obj_path()} is missing: compile {b.source} first (compile_kernel_object)"
+    for p in (b.obj_path(), loader_path()):
         if not p.is_file():
             return f"{p} is missing: build it with `make build` (clang, libbpf-dev and bpftool; `make deps` installs them)"
     if b.kernel_name in registered():
@@ -101,7 +235,10 @@ def missing(b: BpfCc) -> str | None:
 class Registration:
     """One CC registered for one run: `start()` returns when the kernel lists it; `stop()` ends
     the loader (so the kernel unregisters it), returns the CC's counters and checks that the
-    name is gone."""
+    name is gone. Call `start()` from a thread that outlives the run: the loader's
+    PR_SET_PDEATHSIG fires when the thread that forked it exits (kernel/exit.c
+    forget_original_parent, per thread), so a registration started in a short-lived worker
+    thread ends with that thread."""
 
     b: BpfCc
     log: Path
@@ -113,7 +250,7 @@ class Registration:
             # Own session: a Ctrl-C reaches the orchestrator only, which ends this in order
             # (after the sockets that use the CC are gone).
             self.proc = subprocess.Popen(
-                [str(loader_path()), str(bpf_dir() / self.b.obj)],
+                [str(loader_path()), *(["--name", self.b.kernel_name] if self.b.renamed else []), str(self.b.obj_path())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -126,7 +263,15 @@ class Registration:
         th.join(READY_TIMEOUT_S)
         if not line or line[0] != f"ready {self.b.kernel_name}" or self.b.kernel_name not in registered():
             detail = _tail(self.log)
-            self.stop()
+            if line and line[0].startswith("ready "):
+                self.stop()
+            else:
+                # It registered nothing: a name still listed is another holder's (the
+                # loader's "already registered"), not one to wait for.
+                p, self.proc = self.proc, None
+                if p is not None:
+                    p.kill()
+                    p.communicate()
             raise RuntimeError(f"registering the eBPF congestion control {self.b.kernel_name} failed" + (f": {detail}" if detail else ""))
 
     def stop(self) -> dict[str, Any]:

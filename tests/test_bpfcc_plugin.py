@@ -1,0 +1,318 @@
+"""A user's struct_ops congestion control on the emulator's kernel (python/aqmlab/emu/bpfcc.py,
+bpf/loader.c; docs/emulator.md, "eBPF congestion controls"): compiled from its C file, and
+registered per run under a name of its own.
+
+Without root: the compiler's errors (clang's message naming the file; what to install or build
+when clang, libbpf's headers or vmlinux.h are missing), the names the kernel refuses, the
+generated names, and the loader's command line. With root, BPF and the built loader (`make
+bpf`; skipped otherwise, with the reason): examples/plugins/reno.bpf.c registered twice at once
+under two names, carrying a loopback TCP connection, both names gone after stop(), and a name
+already registered refused with that reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import secrets
+import shutil
+import socket
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aqmlab.emu import bpfcc as B
+
+REPO = Path(__file__).resolve().parents[1]
+RENO_SRC = REPO / "examples" / "plugins" / "reno.bpf.c"
+
+
+def _kernel_build_missing() -> str | None:
+    """Why a real compile cannot run here (None: it can)."""
+    if shutil.which("clang") is None:
+        return "no clang"
+    if not (B.bpf_dir() / "vmlinux.h").is_file():
+        return f"no {B.bpf_dir() / 'vmlinux.h'} (`make bpf`)"
+    return None
+
+
+def _root_missing() -> str | None:
+    """Why the registration tests cannot run here (None: they can)."""
+    if os.geteuid() != 0:
+        return "needs root"
+    if not B.KERNEL_BTF.exists():
+        return f"no kernel BTF ({B.KERNEL_BTF})"
+    if not B.loader_path().is_file():
+        return f"no {B.loader_path()} (`make bpf`)"
+    return _kernel_build_missing()
+
+
+needs_clang = pytest.mark.skipif(_kernel_build_missing() is not None, reason=f"compiles for the kernel: {_kernel_build_missing()}")
+_WHY_ROOT = _root_missing()
+needs_root_bpf = pytest.mark.skipif(_WHY_ROOT is not None, reason=f"registers eBPF CCs: {_WHY_ROOT}")
+
+
+# ------------------------------------------------------------------------------------------
+# Without root
+# ------------------------------------------------------------------------------------------
+
+
+@needs_clang
+def test_a_source_that_does_not_compile_names_the_file_and_carries_clangs_message(tmp_path: Path) -> None:
+    src = tmp_path / "broken_cc.bpf.c"
+    src.write_text('#include "vmlinux.h"\n__u32 f(void)\n{\n\treturn not_declared_anywhere;\n}\n')
+    out = tmp_path / "obj" / "broken_cc.bpf.o"
+    with pytest.raises(B.CompileError) as e:
+        B.compile_kernel_object(src, out)
+    msg = str(e.value)
+    # clang's own diagnostic, with the file, line and identifier.
+    assert f"{src}:4:" in msg and "not_declared_anywhere" in msg and "error:" in msg
+    # Nothing half-written is left where a run could load it.
+    assert not out.exists() and list(out.parent.iterdir()) == []
+
+
+@needs_clang
+def test_a_good_source_compiles_to_an_object_in_place(tmp_path: Path) -> None:
+    out = tmp_path / "reno.bpf.o"
+    out.write_bytes(b"stale")
+    B.compile_kernel_object(RENO_SRC, out)
+    data = out.read_bytes()
+    # An ELF object for BPF (e_machine EM_BPF = 247, little-endian here) holding the
+    # struct_ops section the loader registers; no temporary file left beside it.
+    assert data[:4] == b"\x7fELF" and int.from_bytes(data[18:20], "little") == 247
+    assert b".struct_ops" in data and b"aqmlab_reno" in data
+    assert [p.name for p in tmp_path.iterdir()] == ["reno.bpf.o"]
+
+
+def test_without_clang_the_error_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no clang on it
+    with pytest.raises(B.CompileError) as e:
+        B.compile_kernel_object(RENO_SRC, tmp_path / "x.bpf.o")
+    assert "needs clang" in str(e.value) and "apt-get install clang" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "x.bpf.o").exists()
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="no clang")
+def test_without_vmlinux_h_the_error_says_to_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AQMLAB_BPF_DIR", str(tmp_path / "unbuilt"))
+    with pytest.raises(B.CompileError) as e:
+        B.compile_kernel_object(RENO_SRC, tmp_path / "x.bpf.o")
+    assert str(tmp_path / "unbuilt" / "vmlinux.h") in str(e.value) and "make build" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_without_libbpf_headers_the_error_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clang that answers as clang does when libbpf-dev is absent (the include of
+    # examples/plugins/reno.bpf.c's second line).
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "clang"
+    fake.write_text(f"#!/bin/sh\necho \"{RENO_SRC}:10:10: fatal error: 'bpf/bpf_helpers.h' file not found\" >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.setenv("AQMLAB_BPF_DIR", str(tmp_path))
+    (tmp_path / "vmlinux.h").write_text("")
+    with pytest.raises(B.CompileError) as e:
+        B.compile_kernel_object(RENO_SRC, tmp_path / "out" / "x.bpf.o")
+    first, *rest = str(e.value).splitlines()
+    assert "bpf/bpf_helpers.h" in first and "libbpf-dev" in first
+    assert rest == [f"{RENO_SRC}:10:10: fatal error: 'bpf/bpf_helpers.h' file not found"]
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [("aqmlab_" + "x" * 9, "longer than 15 bytes"), ("aqmlab-p1", "letters, digits"), ("", "letters, digits")],
+    ids=["16-bytes", "dash", "empty"],
+)
+def test_a_name_the_kernel_refuses_is_refused(name: str, words: str) -> None:
+    with pytest.raises(ValueError) as e:
+        B.BpfCc("mine", name, Path("/nonexistent/mine.bpf.o"), "mine.bpf.c")
+    assert words in str(e.value)
+    B.BpfCc("mine", "aqmlab_" + "x" * 8, Path("/nonexistent/mine.bpf.o"), "mine.bpf.c")  # 15 bytes: fine
+
+
+@pytest.mark.skipif(not B.loader_path().is_file(), reason=f"no {B.loader_path()} (`make bpf`)")
+@pytest.mark.parametrize(("name", "words"), [("aqmlab_" + "x" * 9, "longer than 15 bytes"), ("a b", "only letters")], ids=["16-bytes", "space"])
+def test_the_loader_refuses_a_bad_name_before_loading(name: str, words: str) -> None:
+    # Before anything is opened or loaded: the object need not exist, no root needed.
+    r = subprocess.run([str(B.loader_path()), "--name", name, "/nonexistent.bpf.o"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and f'"{name}"' in r.stderr and words in r.stderr
+
+
+def test_generated_names_are_unique_and_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = {B.unique_kernel_name() for _ in range(500)}
+    assert len(names) == 500
+    for n in names:
+        assert n.startswith(B.NAME_PREFIX) and len(n.encode()) == B.NAME_MAX
+        B.check_kernel_name(n)
+    # One already registered is skipped.
+    draws = iter(["aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(B, "registered", lambda: ["reno", "aqmlab_paaaaaaa"])
+    assert B.unique_kernel_name() == "aqmlab_pbbbbbbb"
+
+
+def test_a_run_of_a_users_cc_with_skipped_ops_is_untrusted() -> None:
+    # The port's in-CC guard is not there: recursion misses and the sampled window decide.
+    clean = {"recursion_misses": {"reno_ssthresh": 0}}
+    ok = [{"snd_ssthresh": 0x7FFFFFFF, "snd_cwnd": 10}, {"snd_ssthresh": 20, "snd_cwnd": 40}]  # TCP_INFINITE_SSTHRESH at start
+    assert B.user_run_untrusted("mine", clean, ok) is None
+    why = B.user_run_untrusted("mine", clean, [*ok, {"snd_ssthresh": 2165326096, "snd_cwnd": 25}])
+    assert why is not None and "1 samples" in why and "first ssthresh 2165326096 cwnd 25" in why
+    why = B.user_run_untrusted("mine", {"recursion_misses": {"reno_ssthresh": 2}}, ok)
+    assert why is not None and "reno_ssthresh" in why
+    why = B.user_run_untrusted("mine", {}, ok)
+    assert why is not None and "left no counters" in why
+
+
+@pytest.fixture
+def fake_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A build directory whose aqmlab-bpfcc records its arguments, says ready under the name
+    given (or the object's stem) and waits for EOF, as bpf/loader.c does."""
+    d = tmp_path / "build"
+    d.mkdir()
+    argv = tmp_path / "argv"
+    loader = d / "aqmlab-bpfcc"
+    loader.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$@" > {argv}\n'
+        'if [ "$1" = --name ]; then n=$2; else n=$(basename "$1" .bpf.o); fi\n'
+        'echo "ready $n"\ncat >/dev/null\necho \'{"recursion_misses": {}}\'\n'
+    )
+    loader.chmod(0o755)
+    (d / "aqmlab_dctcp.bpf.o").write_bytes(b"")
+    monkeypatch.setenv("AQMLAB_BPF_DIR", str(d))
+    yield argv
+
+
+def test_registration_renames_a_users_cc_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_loader: Path) -> None:
+    obj = tmp_path / "mine.bpf.o"
+    obj.write_bytes(b"")
+    user = B.user_cc("mine", obj, "mine.bpf.c")
+    assert user.renamed and user.obj_path() == obj.resolve()
+    port = B.BPF_CCS["dctcp"]
+    assert not port.renamed and port.obj_path() == B.bpf_dir() / "aqmlab_dctcp.bpf.o"
+    listed: list[str] = []
+    monkeypatch.setattr(B, "registered", lambda: listed)
+    for b, expect in ((user, ["--name", user.kernel_name, str(obj.resolve())]), (port, [str(B.bpf_dir() / "aqmlab_dctcp.bpf.o")])):
+        reg = B.Registration(b, tmp_path / f"{b.kernel_name}.log")
+        listed[:] = [b.kernel_name]  # as the kernel would list it once the loader is ready
+        reg.start()
+        listed.clear()
+        assert reg.stop() == {"recursion_misses": {}}
+        assert fake_loader.read_text().splitlines() == expect
+
+
+def test_missing_names_a_users_uncompiled_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_loader: Path) -> None:
+    monkeypatch.setattr(B, "KERNEL_BTF", Path("/"))  # exists: the BTF check passes
+    user = B.user_cc("mine", tmp_path / "never-built.bpf.o", "my/mine.bpf.c")
+    why = B.missing(user)
+    assert why is not None and str(tmp_path / "never-built.bpf.o") in why and "my/mine.bpf.c" in why
+    (tmp_path / "never-built.bpf.o").write_bytes(b"")
+    monkeypatch.setattr(B, "registered", lambda: ["reno"])
+    assert B.missing(user) is None
+
+
+# ------------------------------------------------------------------------------------------
+# With root, BPF and the built loader
+# ------------------------------------------------------------------------------------------
+
+
+def _gone(name: str, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if name not in B.registered():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _cc(s: socket.socket) -> str:
+    return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+
+
+@pytest.fixture(scope="module")
+def reno_obj(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if _WHY_ROOT is not None:
+        pytest.skip(f"registers eBPF CCs: {_WHY_ROOT}")
+    out = tmp_path_factory.mktemp("reno") / "reno.bpf.o"
+    B.compile_kernel_object(RENO_SRC, out)
+    return out
+
+
+@pytest.mark.emulator
+@needs_root_bpf
+def test_a_users_cc_registers_twice_at_once_and_carries_tcp(reno_obj: Path, tmp_path: Path) -> None:
+    a, b = B.user_cc("reno-file", reno_obj, str(RENO_SRC)), B.user_cc("reno-file", reno_obj, str(RENO_SRC))
+    assert a.kernel_name != b.kernel_name
+    assert B.missing(a) is None and B.missing(b) is None
+    regs = [B.Registration(x, tmp_path / f"{x.kernel_name}.log") for x in (a, b)]
+    try:
+        # From this thread: a loader dies with the thread that started it (PR_SET_PDEATHSIG).
+        for r in regs:
+            r.start()
+        # Both in the kernel's one list at once, each held by its own loader.
+        listed = B.registered()
+        assert a.kernel_name in listed and b.kernel_name in listed
+        pids = {r.proc.pid for r in regs if r.proc is not None}
+        assert len(pids) == 2 and pids <= {pid for pid, _ in B.stale_loaders(include_live=True)}
+        assert B.missing(a) is not None and "already registered" in (B.missing(a) or "")
+
+        # A loopback connection: the sender on one registration, the receiver on the other.
+        payload = os.urandom(400 * 1024)
+        got = bytearray()
+        with socket.create_server(("127.0.0.1", 0)) as ls:
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, a.kernel_name.encode())
+                c.connect(ls.getsockname())
+                s, _ = ls.accept()
+                with s:
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b.kernel_name.encode())
+                    assert _cc(c) == a.kernel_name and _cc(s) == b.kernel_name
+
+                    def recv() -> None:
+                        while chunk := s.recv(65536):
+                            got.extend(chunk)
+
+                    th = threading.Thread(target=recv)
+                    th.start()
+                    c.sendall(payload)
+                    c.shutdown(socket.SHUT_WR)
+                    th.join(10)
+                    assert not th.is_alive()
+            finally:
+                c.close()
+        assert len(got) == len(payload) and hashlib.sha256(got).digest() == hashlib.sha256(payload).digest()
+    finally:
+        stats = [r.stop() for r in regs]
+    # The loaders' last lines: each registration's programs, none skipped by its trampoline.
+    for st in stats:
+        assert st["recursion_misses"] == {"reno_ssthresh": 0, "reno_cong_avoid": 0, "reno_undo_cwnd": 0}
+    assert _gone(a.kernel_name) and _gone(b.kernel_name)
+    assert not pids & {pid for pid, _ in B.stale_loaders(include_live=True)}
+
+
+@pytest.mark.emulator
+@needs_root_bpf
+def test_a_name_already_registered_is_refused_saying_so(reno_obj: Path, tmp_path: Path) -> None:
+    a = B.user_cc("reno-file", reno_obj, str(RENO_SRC))
+    first = B.Registration(a, tmp_path / "first.log")
+    first.start()
+    try:
+        # Another run that drew the same name: the kernel keeps the first, the loader says why.
+        second = B.Registration(dataclasses.replace(a), tmp_path / "second.log")
+        with pytest.raises(RuntimeError) as e:
+            second.start()
+        assert f'a congestion control named "{a.kernel_name}" is already registered' in str(e.value)
+        assert second.proc is None and a.kernel_name in B.registered()
+    finally:
+        first.stop()
+    assert _gone(a.kernel_name)
