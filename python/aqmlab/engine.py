@@ -20,9 +20,11 @@ __all__ = [
     "PACKET_BYTES",
     "VERSION",
     "build_id",
+    "cc_plugin_info",
     "ccs",
     "check",
     "check_cc",
+    "compile_cc_plugin",
     "compile_plugin",
     "convergence",
     "describe_aqms",
@@ -84,6 +86,24 @@ def plugin_info(wasm_path: str) -> dict[str, Any]:
     the unit's terms: ns, bytes, packets, bit/s; None: unset or unbounded). Raises ValueError
     naming the module and what is wrong with it."""
     return _native.plugin_info(wasm_path)
+
+
+def compile_cc_plugin(source: str, output: str, include_dir: str) -> None:
+    """Compile a congestion control's struct_ops BPF C file into the WebAssembly module
+    `output` with Debian's clang, against the simulator's kernel headers in
+    `include_dir`/bpfcc (crates/plugin, `compile.rs` `cc_clang_args`). Raises ValueError as
+    `compile_plugin` does (a function the simulator does not provide: wasm-ld's "undefined
+    symbol")."""
+    _native.compile_cc_plugin(source, output, include_dir)
+
+
+def cc_plugin_info(wasm_path: str) -> dict[str, Any]:
+    """What a congestion-control module's `struct tcp_congestion_ops` declares: name, flags
+    (TCP_CONG_*), ops (the member names it sets) and ecn ("classic", "dctcp" for
+    TCP_CONG_NEEDS_ECN, "l4s" for AccECN or ECT(1) negotiation). Raises ValueError naming the
+    module and what is wrong with it (no struct_ops, a required op missing, an import the
+    simulator does not provide)."""
+    return _native.cc_plugin_info(wasm_path)
 
 
 def build_id() -> str:

@@ -41,11 +41,9 @@ impl CcInfo {
     }
 }
 
+/// An op's place in [`cc_abi::ops::ALL`] (its declaration order, which is the member order).
 fn op_index(op: Op) -> usize {
-    cc_abi::ops::ALL
-        .iter()
-        .position(|o| o.op == op)
-        .expect("every op is listed")
+    op as usize
 }
 
 fn op_name(op: Op) -> &'static str {
@@ -334,6 +332,11 @@ struct CcHost {
     /// The sockets' images lie at `socks_at + k * sock::SIZE`, below `socks_end`.
     socks_at: u32,
     socks_end: u32,
+    /// Where an op's pointer argument is written.
+    scratch: u32,
+    fuel_per_call: u64,
+    /// The image of a socket before the op, to check what the op wrote.
+    before: Vec<u8>,
 }
 
 fn host_error(message: String) -> wasmtime::Error {
@@ -554,9 +557,6 @@ pub struct CcInstance {
     store: Store<CcHost>,
     memory: Memory,
     ops: [Option<OpFn>; 13],
-    scratch: u32,
-    /// The image of a socket before the op, to check what the op wrote.
-    before: Vec<u8>,
     error: Option<PluginError>,
 }
 
@@ -598,6 +598,9 @@ impl CcInstance {
             limits: store_limits(plugin.limits.memory_bytes),
             socks_at: 0,
             socks_end: 0,
+            scratch: 0,
+            fuel_per_call: plugin.limits.fuel_per_call,
+            before: vec![0; S::SIZE],
         };
         let mut store = Store::new(&plugin.engine, host);
         store.limiter(|h| &mut h.limits);
@@ -652,6 +655,7 @@ impl CcInstance {
         let base = (memory.data_size(&store) as u32).next_multiple_of(8);
         let data = store.data_mut();
         data.memory = Some(memory);
+        data.scratch = base;
         data.socks_at = base + SCRATCH as u32;
         data.socks_end = data.socks_at;
         Ok(CcInstance {
@@ -659,8 +663,6 @@ impl CcInstance {
             store,
             memory,
             ops,
-            scratch: base,
-            before: vec![0; S::SIZE],
             error: None,
         })
     }
@@ -740,64 +742,23 @@ impl CcInstance {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
-        let Some(f) = self.ops[op_index(op)].clone() else {
+        let Some(f) = &self.ops[op_index(op)] else {
             return Ok(None);
         };
-        let r = self.run(f, op, sk, now_ns, args);
+        let r = match run(&mut self.store, self.memory, f, sk, now_ns, args) {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(reason)) => Err(PluginError::Call {
+                module: self.plugin.name.to_string(),
+                function: op_name(op),
+                now: now_ns,
+                reason,
+            }),
+            Err(e) => Err(self.call_error(op, now_ns, e)),
+        };
         if let Err(e) = &r {
             self.error = Some(e.clone());
         }
         r
-    }
-
-    fn run(
-        &mut self,
-        f: OpFn,
-        op: Op,
-        sk: u32,
-        now_ns: u64,
-        args: OpArgs<'_>,
-    ) -> Result<Option<u32>, PluginError> {
-        let at = sk as usize;
-        let scratch = self.scratch;
-        {
-            let data = self.memory.data_mut(&mut self.store);
-            self.before.copy_from_slice(&data[at..at + S::SIZE]);
-            match args {
-                OpArgs::AckSample(b) => {
-                    data[scratch as usize..scratch as usize + b.len()].copy_from_slice(b)
-                }
-                OpArgs::Control(_, _, b) => {
-                    data[scratch as usize..scratch as usize + b.len()].copy_from_slice(b)
-                }
-                _ => {}
-            }
-        }
-        self.store.data_mut().now_ns = now_ns;
-        self.store
-            .set_fuel(self.plugin.limits.fuel_per_call)
-            .expect("fuel is on");
-        let s = &mut self.store;
-        let out = match (f, args) {
-            (OpFn::Ret(f), _) => f.call(s, sk).map(Some),
-            (OpFn::Sk(f), _) => f.call(s, sk).map(|_| None),
-            (OpFn::Sk1(f), OpArgs::U32(v)) => f.call(s, (sk, v)).map(|_| None),
-            (OpFn::Sk1(f), OpArgs::AckSample(_)) => f.call(s, (sk, scratch)).map(|_| None),
-            (OpFn::Sk2(f), OpArgs::Avoid(ack, acked)) => f.call(s, (sk, ack, acked)).map(|_| None),
-            (OpFn::Sk3(f), OpArgs::Control(ack, flag, _)) => {
-                f.call(s, (sk, ack, flag, scratch)).map(|_| None)
-            }
-            _ => panic!("{} called with {args:?}", op_name(op)),
-        };
-        let out = out.map_err(|e| self.call_error(op, now_ns, e))?;
-        let after = &self.memory.data(&self.store)[at..at + S::SIZE];
-        check_writes(&self.before, after).map_err(|reason| PluginError::Call {
-            module: self.plugin.name.to_string(),
-            function: op_name(op),
-            now: now_ns,
-            reason,
-        })?;
-        Ok(out)
     }
 
     fn call_error(&self, op: Op, now: u64, e: wasmtime::Error) -> PluginError {
@@ -821,6 +782,44 @@ impl CcInstance {
             reason,
         }
     }
+}
+
+/// Call `f` on socket `sk`: the module's failure (a trap, fuel), or the op's result and
+/// whether what it wrote in the socket is allowed ([`check_writes`]).
+fn run(
+    store: &mut Store<CcHost>,
+    memory: Memory,
+    f: &OpFn,
+    sk: u32,
+    now_ns: u64,
+    args: OpArgs<'_>,
+) -> wasmtime::Result<Result<Option<u32>, String>> {
+    let at = sk as usize;
+    let (data, host) = memory.data_and_store_mut(&mut *store);
+    host.before.copy_from_slice(&data[at..at + S::SIZE]);
+    let scratch = host.scratch;
+    match args {
+        OpArgs::AckSample(b) => data[scratch as usize..][..b.len()].copy_from_slice(b),
+        OpArgs::Control(_, _, b) => data[scratch as usize..][..b.len()].copy_from_slice(b),
+        _ => {}
+    }
+    host.now_ns = now_ns;
+    let fuel = host.fuel_per_call;
+    store.set_fuel(fuel).expect("fuel is on");
+    let s = &mut *store;
+    let out = match (f, args) {
+        (OpFn::Ret(f), _) => Some(f.call(s, sk)?),
+        (OpFn::Sk(f), _) => f.call(s, sk).map(|_| None)?,
+        (OpFn::Sk1(f), OpArgs::U32(v)) => f.call(s, (sk, v)).map(|_| None)?,
+        (OpFn::Sk1(f), OpArgs::AckSample(_)) => f.call(s, (sk, scratch)).map(|_| None)?,
+        (OpFn::Sk2(f), OpArgs::Avoid(ack, acked)) => f.call(s, (sk, ack, acked)).map(|_| None)?,
+        (OpFn::Sk3(f), OpArgs::Control(ack, flag, _)) => {
+            f.call(s, (sk, ack, flag, scratch)).map(|_| None)?
+        }
+        _ => panic!("an op called with {args:?}, not its arguments"),
+    };
+    let (data, host) = memory.data_and_store_mut(&mut *store);
+    Ok(check_writes(&host.before, &data[at..at + S::SIZE]).map(|()| out))
 }
 
 /// Every field of the image, for naming a byte an op changed: (offset, length, name).
@@ -867,29 +866,83 @@ const FIELDS: [(usize, usize, &str); 40] = [
     (S::FIRST_TX_MSTAMP, 8, "first_tx_mstamp"),
 ];
 
+/// The byte ranges of the image a BPF CC may not write: the complement of
+/// [`cc_abi::sock::WRITABLE`].
+fn read_only() -> &'static [std::ops::Range<usize>] {
+    static RANGES: OnceLock<Vec<std::ops::Range<usize>>> = OnceLock::new();
+    RANGES.get_or_init(|| {
+        let writable = |i: usize| S::WRITABLE.iter().any(|w| (w.0..w.0 + w.1).contains(&i));
+        let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+        for i in (0..S::SIZE).filter(|&i| !writable(i)) {
+            match out.last_mut() {
+                Some(r) if r.end == i => r.end = i + 1,
+                _ => out.push(i..i + 1),
+            }
+        }
+        out
+    })
+}
+
 /// What an op changed in its socket must be what a BPF CC may write; and of that, the two
-/// receiver-side fields (icsk_ack.pending, ecn_flags) the simulator does not take.
+/// receiver-side fields (icsk_ack.pending, ecn_flags) the simulator does not take. Checked
+/// after every op, so the common case (only writable bytes changed) is a few compares.
 fn check_writes(before: &[u8], after: &[u8]) -> Result<(), String> {
-    if before == after {
-        return Ok(());
-    }
-    for (i, _) in before
-        .iter()
-        .zip(after)
-        .enumerate()
-        .filter(|(_, (a, b))| a != b)
-    {
-        let field = FIELDS.iter().rev().find(|f| f.0 <= i).map_or("?", |f| f.2);
-        if !S::WRITABLE.iter().any(|w| (w.0..w.0 + w.1).contains(&i)) {
+    let name = |i: usize| FIELDS.iter().rev().find(|f| f.0 <= i).map_or("?", |f| f.2);
+    for r in read_only() {
+        if before[r.clone()] != after[r.clone()] {
+            let i = r
+                .clone()
+                .find(|&i| before[i] != after[i])
+                .expect("they differ");
             return Err(format!(
-                "wrote {field} (byte {i} of struct tcp_sock), which a BPF CC may not write (net/ipv4/bpf_tcp_ca.c)"
+                "wrote {} (byte {i} of struct tcp_sock), which a BPF CC may not write (net/ipv4/bpf_tcp_ca.c)",
+                name(i)
             ));
         }
-        if matches!(field, "icsk_ack.pending" | "ecn_flags") {
+    }
+    for i in [S::ICSK_ACK_PENDING, S::ECN_FLAGS] {
+        if before[i] != after[i] {
             return Err(format!(
-                "wrote {field}: receiver-side state, which the simulator's receivers keep themselves"
+                "wrote {}: receiver-side state, which the simulator's receivers keep themselves",
+                name(i)
             ));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_byte_is_named_and_read_only_is_the_complement_of_writable() {
+        let mut covered = vec![0u32; S::SIZE];
+        for f in FIELDS {
+            for c in &mut covered[f.0..f.0 + f.1] {
+                *c += 1;
+            }
+        }
+        assert!(covered.iter().all(|&c| c == 1), "{covered:?}");
+        let ro: usize = read_only().iter().map(|r| r.len()).sum();
+        let w: usize = S::WRITABLE.iter().map(|w| w.1).sum();
+        assert_eq!(ro + w, S::SIZE);
+    }
+
+    #[test]
+    fn a_write_is_judged_by_the_field_it_hits() {
+        let before = vec![0u8; S::SIZE];
+        let mut after = before.clone();
+        after[S::SND_CWND] = 7;
+        after[S::ICSK_CA_PRIV + 50] = 1;
+        after[S::SK_PACING_RATE + 3] = 1;
+        assert_eq!(check_writes(&before, &after), Ok(()));
+        after[S::SRTT_US + 1] = 1;
+        let e = check_writes(&before, &after).unwrap_err();
+        assert!(e.starts_with("wrote srtt_us (byte 173"), "{e}");
+        let mut after = before.clone();
+        after[S::ECN_FLAGS] = 2;
+        let e = check_writes(&before, &after).unwrap_err();
+        assert!(e.starts_with("wrote ecn_flags: receiver-side"), "{e}");
+    }
 }

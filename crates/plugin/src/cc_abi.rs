@@ -33,6 +33,7 @@ pub use crate::abi::Ty;
 pub mod ops {
     use super::Ty;
 
+    /// The ops in member order: `op as usize` is the op's index in [`ALL`].
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum Op {
         Ssthresh,
@@ -229,6 +230,15 @@ mod tests {
     /// The header asserts each offset the host relies on (`__aqmlab_at(struct, field, N)` and
     /// `sizeof`); clang checks the header against its own layout, this test checks ours
     /// against the header.
+    #[test]
+    fn each_op_is_at_its_index() {
+        for (i, d) in ops::ALL.iter().enumerate() {
+            assert_eq!(d.op as usize, i, "{}", d.member);
+        }
+        // Member order: offsets increase.
+        assert!(ops::ALL.windows(2).all(|w| w[0].offset < w[1].offset));
+    }
+
     #[test]
     fn the_offsets_are_the_headers() {
         let h = std::fs::read_to_string(crate::include_dir().join("bpfcc/vmlinux.h")).unwrap();

@@ -141,7 +141,9 @@ fn compile_using(
 /// clang's failure on `source` as one message: the Debian packages to install when the
 /// toolchain is incomplete (no wasm32 target, no wasm-ld), else clang's own messages.
 pub fn explain_clang_failure(clang: &Path, source: &Path, stderr: &str) -> String {
-    if stderr.contains("wasm-ld") && !stderr.contains("error: undefined symbol") {
+    // clang's words when it cannot run the linker ("unable to execute command: Executable
+    // \"wasm-ld\" doesn't exist!"); wasm-ld's own errors (an undefined symbol) are the source's.
+    if stderr.contains("unable to execute command") && stderr.contains("wasm-ld") {
         return format!(
             "{} found no wasm-ld (the WebAssembly linker): install Debian's packages {DEBIAN_PACKAGES} (apt-get install {DEBIAN_PACKAGES})\n{stderr}",
             clang.display()

@@ -200,6 +200,7 @@ fn a_bad_cc_is_refused_naming_what_is_wrong() {
     )
     .unwrap_err();
     assert!(e.contains("undefined symbol: cubictcp_init"), "{e}");
+    assert!(!e.contains("found no wasm-ld"), "{e}");
     // A field the simulator does not keep fails to build, naming it.
     let e = build_source("field", &reno_with("(void)tcp_sk(sk)->mdev_us;", "")).unwrap_err();
     assert!(e.contains("mdev_us"), "{e}");

@@ -15,17 +15,40 @@ app = typer.Typer(help="List the congestion controls and queue disciplines this 
 
 
 @app.command("ccs")
-def ccs() -> None:
-    """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources."""
+def ccs(
+    plugins: list[Path] = typer.Option([], "--plugin", help="Also a congestion control of your own: its struct_ops BPF C file (repeatable; docs/plugins.md)."),
+) -> None:
+    """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources;
+    with --plugin, also what a CC file declares (its ops, flags and ECN)."""
     from aqmlab import engine  # start-up time: the engine's shared library is loaded by the commands that ask it
 
+    extra = [cc_plugin_row(f) for f in plugins]
     t = Table(title="congestion controls (set tunables per flow class with cc_params = { ... })", title_justify="left")
     for col in ("cc", "parameters (defaults)", "source"):
         t.add_column(col)
     for cc in engine.describe_ccs():
         params = ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in cc["params"].items()) or "–"
         t.add_row(cc["name"], params, cc["source"])
+    for row in extra:
+        t.add_row(*row)
     out.print(t)
+
+
+def cc_plugin_row(file: Path) -> tuple[str, str, str]:
+    """A CC file's row of `list ccs`: its struct_ops name and file, no tunables, what it
+    declares. Bad input fails the command (exit 2)."""
+    from aqmlab.cli.common import fail
+    from aqmlab.cli.plugin import cc_lines
+    from aqmlab.inputs.errors import ScenarioError
+    from aqmlab.scenario import plugin  # start-up time: as in `aqms`
+
+    try:
+        module = plugin.resolve_cc(str(file))
+    except ValueError as e:
+        fail(ScenarioError(str(e)))
+    # cc_lines' first line names the file and the CC, which the row's first cell already does.
+    declared = "; ".join(cc_lines(file, module)[1:])
+    return f"{module.label} (plugin {file})", "– (cc_params not supported yet)", declared
 
 
 def _default(o: dict[str, Any]) -> str:

@@ -30,10 +30,11 @@ def _load(path: Path) -> Scenario:
 
 def validate(file: Annotated[Path, typer.Argument(help="Scenario TOML file")]) -> None:
     """Check a scenario file without running it."""
+    from aqmlab.scenario import cc_label
     from aqmlab.simulate.estimate import estimate  # start-up time: as in _load
 
     s = _load(file)
-    flows = ", ".join(f"{f.count}×{f.cc} {f.rtt}" for f in s.flows)
+    flows = ", ".join(f"{f.count}×{cc_label(f.cc)} {f.rtt}" for f in s.flows)
     out.print(
         f"ok: {s.name}: {s.bottleneck.rate}, buffer {s.bottleneck.buffer}, aqm {s.bottleneck.aqm.kind}; {flows}; {s.duration} (hash {s.hash()})",
         highlight=False,

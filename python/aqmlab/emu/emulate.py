@@ -39,7 +39,7 @@ from typing import Any
 from aqmlab import engine
 from aqmlab.emu import bpfcc as _bpfcc
 from aqmlab.emu.results import PORT, assemble, save_extra
-from aqmlab.scenario import Flows, Host, Scenario, ScenarioError, Workload, load_scenario
+from aqmlab.scenario import Flows, Host, Scenario, ScenarioError, Workload, load_scenario, plugin_cc
 from aqmlab.store.result import Result
 
 __all__ = [
@@ -136,6 +136,16 @@ def is_root() -> bool:
 
 def preflight(s: Scenario, *, router: bool = True) -> None:
     """Refuse, with one message saying what, whatever this emulator cannot do for `s`."""
+    # A user's CC file (`cc = { plugin = ... }`) runs in the simulator only, for now: the kernel
+    # side (bpf/loader.c, emu/bpfcc.py) is being built. Refused before the machine is probed,
+    # since no machine can run it yet.
+    for i, c in enumerate(s.classes()):
+        module = plugin_cc(c.cc)
+        if module is not None:
+            key = f"flows[{i}].cc" if i < len(s.flows) else f"workload[{i - len(s.flows)}].cc"
+            raise EmulatorError(
+                f"{module.label} is a plugin CC: the emulator's registration of a user's CC file is not wired yet (the simulator runs it)", key=key
+            )
     if not is_root():
         raise EmulatorError("the emulator needs root (network namespaces, veth and TUN devices); run it as root")
     if shutil.which("ip") is None:

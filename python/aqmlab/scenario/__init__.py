@@ -5,7 +5,7 @@ import from here."""
 from aqmlab.inputs.errors import ScenarioError
 from aqmlab.scenario.load import check_with_engine, error_from_validation, load_scenario, parse_scenario
 from aqmlab.scenario.model import Scenario
-from aqmlab.scenario.parts import AQM_MODELS, VALUE_AQMS, Flows, Host, Marker, Workload, available
+from aqmlab.scenario.parts import AQM_MODELS, VALUE_AQMS, Flows, Host, Marker, Workload, available, cc_label, plugin_cc
 
 __all__ = [
     "AQM_MODELS",
@@ -17,8 +17,10 @@ __all__ = [
     "ScenarioError",
     "Workload",
     "available",
+    "cc_label",
     "check_with_engine",
     "error_from_validation",
     "load_scenario",
     "parse_scenario",
+    "plugin_cc",
 ]

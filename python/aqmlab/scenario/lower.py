@@ -18,9 +18,9 @@ from typing import Any
 
 from aqmlab import engine
 from aqmlab.scenario import units as u
-from aqmlab.scenario.parts import Bottleneck, Flows, Marker, Measure, PluginAqm, Workload
+from aqmlab.scenario.parts import Bottleneck, Flows, Marker, Measure, PluginAqm, Workload, plugin_cc
 
-__all__ = ["size_bytes", "target_ns", "bottleneck", "plugin", "flow_class", "workload_class", "marker", "measure", "schedule"]
+__all__ = ["size_bytes", "target_ns", "bottleneck", "plugin", "cc", "flow_class", "workload_class", "marker", "measure", "schedule"]
 
 
 def size_bytes(q: u.Quantity, rate_bps: int, rtt_ref_ns: int) -> int:
@@ -123,11 +123,22 @@ def _payload_bytes(text: str) -> int:
     return int(q.value) * engine.MSS_BYTES if q.unit == "packets" else int(q.value)
 
 
+def cc(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A class's CC as the engine reads it (crates/sim cc::CcConfig): a built-in's name with its
+    tunables, or a plugin's module, from the plugin cache (crates/sim/src/cc/plugin.rs: loaded
+    and checked when the config is read; a plugin takes no tunables, which validation
+    enforces)."""
+    module = plugin_cc(name)
+    if module is not None:
+        return {"name": "plugin", "module": str(module.wasm)}
+    return {"name": name, **params}
+
+
 def flow_class(f: Flows, name: str) -> dict[str, Any]:
     cbr = f.cc == "cbr"
     cls: dict[str, Any] = {
         "name": name,
-        "cc": None if cbr else {"name": f.cc, **f.cc_params},
+        "cc": None if cbr else cc(f.cc, f.cc_params),
         "cbr_rate_bps": u.parse_rate(f.rate) if cbr and f.rate is not None else None,
         "count": f.count,
         "rtt_ns": u.parse_time(f.rtt),
@@ -162,7 +173,7 @@ def workload_class(w: Workload, name: str, rate_bps: int) -> dict[str, Any]:
         rate_per_s = w.load * rate_bps / 8 / sd.mean_bytes()
     return {
         "name": name,
-        "cc": {"name": w.cc, **w.cc_params},
+        "cc": cc(w.cc, w.cc_params),
         "cbr_rate_bps": None,
         "count": 0,
         "rtt_ns": u.parse_time(w.rtt),

@@ -28,6 +28,7 @@ from aqmlab.scenario.parts import (
     PositiveTime,
     Time,
     Workload,
+    cc_label,
 )
 
 __all__ = ["Scenario"]
@@ -74,9 +75,10 @@ class Scenario(Model):
     # -- derived ---------------------------------------------------------------------------
 
     def class_names(self) -> list[str]:
-        """Names of the flow classes, then of the workloads (`<cc>-<rtt>-arrivals`)."""
+        """Names of the flow classes (`<cc>-<rtt>`), then of the workloads
+        (`<cc>-<rtt>-arrivals`); a plugin CC is named by its struct_ops `.name` (`cc_label`)."""
         names: list[str] = []
-        bases = [f.name or f"{f.cc}-{f.rtt}" for f in self.flows] + [w.name or f"{w.cc}-{w.rtt}-arrivals" for w in self.workload]
+        bases = [f.name or f"{cc_label(f.cc)}-{f.rtt}" for f in self.flows] + [w.name or f"{cc_label(w.cc)}-{w.rtt}-arrivals" for w in self.workload]
         for base in bases:
             n, k = base, 2
             while n in names:

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    PlainSerializer,
     ValidationError,
     ValidationInfo,
     create_model,
@@ -366,6 +368,88 @@ def available(what: str) -> list[str]:
     return list(engine.ccs() if what == "cc" else engine.qdiscs())
 
 
+# ------------------------------------------------------------------------------------------
+# Congestion controls: a built-in's name, "cbr" (flows only), or a user's struct_ops BPF C
+# file, `cc = { plugin = "my_cc.bpf.c" }` (docs/plugins.md, "Your own congestion control").
+# The model holds a plugin CC as a string too, PLUGIN_CC + its cache reference
+# ("plugin:sha256:<hex>": the hash of its module and source, `plugin.CcModule`), so that a
+# class's `cc` is one type everywhere; its JSON (and so the canonical form and the hash) is
+# the table `{ plugin = "sha256:<hex>" }`, which validates back to the same string.
+# ------------------------------------------------------------------------------------------
+
+#: The prefix of a plugin CC's `cc` as the model holds it.
+PLUGIN_CC = "plugin:"
+_PLUGIN_CC_REF = re.compile(r"^plugin:(sha256:[0-9a-f]{64})$")
+_PLUGIN_CC_HINT = 'a plugin CC is { plugin = "my_cc.bpf.c" }: its struct_ops BPF C file, relative to the scenario file'
+
+
+def plugin_cc(cc: str) -> plugin.CcModule | None:
+    """The plugin CC a class's `cc` names (from this process's resolutions, else the plugin
+    cache); None for a built-in or cbr."""
+    m = _PLUGIN_CC_REF.match(cc)
+    return plugin.resolve_cc(m.group(1)) if m else None
+
+
+def cc_label(cc: str) -> str:
+    """A class's CC as people read it: a built-in's name, cbr, or a plugin's struct_ops `.name`
+    (e.g. aqmlab_reno), which is also what the engine's results call it."""
+    mod = plugin_cc(cc)
+    return mod.label if mod is not None else cc
+
+
+def _plugin_cc_table(v: Any, info: ValidationInfo) -> Any:
+    """``{ plugin = "my_cc.bpf.c" }`` (or ``"sha256:<hex>"``, a canonical scenario's) → the
+    model's string, the file compiled and checked (`plugin.resolve_cc`) on the way."""
+    if not isinstance(v, dict):
+        return v
+    for k in v:
+        if k != "plugin":
+            close = difflib.get_close_matches(str(k), ["plugin"], n=1)
+            raise KeyedValueError(str(k), "unknown key (did you mean 'plugin'?)" if close else f"unknown key ({_PLUGIN_CC_HINT})", relative=True)
+    if "plugin" not in v:
+        raise KeyedValueError("plugin", f"required key is missing ({_PLUGIN_CC_HINT})", relative=True)
+    if not isinstance(v["plugin"], str):
+        raise KeyedValueError("plugin", f"{v['plugin']!r} is not a file name ({_PLUGIN_CC_HINT})", relative=True)
+    base = (info.context or {}).get("base_dir")
+    try:
+        mod = plugin.resolve_cc(v["plugin"], Path(base) if base is not None else None)
+    except ValueError as e:
+        raise KeyedValueError("plugin", str(e), relative=True) from None
+    return PLUGIN_CC + mod.ref
+
+
+def _cc_json(cc: str) -> str | dict[str, str]:
+    m = _PLUGIN_CC_REF.match(cc)
+    return {"plugin": m.group(1)} if m else cc
+
+
+#: A class's `cc`: a name, or a plugin's table held as PLUGIN_CC + its reference.
+CcName = Annotated[str, BeforeValidator(_plugin_cc_table), PlainSerializer(_cc_json, when_used="always")]
+
+
+def _check_cc(cc: str, *, cbr: bool) -> str:
+    """A built-in's name (or cbr where `cbr`), or a plugin CC's reference that resolves."""
+    if _PLUGIN_CC_REF.match(cc):
+        plugin_cc(cc)  # ValueError: not in the plugin cache
+        return cc
+    known = available("cc")
+    if cc in known or (cbr and cc == "cbr"):
+        return cc
+    where = "" if cbr else " for a workload"
+    others = ", or cbr for unresponsive traffic" if cbr else ""
+    raise ValueError(f"unknown cc {cc!r}{where} (available: {', '.join(known)}{others}; or your own: {{ plugin = 'my_cc.bpf.c' }})")
+
+
+def _no_plugin_cc_params(cc: str, cc_params: dict[str, Any]) -> None:
+    if cc_params and plugin_cc(cc) is not None:
+        raise KeyedValueError(
+            "cc_params",
+            f"{cc_label(cc)} is a plugin CC, which takes no cc_params: its tunables (const volatile globals) are not supported yet; "
+            "change the values in its C file",
+            relative=True,
+        )
+
+
 class Bottleneck(Model):
     rate: Rate
     buffer: Size
@@ -388,7 +472,9 @@ class Bottleneck(Model):
 class Flows(Model):
     """One connection class: the same CC and base RTT."""
 
-    cc: str
+    #: A built-in's name, "cbr", or `{ plugin = "my_cc.bpf.c" }` (held as PLUGIN_CC + its
+    #: reference: `plugin_cc`, `cc_label`).
+    cc: CcName
     #: The engine counts a class's flows in 32 bits.
     count: Annotated[int, Field(ge=1, le=2**32 - 1)] = 1
     rtt: PositiveTime
@@ -408,22 +494,18 @@ class Flows(Model):
     @field_validator("cc")
     @classmethod
     def _known_cc(cls, v: str) -> str:
-        known = available("cc")
-        if v == "cbr":
-            return v
-        if v not in known:
-            raise ValueError(f"unknown cc {v!r} (available: {', '.join(known)}, or cbr for unresponsive traffic)")
-        return v
+        return _check_cc(v, cbr=True)
 
     @model_validator(mode="after")
     def _cbr_needs_a_rate(self) -> Flows:
+        _no_plugin_cc_params(self.cc, self.cc_params)
         if self.cc == "cbr":
             if self.rate is None:
                 raise ValueError('cc = "cbr" (unresponsive constant bit rate) needs rate, e.g. rate = "50Mbps"')
             if self.cc_params or self.ecn or self.fq_pacing:
                 raise ValueError("a cbr class takes no cc_params, ecn or fq_pacing")
         elif self.rate is not None:
-            raise ValueError(f'rate is for cc = "cbr" classes; a {self.cc} flow sets its own rate')
+            raise ValueError(f'rate is for cc = "cbr" classes; a {cc_label(self.cc)} flow sets its own rate')
         return self
 
     @field_validator("size")
@@ -539,7 +621,8 @@ class SizeDistribution(Model):
 class Workload(Model):
     """Finite flows arriving as a Poisson process (`[[workload]]`)."""
 
-    cc: str
+    #: A built-in's name or `{ plugin = "my_cc.bpf.c" }`, as for [[flows]].
+    cc: CcName
     rtt: PositiveTime
     size: SizeDistribution
     #: Arrivals per second, e.g. "100/s" or 100 ...
@@ -566,13 +649,11 @@ class Workload(Model):
     @field_validator("cc")
     @classmethod
     def _known_cc(cls, v: str) -> str:
-        known = available("cc")
-        if v not in known:
-            raise ValueError(f"unknown cc {v!r} for a workload (available: {', '.join(known)})")
-        return v
+        return _check_cc(v, cbr=False)
 
     @model_validator(mode="after")
     def _rate_or_load(self) -> Workload:
+        _no_plugin_cc_params(self.cc, self.cc_params)
         if (self.rate is None) == (self.load is None):
             raise ValueError('give exactly one of rate (flows per second, e.g. "100/s") or load (a fraction of the bottleneck rate)')
         return self

@@ -17,6 +17,13 @@ scenario (a sweep's worker, a report's TOML) finds the bytes again. The cache
                                          fixes clang's arguments), so a source is compiled once
                                          per content, wherever it sits
 
+    cc/<key>/<name>.wasm, <name>.c      a congestion control (a struct_ops BPF C file, `cc =
+                                         { plugin = ... }`): the module the simulator runs and
+                                         the source the emulator builds the kernel's object
+                                         from; the key is the SHA-256 of both (`CcModule`)
+    cc/builds/<key>                      a CC source's build, as builds/<key> for a discipline
+                                         (the headers are plugins/include/bpfcc)
+
 Files are written atomically (`aqmlab.store.atomic`), so concurrent resolutions (a sweep's
 workers) never see half a module. A process resolves each file once (keyed by its path and
 status) and each hash once.
@@ -41,6 +48,9 @@ from aqmlab.store.atomic import replacing, write_text
 
 __all__ = [
     "CACHE_ENV",
+    "CC_HEADERS",
+    "CcModule",
+    "cc_stem",
     "HEADER",
     "Module",
     "bound_text",
@@ -50,12 +60,16 @@ __all__ = [
     "include_dir",
     "range_text",
     "resolve",
+    "resolve_cc",
 ]
 
 #: The environment variable that moves the plugin cache (tests, shared clusters).
 CACHE_ENV = "AQMLAB_CACHE_DIR"
 #: The ABI header a plugin includes (plugins/include in the repository).
 HEADER = "aqmlab_qdisc.h"
+#: The directory of include_dir() holding the kernel headers a CC plugin builds against
+#: (vmlinux.h and bpf/*.h as the simulator provides them).
+CC_HEADERS = "bpfcc"
 #: A module named by its content: the form the canonical scenario holds.
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _HERE = Path(__file__).resolve().parent
@@ -310,3 +324,163 @@ def describe(module: Module, label: str | None = None) -> dict[str, Any]:
             for o in info["options"]
         ],
     }
+
+
+# ------------------------------------------------------------------------------------------
+# Congestion controls: `cc = { plugin = "my_cc.bpf.c" }` (docs/plugins.md, "Your own
+# congestion control")
+# ------------------------------------------------------------------------------------------
+
+#: What a CC's cache key hashes before its two parts: a key can never equal a discipline's.
+_CC_KEY_TAG = b"aqmlab cc plugin: sha256(module), sha256(source)\0"
+
+
+@dataclass(frozen=True)
+class CcModule:
+    """A congestion control from a struct_ops BPF C file, resolved: the module the simulator
+    loads and the source it was built from (both in the cache, `cc/<sha256>/`), and what the
+    module declares (`engine.cc_plugin_info`: name, flags, ops, ecn).
+
+    Its identity, `sha256`, covers both: the module is what the simulator runs (another clang
+    builds other bytes: another scenario), the source what the emulator builds the kernel's
+    object from (code under `#ifndef __wasm32__` changes the kernel's CC and not the module).
+    """
+
+    wasm: Path
+    source: Path
+    sha256: str
+    info: dict[str, Any]
+
+    @property
+    def ref(self) -> str:
+        """How a canonical scenario names it (``cc = { plugin = "sha256:<hex>" }``)."""
+        return f"sha256:{self.sha256}"
+
+    @property
+    def label(self) -> str:
+        """Its readable name: the struct_ops `.name` (what the engine's results call it)."""
+        return str(self.info["name"])
+
+    @property
+    def name(self) -> str:
+        """The name the engine's messages give the module."""
+        return self.wasm.name
+
+
+def _cc_key(wasm: bytes, source: bytes) -> str:
+    return hashlib.sha256(_CC_KEY_TAG + hashlib.sha256(wasm).digest() + hashlib.sha256(source).digest()).hexdigest()
+
+
+def cc_stem(source: Path) -> str:
+    """`reno.bpf.c` → `reno` (the module is `reno.wasm`), `x.c` → `x`."""
+    name = source.name
+    return name.removesuffix(".bpf.c") if name.endswith(".bpf.c") and name != ".bpf.c" else source.stem
+
+
+#: CC resolutions in this process, in each cache: by the file given, and by key.
+_CC_BY_FILE: dict[tuple[Path, str, int, int, int], CcModule] = {}
+_CC_BY_HASH: dict[tuple[Path, str], CcModule] = {}
+
+
+def resolve_cc(plugin: str, base_dir: Path | None = None) -> CcModule:
+    """The congestion control a scenario's ``cc = { plugin = ... }`` names: a C file (a
+    struct_ops BPF CC, compiled once per content) or ``sha256:<hex>`` (one in the cache). A
+    relative path is relative to `base_dir` (the scenario file's directory), else to the
+    working directory. Raises ValueError with one line naming the file and what is wrong."""
+    m = _REF.match(plugin)
+    if m:
+        return _cached_cc(m.group(1))
+    path = ((base_dir if base_dir is not None else Path()) / Path(plugin).expanduser()).absolute()
+    if path.suffix != ".c":
+        # A prebuilt module is not enough: the emulator builds the kernel's object from the source.
+        raise ValueError(f"{plugin!r}: a CC plugin is its struct_ops BPF C file (.bpf.c), or sha256:<hex> (one in the plugin cache)")
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise ValueError(f"cannot read {path} ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"cannot read {path} (not a file)")
+    key = (cache_dir(), str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _CC_BY_FILE:
+        _CC_BY_FILE[key] = _compiled_cc(path)
+    mod = _CC_BY_FILE[key]
+    _CC_BY_HASH[cache_dir(), mod.sha256] = mod
+    return mod
+
+
+def _cached_cc(key: str) -> CcModule:
+    if (cache_dir(), key) in _CC_BY_HASH:
+        return _CC_BY_HASH[cache_dir(), key]
+    d = cache_dir() / "cc" / key
+    wasms = sorted(d.glob("*.wasm")) if d.is_dir() else []
+    sources = sorted(d.glob("*.c")) if d.is_dir() else []
+    if not wasms or not sources:
+        raise ValueError(f"sha256:{key[:16]}…: no such congestion control in the plugin cache ({cache_dir()}); name its C file instead")
+    if _cc_key(_read(wasms[0]), _read(sources[0])) != key:
+        raise ValueError(f"{d}: its content is not sha256:{key[:16]}… (the cache was altered): delete it and name the CC's C file instead")
+    _CC_BY_HASH[cache_dir(), key] = CcModule(wasms[0], sources[0], key, engine.cc_plugin_info(str(wasms[0])))
+    return _CC_BY_HASH[cache_dir(), key]
+
+
+@functools.cache
+def _cc_build_salt() -> bytes:
+    """What a CC's build depends on besides the file and the compiler: the simulator's kernel
+    headers (every file under bpfcc/) and the engine build (whose crates/plugin fixes clang's
+    arguments)."""
+    root = include_dir() / CC_HEADERS
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.digest() + engine.build_id().encode()
+
+
+def _compiled_cc(source: Path) -> CcModule:
+    """The CC built from the C file `source`, from the cache or compiled now. The module is
+    checked (`engine.cc_plugin_info`) before anything is kept: a refused one leaves no trace."""
+    text = _read(source)
+    clang = os.environ.get("AQMLAB_CLANG", "").encode()
+    build = hashlib.sha256(hashlib.sha256(text).digest() + _cc_build_salt() + hashlib.sha256(clang).digest()).hexdigest()
+    pointer = cache_dir() / "cc" / "builds" / build
+    try:
+        key = pointer.read_text(encoding="utf-8").strip()
+        if _REF.match(f"sha256:{key}"):
+            return _cached_cc(key)
+    except (OSError, ValueError):
+        pass  # no build yet, or its entry is gone or altered: build again
+    stem = cc_stem(source)
+    with tempfile.TemporaryDirectory(prefix="aqmlab-cc-") as tmp:
+        out = Path(tmp) / f"{stem}.wasm"
+        try:
+            engine.compile_cc_plugin(str(source), str(out), str(include_dir()))
+        except ValueError as e:
+            raise ValueError(_cc_clang_error(source, str(e))) from None
+        info = engine.cc_plugin_info(str(out))
+        wasm = out.read_bytes()
+    key = _cc_key(wasm, text)
+    d = cache_dir() / "cc" / key
+    d.mkdir(parents=True, exist_ok=True)
+    # The source first, then the module, then the pointer: an entry with a module has its source,
+    # and a pointer always names a whole entry.
+    kept = d / f"{stem}{'.bpf.c' if source.name.endswith('.bpf.c') else '.c'}"
+    for target, data in ((kept, text), (d / f"{stem}.wasm", wasm)):
+        if not target.is_file():
+            with replacing(target) as tmp_path:
+                tmp_path.write_bytes(data)
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    write_text(pointer, key + "\n")
+    return CcModule(d / f"{stem}.wasm", kept, key, info)
+
+
+_UNDEFINED = re.compile(r"undefined symbol: ([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _cc_clang_error(source: Path, message: str) -> str:
+    """clang's failure as one line, as `_clang_error`; a link error on a function the
+    simulator does not provide names it (wasm-ld: "undefined symbol: f")."""
+    m = _UNDEFINED.search(message)
+    if m:
+        return (
+            f"{source.name} does not link: {m.group(1)} is not a helper or kernel function the simulator provides "
+            f"(plugins/include/{CC_HEADERS}/bpf/bpf_helpers.h lists them)"
+        )
+    return _clang_error(source, message)

@@ -147,6 +147,8 @@ def _label(v: Any, i: int) -> Any:
     if isinstance(v, dict):
         if v.get("kind") == "plugin" and isinstance(v.get("module"), str):
             return Path(v["module"]).name  # every plugin's kind is "plugin": its file tells them apart
+        if set(v) == {"plugin"} and isinstance(v["plugin"], str):
+            return Path(v["plugin"]).name  # a plugin CC, `cc = { plugin = "x.bpf.c" }`: by its file too
         for k in ("kind", "cc", "name"):
             if isinstance(v.get(k), str):
                 return v[k]

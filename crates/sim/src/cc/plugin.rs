@@ -105,7 +105,7 @@ impl PluginCc {
     /// checks [`CcInstance::error`]).
     fn op(&self, tp: &mut TcpState, op: Op, args: OpArgs<'_>) -> Option<u32> {
         let mut reg = self.reg.borrow_mut();
-        if reg.error().is_some() {
+        if !reg.has(op) || reg.error().is_some() {
             return None;
         }
         write_sock(reg.sock_mut(self.sk), tp, self.ecn_use);
