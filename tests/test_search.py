@@ -235,6 +235,7 @@ TABLE_ERRORS = [
         "search.shrink.check_seeds: the check seeds must differ from the search's seeds",
     ),
     ("unknown-optimizer", _sub("batch = 4", 'batch = 4\noptimizer = "tpx"'), "optimizer", "search.optimizer: 'tpx': Input should be 'tpe', 'random' or 'grid'"),
+    ("unknown-design", _sub("batch = 4", 'batch = 4\ndesign = "edges"'), "design", "search.design: 'edges': Input should be 'corners' or 'none'"),
 ]
 
 
@@ -305,3 +306,159 @@ def test_replay_emu_runs_the_shrunk_case_on_the_emulator(tmp_path):
     # Jain's index of n flows lies in [1/n, 1]; the emulator's is the run's own.
     n = sum(fl.count for fl in shrunk.flows)
     assert 1 / n <= emu["emu_value"] <= 1 and emu["emu_value"] == summary["metrics"]["jain"]
+
+
+# ------------------------------------------------------------------------------------------
+# The first round: the space's corners and centre (search.design)
+# ------------------------------------------------------------------------------------------
+
+# RENO with a buffer b (linear, 0.5–2.5 BDP) beside r (log, 1–16), and in the 3-d space the
+# long class's flow count n (integer, 1–3); short runs: these tests check points, not values.
+EDGES_2D = (
+    RENO.replace('duration = "20s"', 'duration = "4s"')
+    .replace('warmup = "5s"', 'warmup = "1s"')
+    .replace('buffer = "0.5bdp"', 'buffer = "${b}bdp"')
+    .replace("r = { low = 1.0, high = 8.0, log = true }", "b = { low = 0.5, high = 2.5 }\nr = { low = 1.0, high = 16.0, log = true }")
+)
+EDGES_3D = EDGES_2D.replace('count = 2\nrtt = "${10*r}ms"', 'count = "${n}"\nrtt = "${10*r}ms"').replace(
+    "r = { low = 1.0, high = 16.0, log = true }", "r = { low = 1.0, high = 16.0, log = true }\nn = { low = 1, high = 3, int = true }"
+)
+
+
+def _first_round(text: str, **table: object) -> list[dict]:
+    from aqmlab.search.runner import ask, round_size
+
+    s = parse_search(text, file="s.toml")
+    for k, v in table.items():
+        setattr(s, k, v)
+    return ask(s, [], round_size(s, []), 0)
+
+
+def test_the_first_batch_of_a_2d_space_is_its_centre_then_its_four_corners():
+    # Centre: b's arithmetic middle (0.5 + 2.5)/2 = 1.5, r's geometric one √(1·16) = 4 (the
+    # arithmetic middle would be 8.5). Then all-low, all-high, then (b low, r high) and its
+    # opposite. Batch 4 < 5 points: the design is one round of its own.
+    want = [{"b": 1.5, "r": 4.0}, {"b": 0.5, "r": 1.0}, {"b": 2.5, "r": 16.0}, {"b": 0.5, "r": 16.0}, {"b": 2.5, "r": 1.0}]
+    assert _first_round(EDGES_2D) == want
+
+
+def test_the_first_batch_of_a_3d_space_is_its_centre_then_its_eight_corners_in_opposite_pairs():
+    # n's centre (1 + 3)/2 = 2; corners as bits (b, r, n), 0 = low: 000 111, 001 110, 010 101,
+    # 011 100.
+    lo, hi = {"b": 0.5, "r": 1.0, "n": 1}, {"b": 2.5, "r": 16.0, "n": 3}
+
+    def corner(bits: str) -> dict:
+        return {k: (hi if c == "1" else lo)[k] for k, c in zip("brn", bits)}
+
+    want = [{"b": 1.5, "r": 4.0, "n": 2}] + [corner(c) for c in ("000", "111", "001", "110", "010", "101", "011", "100")]
+    got = _first_round(EDGES_3D)
+    assert got == want
+    assert all(isinstance(p["n"], int) for p in got)  # an integer variable stays integer
+
+
+def test_a_log_dimension_s_centre_is_geometric_and_a_linear_one_s_arithmetic():
+    from aqmlab.search.design import initial_design
+    from aqmlab.search.spec import Var
+
+    (centre, *_) = initial_design([Var("a", low=0.1, high=1000.0, log=True), Var("c", low=2.0, high=1000.0)], seed=0)
+    assert centre == {"a": 10.0, "c": 501.0}
+
+
+def test_a_budget_below_the_design_keeps_its_beginning_centre_then_opposite_corners():
+    # Budget 3 of a 9-point design: the centre, all-low, all-high (so each variable is seen at
+    # both bounds); the loop asks no more than the budget.
+    got = _first_round(EDGES_3D, budget=3)
+    assert got == [{"b": 1.5, "r": 4.0, "n": 2}, {"b": 0.5, "r": 1.0, "n": 1}, {"b": 2.5, "r": 16.0, "n": 3}]
+
+
+def test_categories_are_each_seen_at_the_centre_and_corners_use_the_first_choice():
+    from aqmlab.search.design import initial_design
+    from aqmlab.search.spec import Var
+
+    space = [Var("aqm", choices=("step", "pi2", "dualpi2")), Var("f", low=1.0, high=4.0, log=True), Var("k", choices=(5, 10))]
+    got = initial_design(space, seed=0)
+    c = {"aqm": "step", "f": 2.0, "k": 5}
+    want = [c, {**c, "aqm": "pi2"}, {**c, "aqm": "dualpi2"}, {**c, "k": 10}, {**c, "f": 1.0}, {**c, "f": 4.0}]
+    assert got == want
+
+
+def test_above_four_numeric_variables_the_design_is_both_extreme_corners_and_a_latin_hypercube():
+    from aqmlab.search.design import initial_design
+    from aqmlab.search.spec import Var
+
+    space = [Var(f"x{i}", low=0.0, high=float(i + 1)) for i in range(5)]
+    got = initial_design(space, seed=3)
+    assert got[1] == {f"x{i}": 0.0 for i in range(5)} and got[2] == {f"x{i}": float(i + 1) for i in range(5)}
+    lhs = got[3:]
+    assert len(lhs) == 10  # 2·d points
+    for i, v in enumerate(space):
+        # One point in each of the 10 equal strata of every variable's range.
+        strata = sorted(int(p[v.name] / (i + 1) * 10) for p in lhs)
+        assert strata == list(range(10)), (v.name, strata)
+    assert initial_design(space, seed=3) == got and initial_design(space, seed=4)[3:] != lhs
+
+
+def _trajectory(text: str, budget: int, seed: int) -> list[dict]:
+    """The points a search asks, told a synthetic value (no runs): the loop's rounds."""
+    from aqmlab.search.runner import ask, round_size
+
+    s = parse_search(text, file="s.toml")
+    s.budget, s.seed = budget, seed
+    told: list = []
+    k = 0
+    while len(told) < s.budget:
+        pts = ask(s, told, round_size(s, told), k)
+        told += [(p, 1 / (1 + p["b"]) + 0.01 * p["r"]) for p in pts]
+        k += 1
+    return [p for p, _ in told]
+
+
+def test_the_same_seed_gives_the_same_points_and_another_seed_other_points_after_the_design():
+    a, b, c = _trajectory(EDGES_2D, 13, 0), _trajectory(EDGES_2D, 13, 0), _trajectory(EDGES_2D, 13, 1)
+    assert a == b
+    assert a[:5] == c[:5] and a[5:] != c[5:]
+    # The optimizer was told the design: it does not ask a design point again.
+    assert all(p not in a[:5] for p in a[5:])
+
+
+def test_design_none_starts_with_the_optimizer_and_is_another_search():
+    s = parse_search(EDGES_2D, file="s.toml")
+    none = parse_search(EDGES_2D.replace("batch = 4", 'batch = 4\ndesign = "none"'), file="s.toml")
+    assert none.identity() != s.identity()
+    pts = _first_round(EDGES_2D, design="none")
+    assert len(pts) == 4 and {"b": 0.5, "r": 1.0} not in pts
+
+
+def test_a_search_interrupted_after_its_design_resumes_without_repeating_a_design_point(tmp_path):
+    from aqmlab.search.design import initial_design
+    from aqmlab.search.runner import Evaluator
+
+    f = tmp_path / "s.toml"
+    f.write_text(EDGES_2D.replace("budget = 12", "budget = 9"))
+    s = load_search(f)
+    ref = run_search(s, tmp_path / "ref", jobs=1)
+
+    class Killed(Evaluator):
+        """Dies in the second round, after its points were written to search.json."""
+
+        calls = 0
+
+        def evaluate(self, points):
+            Killed.calls += 1
+            if Killed.calls == 2:
+                raise KeyboardInterrupt
+            super().evaluate(points)
+
+    out = tmp_path / "killed"
+    with Killed(s, out, jobs=1, cluster=None) as ev, pytest.raises(KeyboardInterrupt):
+        run_search(s, out, evaluator=ev)
+    assert len(json.loads((out / "search.json").read_text())["points"]) == 9  # round 1 asked
+    res = run_search(s, out, jobs=1)
+    got = pd.read_parquet(out / "trials.parquet")
+    pd.testing.assert_frame_equal(got, pd.read_parquet(tmp_path / "ref" / "trials.parquet"))
+    assert res.simulated == 4  # only the interrupted round's runs
+    # Round 0 is the design, and no design point comes back later.
+    design = initial_design(s.space, s.seed)
+    pts = [{"b": b, "r": r} for b, r in zip(got["b"], got["r"])]
+    assert list(got["round"][:5]) == [0] * 5 and pts[:5] == design
+    assert all(p not in design for p in pts[5:]) and len(ref.points) == 9

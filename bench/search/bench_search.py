@@ -23,7 +23,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import aqmlab
-from aqmlab.search.runner import Search, ask, load_search
+from aqmlab.search.runner import Search, ask, load_search, round_size
 
 HERE = Path(__file__).resolve().parent
 SPACES = ["bbr-cubic-taildrop", "dctcp-cubic-l4s", "bbr2-cubic-pie"]
@@ -66,7 +66,7 @@ def trajectory(search: Search, f: Objective, method: str, rep: int) -> list[floa
     told: list[tuple[dict, float]] = []
     k = 0
     while len(told) < s.budget:
-        pts = ask(s, told, min(s.batch, s.budget - len(told)), k)
+        pts = ask(s, told, round_size(s, told), k)  # the rounds `aqmlab search` asks
         if not pts:
             break
         for p in pts:

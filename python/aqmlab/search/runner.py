@@ -8,8 +8,12 @@ parallelism (local cores or Dask), atomic storage and resumption are the sweep's
 are the engine's (the run's ``summary.json``; harm is ``engine.harm`` against the solo
 baseline of ``_harm.solo_baseline``); this module only averages them over seeds.
 
-The optimizer is stateless between rounds: round k builds a fresh sampler seeded by (seed, k),
-is told every evaluated point, and asks for the next batch. So a search killed at any moment
+The first round is a fixed design over the space's edges and centre (``search.design``: the
+corners and the centre for up to four numeric variables); the optimizer then continues, told
+every point. The optimizer is stateless between rounds: round k builds a fresh sampler seeded
+by (seed, k), is told every evaluated point, is handed the design points not yet told (Optuna's
+``enqueue_trial``, so a round that mixes them with sampled points spreads around them) and
+asks for the next batch. So a search killed at any moment
 and run again re-runs no point (the asked batch is written to ``DIR/search.json`` before its
 runs start; finished runs are found in the store) and continues exactly as the uninterrupted
 search would have. The trajectory depends on ``batch`` and ``seed``, never on ``-j``.
@@ -34,13 +38,28 @@ import pyarrow as pa
 
 from aqmlab.scenario import Scenario
 from aqmlab.scenario.units import parse_time
+from aqmlab.search.design import initial_design
 from aqmlab.search.spec import Objective, Search, SearchError, Var, load_search, parse_search
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import writes_directory
 from aqmlab.sweep.runner import is_complete, local_pool, run_sweep
 from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, substitute
 
-__all__ = ["SearchError", "Search", "Objective", "Var", "parse_search", "load_search", "run_search", "shrink", "scenario_toml", "SearchResult"]
+__all__ = [
+    "SearchError",
+    "Search",
+    "Objective",
+    "Var",
+    "parse_search",
+    "load_search",
+    "run_search",
+    "shrink",
+    "scenario_toml",
+    "SearchResult",
+    "ask",
+    "round_size",
+    "pending_design",
+]
 
 
 # ------------------------------------------------------------------------------------------
@@ -69,12 +88,33 @@ def _grid_points(space: list[Var], budget: int, seed: int) -> list[dict[str, Any
     return pts
 
 
+def pending_design(search: Search, told: list[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
+    """The design points (`search.design.initial_design`) not among the told points, in the
+    design's order; none for ``design = "none"`` or the grid (whose levels hold each variable's
+    bounds already). Matching by value, not by count, keeps this right for a directory whose
+    first points came from elsewhere (a search begun before the design existed, then extended:
+    its design points come next)."""
+    if search.design == "none" or search.optimizer == "grid":
+        return []
+    seen = [p for p, _ in told]
+    return [p for p in initial_design(search.space, search.seed) if p not in seen]
+
+
+def round_size(search: Search, told: list[tuple[dict[str, Any], float]]) -> int:
+    """Points to ask next: `batch`, or every pending design point if more (the design is one
+    round, run in parallel), never past the budget; a budget below the design's size keeps
+    the design's first points."""
+    return min(search.budget - len(told), max(search.batch, len(pending_design(search, told))))
+
+
 def ask(search: Search, told: list[tuple[dict[str, Any], float]], n: int, round_no: int) -> list[dict[str, Any]]:
-    """The next `n` points: a fresh sampler seeded by (seed, round) is told every evaluated
-    point (value as loss: lower is worse for the network) and asked `n` times."""
+    """The next `n` points: the design points not yet told, then what a fresh sampler seeded by
+    (seed, round), told every evaluated point (value as loss: lower is worse for the network),
+    asks."""
     if search.optimizer == "grid":
         grid = _grid_points(search.space, search.budget, search.seed)
         return grid[len(told) : len(told) + n]
+    design = pending_design(search, told)[:n]
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -89,9 +129,17 @@ def ask(search: Search, told: list[tuple[dict[str, Any], float]], n: int, round_
     study = optuna.create_study(direction="minimize", sampler=sampler)
     for params, value in told:
         study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=search.objective.loss(value)))
+    # Asked first (Optuna hands enqueued trials out in order), running while the rest of the
+    # round is sampled: TPE's constant liar then keeps the sampled points away from them.
+    for p in design:
+        study.enqueue_trial(p)
     out = []
-    for _ in range(n):
+    for i in range(n):
         trial = study.ask(fixed_distributions=dists)
+        if i < len(design):
+            assert trial.params == design[i], (trial.params, design[i])
+            out.append(design[i])  # as the design cast it (a bound stays the bound)
+            continue
         out.append({k: (v.cast(trial.params[k]) if v.choices is None else trial.params[k]) for k, v in zip(dists, search.space)})
     return out
 
@@ -248,7 +296,7 @@ def _load_state(directory: Path, search: Search) -> list[Point]:
     doc = json.loads(f.read_text(encoding="utf-8"))
     if doc.get("identity") != search.identity():
         raise SearchError(
-            f"{directory} holds another search ({doc.get('name')!r}, {doc.get('objective')!r}, or the same with another scenario, space, seeds, batch or optimizer); use another -o",
+            f"{directory} holds another search ({doc.get('name')!r}, {doc.get('objective')!r}, or the same with another scenario, space, seeds, batch, optimizer or design); use another -o",
             key="-o",
         )
     return [Point(d["id"], d["round"], d["params"]) for d in doc["points"]]
@@ -307,8 +355,8 @@ def _search_loop(search: Search, d: Path, points: list[Point], ev: Evaluator, on
         on_points(len(points), search.budget)
     round_no = max((p.round for p in points), default=-1) + 1
     while len(points) < search.budget:
-        n = min(search.batch, search.budget - len(points))
         told = [(p.params, p.value) for p in points if p.value is not None]
+        n = round_size(search, told)
         asked = ask(search, told, n, round_no)
         if not asked:
             break  # a grid smaller than the budget is exhausted

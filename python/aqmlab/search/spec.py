@@ -9,6 +9,7 @@ search for, read into a ``Search`` (``search.runner`` runs it).
     batch = 4                     # points asked per round (the runs of a round go in parallel)
     optimizer = "tpe"             # "tpe" (Optuna's TPE), "random", "grid"
     seed = 0                      # the optimizer's seed
+    design = "corners"            # first round: corners and centre ("none": the optimizer's own)
     [search.space]
     f = { low = 0.05, high = 4.0, log = true }
     n = { choices = [2, 5, 10] }
@@ -53,6 +54,7 @@ __all__ = [
     "ShrinkSpec",
     "METRICS",
     "OPTIMIZERS",
+    "DESIGNS",
     "parse_objective",
     "parse_search",
     "load_search",
@@ -66,6 +68,9 @@ class SearchError(ScenarioError):
 #: The metrics an objective may name: those with a class take ``:<class>``.
 METRICS = {"jain": False, "utilization": False, "sojourn_p99": False, "rel_throughput": True, "harm": True}
 OPTIMIZERS = ("tpe", "random", "grid")
+#: The first round: "corners" (``search.design``: the space's corners and centre, before the
+#: optimizer samples) or "none" (the optimizer from the first point, as before the design).
+DESIGNS = ("corners", "none")
 #: Significant digits of a continuous variable's sampled values.
 SIG_DIGITS = 4
 
@@ -162,6 +167,7 @@ class Search:
     batch: int = 4
     optimizer: str = "tpe"
     seed: int = 0
+    design: str = "corners"
     tolerance: float = 0.05
     check_seeds: list[int] = field(default_factory=list)
     file: str | None = None
@@ -183,6 +189,10 @@ class Search:
             "seed": self.seed,
             "space": [v.__dict__ for v in self.space],
         }
+        # Only when not the default, so a directory written before `design` existed keeps its
+        # identity: extended, it gets the design points it lacks next (runner.pending_design).
+        if self.design != "corners":
+            doc["design"] = self.design
         return hashlib.sha256(json.dumps(doc, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
     def scenario(self, point: dict[str, Any], seed: int, patch: dict[str, Any] | None = None) -> Scenario:
@@ -337,6 +347,7 @@ class SearchTable(InputModel):
     batch: Annotated[int, _at_least_one("points per round")] = 4
     optimizer: Literal["tpe", "random", "grid"] = "tpe"
     seed: Annotated[int, Field(ge=0)] = 0
+    design: Literal["corners", "none"] = "corners"
     space: dict[str, VarSpec]
     shrink: ShrinkSpec = Field(default_factory=ShrinkSpec)
 
@@ -416,13 +427,19 @@ def parse_search(text: str, *, file: str | None = None, default_name: str = "sea
         batch=spec.batch,
         optimizer=spec.optimizer,
         seed=spec.seed,
+        design=spec.design,
         tolerance=float(spec.shrink.tolerance),
         check_seeds=check,
         file=file,
         text=text,
     )
-    # Every corner and the middle of the space make valid scenarios, each with the class named.
+    # Every corner and the middle of the space make valid scenarios, each with the class named,
+    # and so do the first round's points (checked here so that a bad one fails before any run).
+    from aqmlab.search.design import initial_design  # design.py imports this module's Var
+
     probes = [dict(zip(names, c)) for c in _corner_points(space)] + [{v.name: v.mid() for v in space}]
+    if s.design != "none" and s.optimizer != "grid":
+        probes += [p for p in initial_design(space, s.seed) if p not in probes]
     for p in probes:
         sc = s.scenario(p, seeds[0])
         if objective.cls is not None and objective.cls not in sc.class_names():
