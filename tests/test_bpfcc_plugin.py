@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -316,3 +317,75 @@ def test_a_name_already_registered_is_refused_saying_so(reno_obj: Path, tmp_path
     finally:
         first.stop()
     assert _gone(a.kernel_name)
+
+
+# ------------------------------------------------------------------------------------------
+# Through `aqmlab emulate`: a scenario's `cc = { plugin = ... }`
+# ------------------------------------------------------------------------------------------
+
+USER_VS_KERNEL_RENO = """name = "user-reno"
+duration = "8s"
+warmup = "2s"
+seed = 1
+[bottleneck]
+rate = "40Mbps"
+buffer = "1bdp"
+rtt_ref = "20ms"
+aqm = {{ kind = "taildrop" }}
+[[flows]]
+cc = {{ plugin = "{src}" }}
+count = 2
+rtt = "20ms"
+[[flows]]
+cc = "reno"
+count = 2
+rtt = "20ms"
+"""
+
+
+@pytest.mark.emulator
+@needs_root_bpf
+def test_emulate_runs_a_users_cc_file_beside_the_kernels_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from _testbed import testbed_missing
+
+    from aqmlab.emu import emulate as E
+
+    why = testbed_missing()
+    if why is not None:
+        pytest.skip(why)
+    monkeypatch.setenv("AQMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    scen = tmp_path / "s.toml"
+    scen.write_text(USER_VS_KERNEL_RENO.format(src=RENO_SRC))
+    res = E.emulate(scen, tmp_path / "out")
+    user = next(p for p in res.summary["emu"]["cc"].values() if p.get("user"))
+    # Registered for the run under a name of its own, built from the file the scenario names.
+    assert user["implementation"] == "bpf" and user["kernel_name"].startswith("aqmlab_p") and user["label"] == "aqmlab_reno"
+    assert user["source"].endswith(".bpf.c") and "recursion_misses" in user["stats"]
+    assert _gone(user["kernel_name"])
+    # The file is made of the kernel's own Reno functions (tcp_cong.c), so its two flows and
+    # the kernel Reno's two share the link as four Reno flows of one RTT do: each class near
+    # half. The band (0.35-0.65 of the goodput) is wide because 6 s is a few dozen Reno
+    # sawteeth at 40 Mbit/s and 20 ms.
+    classes = {c["name"]: c for c in res.summary["classes"]}
+    share = classes["aqmlab_reno-20ms"]["goodput_bps"] / sum(c["goodput_bps"] for c in classes.values())
+    print(json.dumps({"user_reno_share": share, "utilization": res.summary["metrics"]["utilization"], "kernel_name": user["kernel_name"]}))
+    assert 0.35 < share < 0.65, (share, classes)
+    assert res.summary["metrics"]["utilization"] > 0.85
+
+
+def test_a_users_cc_that_does_not_build_for_the_kernel_is_refused_before_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aqmlab.emu import emulate as E
+    from aqmlab.scenario import ScenarioError, load_scenario
+
+    if _WHY_ROOT is not None:
+        pytest.skip(f"preflight: {_WHY_ROOT}")
+    monkeypatch.setenv("AQMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "wasm_only.bpf.c"
+    src.write_text(RENO_SRC.read_text().replace('#include "vmlinux.h"', '#include "vmlinux.h"\n#ifndef __wasm32__\n#error "no kernel side"\n#endif'))
+    scen = tmp_path / "s.toml"
+    scen.write_text(USER_VS_KERNEL_RENO.format(src=src))
+    s = load_scenario(scen)  # the simulator's side builds
+    with pytest.raises(ScenarioError) as e:
+        E.preflight(s, router=False)
+    msg = str(e.value)
+    assert msg.startswith("flows[0].cc: ") and "wasm_only.bpf.c" in msg and "no kernel side" in msg, msg

@@ -2,8 +2,8 @@
 struct_ops BPF C file named by `cc = { plugin = ... }` in [[flows]] or [[workload]], compiled
 and cached by content (module and source), its hash in the scenario hash, lowered to the
 engine's `{"name": "plugin", "module": ...}`, shown by its struct_ops name, built and
-described by the CLI, refused with one line naming the file when bad, and refused by the
-emulator for now.
+described by the CLI, and refused with one line naming the file when bad. The emulator's side
+(the same file registered in the kernel) is tests/test_bpfcc_plugin.py.
 
 The engine's side (the kernel's Reno functions are the built-in Reno bit for bit) is
 crates/sim/tests/cc_plugin.rs; here the front must hand it the module so that the same holds
@@ -31,7 +31,7 @@ from typer.testing import CliRunner
 import aqmlab
 from aqmlab import engine
 from aqmlab.cli.main import app
-from aqmlab.scenario import Scenario, ScenarioError, cc_label, load_scenario, parse_scenario, plugin, plugin_cc
+from aqmlab.scenario import Scenario, cc_label, load_scenario, parse_scenario, plugin, plugin_cc
 from aqmlab.sweep.runner import plan, run_sweep
 from aqmlab.sweep.spec import load_sweep
 
@@ -425,21 +425,6 @@ def test_a_sweep_puts_a_plugin_cc_beside_a_builtin(tmp_path: Path) -> None:
     # The kernel's Reno functions are the built-in Reno: the same numbers, another name.
     assert [c["cc"] for c in summaries[1]["classes"]] == ["aqmlab_reno", "cubic"]
     assert summaries[0]["metrics"] == summaries[1]["metrics"]
-
-
-# ------------------------------------------------------------------------------------------
-# The emulator refuses it, for now
-# ------------------------------------------------------------------------------------------
-
-
-def test_the_emulator_refuses_a_plugin_cc_in_one_line(tmp_path: Path) -> None:
-    from aqmlab.emu import emulate as E
-
-    shutil.copy(RENO, tmp_path / "reno.bpf.c")
-    s = load_scenario(_scenario_file(tmp_path, '{ plugin = "reno.bpf.c" }'))
-    with pytest.raises(ScenarioError) as e:
-        E.preflight(s, router=False)
-    assert str(e.value) == ("flows[0].cc: aqmlab_reno is a plugin CC: the emulator's registration of a user's CC file is not wired yet (the simulator runs it)")
 
 
 # ------------------------------------------------------------------------------------------

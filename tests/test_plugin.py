@@ -423,6 +423,11 @@ def test_the_wheel_holds_the_header() -> None:
         pytest.fail("no wheel in target/wheels: `make build` builds it")
     with zipfile.ZipFile(wheels[-1]) as z:
         assert z.read(f"aqmlab/scenario/include/{plugin.HEADER}") == (ROOT / "plugins" / "include" / plugin.HEADER).read_bytes()
+        # The congestion controls' kernel headers (symlinked file by file into the package).
+        cc_headers = sorted(p.relative_to(ROOT / "plugins" / "include") for p in (ROOT / "plugins" / "include" / "bpfcc").rglob("*.h"))
+        assert [str(h) for h in cc_headers] == ["bpfcc/bpf/bpf_core_read.h", "bpfcc/bpf/bpf_helpers.h", "bpfcc/bpf/bpf_tracing.h", "bpfcc/vmlinux.h"]
+        for h in cc_headers:
+            assert z.read(f"aqmlab/scenario/include/{h}") == (ROOT / "plugins" / "include" / h).read_bytes()
 
 
 # ------------------------------------------------------------------------------------------

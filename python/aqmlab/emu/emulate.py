@@ -136,16 +136,6 @@ def is_root() -> bool:
 
 def preflight(s: Scenario, *, router: bool = True) -> None:
     """Refuse, with one message saying what, whatever this emulator cannot do for `s`."""
-    # A user's CC file (`cc = { plugin = ... }`) runs in the simulator only, for now: the kernel
-    # side (bpf/loader.c, emu/bpfcc.py) is being built. Refused before the machine is probed,
-    # since no machine can run it yet.
-    for i, c in enumerate(s.classes()):
-        module = plugin_cc(c.cc)
-        if module is not None:
-            key = f"flows[{i}].cc" if i < len(s.flows) else f"workload[{i - len(s.flows)}].cc"
-            raise EmulatorError(
-                f"{module.label} is a plugin CC: the emulator's registration of a user's CC file is not wired yet (the simulator runs it)", key=key
-            )
     if not is_root():
         raise EmulatorError("the emulator needs root (network namespaces, veth and TUN devices); run it as root")
     if shutil.which("ip") is None:
@@ -186,6 +176,12 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
             )
         if f.fq_pacing:
             raise ScenarioError("the emulator does not support fq_pacing yet (no fq qdisc on the senders)", key=f"{key}.fq_pacing")
+        module = plugin_cc(f.cc)
+        if module is not None:
+            # A user's CC file: built for the kernel here, so that its compiler's (and later
+            # the verifier's) refusal comes before the testbed is built.
+            _check_user_cc(module.source, key=f"{key}.cc")
+            continue
         b = _bpfcc.BPF_CCS.get(f.cc)
         if b is not None and (FORCE_BPF or not _have_cc(KERNEL_CC.get(f.cc, f.cc))):
             why = _bpfcc.missing(b)
@@ -205,12 +201,40 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
         router_binary()
 
 
+def _check_user_cc(source: Path, key: str) -> None:
+    """Refuse a user's CC file the kernel side cannot take: no BTF or loader, or a source that
+    does not compile for the kernel (clang's messages, naming the file)."""
+    why = None
+    if not _bpfcc.KERNEL_BTF.exists():
+        why = f"the kernel exposes no BTF ({_bpfcc.KERNEL_BTF}), which struct_ops congestion controls need"
+    elif not _bpfcc.loader_path().is_file():
+        why = f"{_bpfcc.loader_path()} is missing: build it with `make build` (clang, libbpf-dev and bpftool; `make deps` installs them)"
+    if why is not None:
+        raise EmulatorError(f"a user's CC cannot run here: {why}", key=key)
+    with tempfile.TemporaryDirectory(prefix="aqmlab-cc-") as d:
+        try:
+            _bpfcc.compile_kernel_object(source, Path(d) / "cc.bpf.o")
+        except _bpfcc.CompileError as e:
+            raise EmulatorError(str(e), key=key) from None
+
+
 def cc_plan(s: Scenario) -> dict[str, dict[str, Any]]:
-    """Which implementation runs each TCP CC of `s` (after `preflight`): the kernel's own, or
-    our eBPF port; recorded in the run's summary (``emu.cc``)."""
+    """Which implementation runs each TCP CC of `s` (after `preflight`), by the class's `cc`:
+    the kernel's own, our eBPF port, or a user's file (``"user": True``, registered per run
+    under a name of its own); recorded in the run's summary (``emu.cc``)."""
     plan: dict[str, dict[str, Any]] = {}
     for f in s.classes():
         if f.cc == "cbr" or f.cc in plan:
+            continue
+        module = plugin_cc(f.cc)
+        if module is not None:
+            plan[f.cc] = {
+                "kernel_name": _bpfcc.unique_kernel_name(),
+                "implementation": "bpf",
+                "source": str(module.source),
+                "label": module.label,
+                "user": True,
+            }
             continue
         b = _bpfcc.BPF_CCS.get(f.cc)
         if b is not None and (FORCE_BPF or not _have_cc(KERNEL_CC.get(f.cc, f.cc))):
@@ -665,7 +689,24 @@ def emulate(
     (work / "owner.pid").write_text(f"{os.getpid()}\n")
     tb = Testbed(tag, len(config["classes"]), work)
     ccs = cc_plan(s)
-    regs = [_bpfcc.Registration(_bpfcc.BPF_CCS[cc], work / f"bpfcc-{cc}.log") for cc, p in ccs.items() if p["implementation"] == "bpf"]
+    regs = []
+    for k, (cc, p) in enumerate(ccs.items()):
+        if p["implementation"] != "bpf":
+            continue
+        if p.get("user"):
+            # A user's file: built for the kernel into the run's work directory, registered
+            # under the plan's name (a second registration of the same file, by another run,
+            # gets another).
+            obj = work / f"usercc-{k}.bpf.o"
+            try:
+                _bpfcc.compile_kernel_object(Path(p["source"]), obj)
+            except _bpfcc.CompileError as e:
+                shutil.rmtree(work, ignore_errors=True)
+                raise EmulatorError(str(e)) from None
+            b = _bpfcc.BpfCc(cc, p["kernel_name"], obj, p["source"])
+        else:
+            b = _bpfcc.BPF_CCS[cc]
+        regs.append(_bpfcc.Registration(b, work / f"bpfcc-{b.kernel_name}.log"))
     # RPS stays off with an eBPF CC: with it, ACKs are processed in softirqs on the IRQ exit
     # of RPS IPIs on the traffic core, where the kernel sometimes ran none of the CC's ops and
     # took snd_ssthresh from a stale word (docs/emulator.md, "The anomaly");
@@ -701,8 +742,16 @@ def emulate(
                 shutil.rmtree(work, ignore_errors=True)
         finally:
             restore()
+    class_cc = [f.cc for f in s.classes()]
     for cc, p in ccs.items():
-        if p["implementation"] == "bpf":
+        if p.get("user"):
+            # No guard inside a user's CC: its loader's recursion misses and the sampled state
+            # of the flows that ran it (bpfcc.user_run_untrusted).
+            samples = [x for i, c in enumerate(class_cc) if c == cc for x in raw["senders"][i]["samples"] if not x.get("cbr")]
+            why = _bpfcc.user_run_untrusted(p["label"], p.get("stats") or {}, samples)
+            if why:
+                raise EmulatorError(why + "; nothing was written")
+        elif p["implementation"] == "bpf":
             _check_bpf_run(cc, p.get("stats") or {})
     res = assemble(s, config, raw, wall_time_s=time.perf_counter() - wall0)
     res.summary["emu"]["cc"] = ccs
@@ -769,10 +818,14 @@ def _run_traffic(
     traffic_py = str(Path(__file__).resolve().with_name("traffic.py"))
     drain_ns = 500_000_000
     # Receiver-side CCs: the class's connections are accepted with its CC (see emu/traffic.py).
+    # A user's CC runs at both ends too: an ECN-needing one otherwise meets a listener that
+    # negotiates classic ECN (tcp_ecn.h: the listener's CC decides), and for a sender-only CC
+    # the receiver's is never consulted.
+    class_cc = [f.cc for f in s.classes()]
     cc_by_src = {
-        f"10.77.{i + 1}.2": ccs[c["cc"]["name"]]["kernel_name"]
+        f"10.77.{i + 1}.2": ccs[class_cc[i]]["kernel_name"]
         for i, c in enumerate(config["classes"])
-        if c.get("cc") is not None and c["cc"]["name"] in RECEIVER_SIDE_CC
+        if c.get("cc") is not None and (c["cc"]["name"] in RECEIVER_SIDE_CC or ccs[class_cc[i]].get("user"))
     }
     (work / "recv.json").write_text(
         json.dumps(
@@ -799,7 +852,7 @@ def _run_traffic(
     senders = []
     for i, c in enumerate(config["classes"]):
         # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
-        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": ccs[c["cc"]["name"]]["kernel_name"]}
+        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": ccs[class_cc[i]]["kernel_name"]}
         flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
         spec = {
             "t0_ns": t0,
