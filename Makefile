@@ -8,11 +8,6 @@ PIP := $(PYTHON) -m pip
 # compatible ranges a user's environment may hold).
 PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest pytest-xdist hypothesis maturin ruff mypy
 STAMP := .make
-# Every cargo step links with lld (Debian's, which `deps` installs for the plugins' wasm-ld):
-# GNU ld takes about 12 s per test binary that carries the plugin sandbox, lld about 1 s
-# (bench/README.md "Build profile"). Set here, for every target alike, so that the steps share
-# their artifacts; a plain `cargo` call without it links with the system's default.
-export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS := -C link-arg=-fuse-ld=lld
 
 .PHONY: run test deps build bpf lint rust-test py-test bench bench-emu clean
 
@@ -73,7 +68,7 @@ run: build
 # The PyO3 crate links against libpython only when loaded by Python: test the others. The
 # test profile (Cargo.toml: opt-level 2) keeps debug assertions on, so the engine's invariants
 # (e.g. Scheduler::advance_to never skips a pending event) are checked by every test run.
-rust-test: deps
+rust-test:
 	cargo test --workspace --exclude aqmlab-py --quiet
 
 # The suite on both cores (pytest-xdist; a file per worker, so a module's fixtures are built
@@ -95,7 +90,7 @@ lint: deps
 
 test: deps lint rust-test py-test
 
-bench: deps
+bench:
 	cargo build --release -q -p sim --example bench
 	./target/release/examples/bench a
 	./target/release/examples/bench b
