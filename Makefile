@@ -9,7 +9,7 @@ PIP := $(PYTHON) -m pip
 PY_DEPS := pydantic typer rich pyarrow pandas numpy matplotlib dask distributed optuna pytest pytest-xdist hypothesis maturin ruff mypy
 STAMP := .make
 
-.PHONY: run test deps build bpf lint rust-test py-test pytest bench bench-emu clean
+.PHONY: run test deps build bpf lint rust-test py-test bench bench-emu clean
 
 $(STAMP)/deps: Makefile constraints.txt
 	@mkdir -p $(STAMP)
@@ -76,9 +76,6 @@ rust-test:
 # the machine's emulator lock (the one `aqmlab fidelity --lock` takes): one testbed at a time.
 EMU_LOCK := /tmp/aqmlab-emu.lock
 py-test: build
-	@$(MAKE) --no-print-directory pytest
-
-pytest:
 	$(PYTHON) -m pytest -q --durations=15 -n 2 --dist loadfile -m "not emulator" tests
 	flock $(EMU_LOCK) $(PYTHON) -m pytest -q --durations=15 -m emulator tests
 
@@ -91,12 +88,7 @@ lint: deps
 	$(PYTHON) -m ruff format --check python tests bench
 	$(PYTHON) -m mypy
 
-# The Rust tests (target/debug) and the release build (target/release) run side by side:
-# neither needs the other, and each leaves a core idle for long stretches (one large crate
-# compiled alone: wasmtime, cranelift-codegen), which the other fills.
-test: deps lint
-	@$(MAKE) --no-print-directory -j2 --output-sync=target rust-test build
-	@$(MAKE) --no-print-directory pytest
+test: deps lint rust-test py-test
 
 bench:
 	cargo build --release -q -p sim --example bench

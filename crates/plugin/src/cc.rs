@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rand_core::Rng as _;
 use wasmtime::{
-    Caller, Config, Engine, ExternType, Func, Linker, Memory, Module, Store, StoreLimits,
-    StoreLimitsBuilder, Trap, TypedFunc, ValType,
+    Caller, Engine, ExternType, Func, Linker, Memory, Module, Store, StoreLimits, Trap, TypedFunc,
+    ValType,
 };
 
 use crate::cc_abi::{self, ops::Op, sock as S, Ty};
@@ -116,14 +116,7 @@ impl CcPlugin {
 
     /// Read and load a `.wasm` file, named by its file name.
     pub fn from_file(path: &std::path::Path) -> Result<CcPlugin, PluginError> {
-        let name = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into(),
-        );
-        let wasm = std::fs::read(path).map_err(|e| PluginError::Refused {
-            module: name.clone(),
-            reason: format!("cannot read {}: {e}", path.display()),
-        })?;
+        let (name, wasm) = crate::plugin::read_module(path)?;
         CcPlugin::load(&name, &wasm)
     }
 
@@ -140,14 +133,7 @@ impl CcPlugin {
             module: name.into(),
             reason,
         };
-        let mut config = Config::default();
-        config
-            .consume_fuel(true)
-            .cranelift_nan_canonicalization(true)
-            .wasm_relaxed_simd(false);
-        let engine = Engine::new(&config).map_err(|e| refused(format!("no engine: {e}")))?;
-        let module = Module::new(&engine, wasm)
-            .map_err(|e| refused(format!("not a valid WebAssembly module: {e}")))?;
+        let (engine, module) = crate::plugin::compile_module(name, wasm)?;
 
         let provided = || {
             cc_abi::IMPORTS
@@ -427,17 +413,6 @@ fn tcp_reno_cong_avoid(tp: &mut [u8], acked: u32) -> Result<(), String> {
     tcp_cong_avoid_ai(tp, w, acked)
 }
 
-fn store_limits(memory_bytes: usize) -> StoreLimits {
-    StoreLimitsBuilder::new()
-        .memory_size(memory_bytes)
-        .memories(1)
-        .tables(1)
-        .table_elements(100_000)
-        .instances(1)
-        .trap_on_grow_failure(true)
-        .build()
-}
-
 fn linker(engine: &Engine) -> Linker<CcHost> {
     let m = cc_abi::IMPORT_MODULE;
     let mut l = Linker::new(engine);
@@ -595,7 +570,7 @@ impl CcInstance {
             rng: aqm::rng_from_seed(seed),
             now_ns: 0,
             memory: None,
-            limits: store_limits(plugin.limits.memory_bytes),
+            limits: crate::plugin::store_limits(plugin.limits.memory_bytes),
             socks_at: 0,
             socks_end: 0,
             scratch: 0,

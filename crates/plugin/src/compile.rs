@@ -90,19 +90,8 @@ pub fn cc_clang_args(source: &Path, output: &Path, include: &Path) -> Vec<String
 /// Compile the congestion control `source` into the module `output` and return its bytes
 /// (errors as [`compile_c`]'s).
 pub fn compile_cc(source: &Path, output: &Path) -> Result<Vec<u8>, String> {
-    let clang = find_clang()?;
-    let out = Command::new(&clang)
-        .args(cc_clang_args(source, output, &include_dir()))
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", clang.display()))?;
-    if !out.status.success() {
-        return Err(explain_clang_failure(
-            &clang,
-            source,
-            &String::from_utf8_lossy(&out.stderr),
-        ));
-    }
-    std::fs::read(output).map_err(|e| format!("cannot read {}: {e}", output.display()))
+    let args = cc_clang_args(source, output, &include_dir());
+    run(&find_clang()?, source, output, &args)
 }
 
 /// Compile the C file `source` into the module `output` and return its bytes. Errors name the
@@ -123,9 +112,15 @@ fn compile_using(
     output: &Path,
     extra: &[&str],
 ) -> Result<Vec<u8>, String> {
+    let mut args = clang_args(source, output, &include_dir());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run(clang, source, output, &args)
+}
+
+/// Run `clang` with `args`; the module's bytes, or clang's failure as one message.
+fn run(clang: &Path, source: &Path, output: &Path, args: &[String]) -> Result<Vec<u8>, String> {
     let out = Command::new(clang)
-        .args(clang_args(source, output, &include_dir()))
-        .args(extra)
+        .args(args)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", clang.display()))?;
     if !out.status.success() {

@@ -137,14 +137,7 @@ impl Plugin {
 
     /// Read and load a `.wasm` file, named by its file name.
     pub fn from_file(path: &std::path::Path) -> Result<Plugin, PluginError> {
-        let name = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into(),
-        );
-        let wasm = std::fs::read(path).map_err(|e| PluginError::Refused {
-            module: name.clone(),
-            reason: format!("cannot read {}: {e}", path.display()),
-        })?;
+        let (name, wasm) = read_module(path)?;
         Plugin::load(&name, &wasm)
     }
 
@@ -172,16 +165,7 @@ impl Plugin {
             module: name.into(),
             reason,
         };
-        // Fuel, for the per-call budget (deterministic, unlike epochs); NaNs canonicalised and
-        // relaxed SIMD off, so that a module computes the same bits on every machine.
-        let mut config = Config::default();
-        config
-            .consume_fuel(true)
-            .cranelift_nan_canonicalization(true)
-            .wasm_relaxed_simd(false);
-        let engine = Engine::new(&config).map_err(|e| refused(format!("no engine: {e}")))?;
-        let module = Module::new(&engine, wasm)
-            .map_err(|e| refused(format!("not a valid WebAssembly module: {e}")))?;
+        let (engine, module) = compile_module(name, wasm)?;
 
         // Imports: the host functions of this ABI, with their signatures, and nothing else.
         let provided = || {
@@ -411,6 +395,51 @@ impl Plugin {
     ) -> Result<crate::PluginQdisc<P>, PluginError> {
         crate::PluginQdisc::new(self, options, seed)
     }
+}
+
+/// A module's file: its name (the file name, which every error gives) and its bytes.
+pub(crate) fn read_module(path: &std::path::Path) -> Result<(String, Vec<u8>), PluginError> {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    );
+    let wasm = std::fs::read(path).map_err(|e| PluginError::Refused {
+        module: name.clone(),
+        reason: format!("cannot read {}: {e}", path.display()),
+    })?;
+    Ok((name, wasm))
+}
+
+/// The sandbox's engine and the module compiled by it: fuel, for the per-call budget
+/// (deterministic, unlike epochs); NaNs canonicalised and relaxed SIMD off, so that a module
+/// computes the same bits on every machine.
+pub(crate) fn compile_module(name: &str, wasm: &[u8]) -> Result<(Engine, Module), PluginError> {
+    let refused = |reason: String| PluginError::Refused {
+        module: name.into(),
+        reason,
+    };
+    let mut config = Config::default();
+    config
+        .consume_fuel(true)
+        .cranelift_nan_canonicalization(true)
+        .wasm_relaxed_simd(false);
+    let engine = Engine::new(&config).map_err(|e| refused(format!("no engine: {e}")))?;
+    let module = Module::new(&engine, wasm)
+        .map_err(|e| refused(format!("not a valid WebAssembly module: {e}")))?;
+    Ok((engine, module))
+}
+
+/// A store's limits: one memory of at most `memory_bytes`, one table, one instance; a grow
+/// past the cap traps (the call's error says so).
+pub(crate) fn store_limits(memory_bytes: usize) -> wasmtime::StoreLimits {
+    wasmtime::StoreLimitsBuilder::new()
+        .memory_size(memory_bytes)
+        .memories(1)
+        .tables(1)
+        .table_elements(100_000)
+        .instances(1)
+        .trap_on_grow_failure(true)
+        .build()
 }
 
 fn extern_kind(t: &ExternType) -> &'static str {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use aqm::{DropReason, Ecn, MarkReason, Nanos, Packet, Qdisc, Verdicts};
 use rand_core::Rng as _;
-use wasmtime::{Caller, Linker, Memory, Store, StoreLimits, StoreLimitsBuilder, Trap, TypedFunc};
+use wasmtime::{Caller, Linker, Memory, Store, StoreLimits, Trap, TypedFunc};
 
 /// An error a host function returns: the call traps with it.
 fn host_error(message: String) -> wasmtime::Error {
@@ -80,7 +80,7 @@ impl<P: Packet> Host<P> {
             dirty: Vec::new(),
             stale: vec![0; n_queues as usize],
             memory: None,
-            limits: limits(memory_bytes),
+            limits: crate::plugin::store_limits(memory_bytes),
         }
     }
 
@@ -250,17 +250,6 @@ impl<P: Packet> Host<P> {
             }
         }
     }
-}
-
-fn limits(memory_bytes: usize) -> StoreLimits {
-    StoreLimitsBuilder::new()
-        .memory_size(memory_bytes)
-        .memories(1)
-        .tables(1)
-        .table_elements(100_000)
-        .instances(1)
-        .trap_on_grow_failure(true)
-        .build()
 }
 
 /// The packet type of the instance made at load to read the description: no packet is ever

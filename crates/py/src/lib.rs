@@ -219,10 +219,22 @@ fn qdiscs() -> Vec<&'static str> {
 /// compiler's messages, or with the Debian packages to install when the toolchain is missing.
 #[pyfunction]
 fn compile_plugin(source: &str, output: &str, include_dir: &str) -> PyResult<()> {
+    run_clang(source, output, include_dir, plugin::clang_args)
+}
+
+/// Run clang with the arguments `args` gives for (source, output, include_dir); ValueError
+/// with clang's messages, or with the Debian packages to install.
+fn run_clang(
+    source: &str,
+    output: &str,
+    include_dir: &str,
+    args: fn(&std::path::Path, &std::path::Path, &std::path::Path) -> Vec<String>,
+) -> PyResult<()> {
     let clang = plugin::find_clang().map_err(PyValueError::new_err)?;
+    let source = std::path::Path::new(source);
     let out = std::process::Command::new(&clang)
-        .args(plugin::clang_args(
-            std::path::Path::new(source),
+        .args(args(
+            source,
             std::path::Path::new(output),
             std::path::Path::new(include_dir),
         ))
@@ -233,7 +245,7 @@ fn compile_plugin(source: &str, output: &str, include_dir: &str) -> PyResult<()>
     }
     Err(PyValueError::new_err(plugin::explain_clang_failure(
         &clang,
-        std::path::Path::new(source),
+        source,
         &String::from_utf8_lossy(&out.stderr),
     )))
 }
@@ -272,23 +284,7 @@ fn plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyA
 /// `include_dir`/bpfcc. Raises ValueError as `compile_plugin` does.
 #[pyfunction]
 fn compile_cc_plugin(source: &str, output: &str, include_dir: &str) -> PyResult<()> {
-    let clang = plugin::find_clang().map_err(PyValueError::new_err)?;
-    let out = std::process::Command::new(&clang)
-        .args(plugin::cc_clang_args(
-            std::path::Path::new(source),
-            std::path::Path::new(output),
-            std::path::Path::new(include_dir),
-        ))
-        .output()
-        .map_err(|e| PyValueError::new_err(format!("cannot run {}: {e}", clang.display())))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(PyValueError::new_err(plugin::explain_clang_failure(
-        &clang,
-        std::path::Path::new(source),
-        &String::from_utf8_lossy(&out.stderr),
-    )))
+    run_clang(source, output, include_dir, plugin::cc_clang_args)
 }
 
 /// Load a congestion-control module (`.wasm`) and return what its `struct tcp_congestion_ops`
