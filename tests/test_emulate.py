@@ -834,16 +834,16 @@ def test_cbr_flows_keep_their_rate_when_uncongested(tmp_path: Path, aqm: str) ->
     print(json.dumps({"aqm": aqm, "cbr_rate_error": rate_err, "delivered_bytes": int(f["delivered_bytes"][0])}))
     assert abs(rate_err) <= 0.01
     c = res.summary["counters"]
-    # A sender the hypervisor stalls sends what it owes back to back when it resumes: a 10 ms
-    # stall is a burst of 5 datagrams at line rate, which CHOKe (sch_choke.c: above its
-    # minimum threshold an arrival is compared with a random queued packet of the same flow,
-    # both dropped on a match) may answer with drops, as it should. Zero drops is judged only
-    # when the traffic core's longest stall stayed under that (docs/emulator.md, "Host stalls").
+    # A core the hypervisor stalls releases a burst when it resumes: the sender's owed
+    # datagrams back to back, or the router's backlog of arrivals read from the TUN device at
+    # once (a 10 ms stall is 5 datagrams of the 5 Mbit/s flow), which CHOKe (sch_choke.c: above
+    # its minimum threshold an arrival is compared with a random queued packet of the same
+    # flow, both dropped on a match) may answer with drops, as it should. Zero drops is judged
+    # only when every core's longest stall stayed under that (docs/emulator.md, "Host stalls").
     stalls = res.summary["emu"]["stalls"]
-    traffic = next(v for v in stalls["cpus"].values() if v["role"] == "traffic")
-    longest_ns = max((t for _, t in traffic["stalls"]), default=0)
+    longest_ns = max((t for v in stalls["cpus"].values() for _, t in v["stalls"]), default=0)
     if aqm == "choke" and c["qdisc_drops"] > 0 and longest_ns > 10_000_000:
-        pytest.skip(f"the hypervisor stalled the traffic core for {longest_ns} ns: CHOKe's {c['qdisc_drops']} drops of the resulting burst not judged")
+        pytest.skip(f"the hypervisor stalled a testbed core for {longest_ns} ns: CHOKe's {c['qdisc_drops']} drops of the resulting burst not judged")
     assert int(f["dropped_bytes"].sum()) == 0 and c["qdisc_drops"] == 0
     assert c["cbr_out_of_order"] == 0 and c["cbr_send_errors"] == 0 and c["reordered"] == 0 and c["router_unmatched_flows"] == 0
     # The finite flow: 100 kB = 67 datagrams of 1472 B and one of 1376 B, all sent, all received
