@@ -4,8 +4,10 @@ registered per run under a name of its own.
 
 Without root: the compiler's errors (clang's message naming the file; what to install or build
 when clang, libbpf's headers or vmlinux.h are missing), the names the kernel refuses, the
-generated names, and the loader's command line. With root, BPF and the built loader (`make
-bpf`; skipped otherwise, with the reason): examples/plugins/reno.bpf.c registered twice at once
+generated names, and the loader's command line. What `make build` provides (clang, vmlinux.h,
+the loader) is required: without it these tests fail saying so, never skip. With root and the
+kernel's BTF (as `make test` runs on its Debian machine; skipped otherwise, with the reason, as
+the rest of the emulator's tests are): examples/plugins/reno.bpf.c registered twice at once
 under two names, carrying a loopback TCP connection, both names gone after stop(), and a name
 already registered refused with that reason.
 """
@@ -44,17 +46,31 @@ def _kernel_build_missing() -> str | None:
 
 
 def _root_missing() -> str | None:
-    """Why the registration tests cannot run here (None: they can)."""
+    """Why the registration tests cannot run here (None: they can): what a machine, not a
+    build, lacks."""
     if os.geteuid() != 0:
         return "needs root"
     if not B.KERNEL_BTF.exists():
         return f"no kernel BTF ({B.KERNEL_BTF})"
+    return None
+
+
+@pytest.fixture
+def kernel_build() -> None:
+    """clang and vmlinux.h, which `make build` provides: their absence is a failure."""
+    why = _kernel_build_missing()
+    if why is not None:
+        pytest.fail(f"compiles for the kernel, which `make build` sets up: {why}")
+
+
+@pytest.fixture
+def loader() -> Path:
+    """The built loader (`make build`): its absence is a failure."""
     if not B.loader_path().is_file():
-        return f"no {B.loader_path()} (`make bpf`)"
-    return _kernel_build_missing()
+        pytest.fail(f"no {B.loader_path()}: `make build` builds it")
+    return B.loader_path()
 
 
-needs_clang = pytest.mark.skipif(_kernel_build_missing() is not None, reason=f"compiles for the kernel: {_kernel_build_missing()}")
 _WHY_ROOT = _root_missing()
 needs_root_bpf = pytest.mark.skipif(_WHY_ROOT is not None, reason=f"registers eBPF CCs: {_WHY_ROOT}")
 
@@ -64,7 +80,7 @@ needs_root_bpf = pytest.mark.skipif(_WHY_ROOT is not None, reason=f"registers eB
 # ------------------------------------------------------------------------------------------
 
 
-@needs_clang
+@pytest.mark.usefixtures("kernel_build")
 def test_a_source_that_does_not_compile_names_the_file_and_carries_clangs_message(tmp_path: Path) -> None:
     src = tmp_path / "broken_cc.bpf.c"
     src.write_text('#include "vmlinux.h"\n__u32 f(void)\n{\n\treturn not_declared_anywhere;\n}\n')
@@ -78,7 +94,7 @@ def test_a_source_that_does_not_compile_names_the_file_and_carries_clangs_messag
     assert not out.exists() and list(out.parent.iterdir()) == []
 
 
-@needs_clang
+@pytest.mark.usefixtures("kernel_build")
 def test_a_good_source_compiles_to_an_object_in_place(tmp_path: Path) -> None:
     out = tmp_path / "reno.bpf.o"
     out.write_bytes(b"stale")
@@ -99,7 +115,7 @@ def test_without_clang_the_error_says_what_to_install(tmp_path: Path, monkeypatc
     assert not (tmp_path / "x.bpf.o").exists()
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="no clang")
+@pytest.mark.usefixtures("kernel_build")
 def test_without_vmlinux_h_the_error_says_to_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AQMLAB_BPF_DIR", str(tmp_path / "unbuilt"))
     with pytest.raises(B.CompileError) as e:
@@ -138,11 +154,10 @@ def test_a_name_the_kernel_refuses_is_refused(name: str, words: str) -> None:
     B.BpfCc("mine", "aqmlab_" + "x" * 8, Path("/nonexistent/mine.bpf.o"), "mine.bpf.c")  # 15 bytes: fine
 
 
-@pytest.mark.skipif(not B.loader_path().is_file(), reason=f"no {B.loader_path()} (`make bpf`)")
 @pytest.mark.parametrize(("name", "words"), [("aqmlab_" + "x" * 9, "longer than 15 bytes"), ("a b", "only letters")], ids=["16-bytes", "space"])
-def test_the_loader_refuses_a_bad_name_before_loading(name: str, words: str) -> None:
+def test_the_loader_refuses_a_bad_name_before_loading(loader: Path, name: str, words: str) -> None:
     # Before anything is opened or loaded: the object need not exist, no root needed.
-    r = subprocess.run([str(B.loader_path()), "--name", name, "/nonexistent.bpf.o"], capture_output=True, text=True, timeout=10)
+    r = subprocess.run([str(loader), "--name", name, "/nonexistent.bpf.o"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and f'"{name}"' in r.stderr and words in r.stderr
 
@@ -243,6 +258,9 @@ def _cc(s: socket.socket) -> str:
 def reno_obj(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if _WHY_ROOT is not None:
         pytest.skip(f"registers eBPF CCs: {_WHY_ROOT}")
+    why = _kernel_build_missing() or (None if B.loader_path().is_file() else f"no {B.loader_path()}")
+    if why is not None:
+        pytest.fail(f"registers eBPF CCs, which needs what `make build` sets up: {why}")
     out = tmp_path_factory.mktemp("reno") / "reno.bpf.o"
     B.compile_kernel_object(RENO_SRC, out)
     return out
@@ -377,8 +395,11 @@ def test_a_users_cc_that_does_not_build_for_the_kernel_is_refused_before_the_run
     from aqmlab.emu import emulate as E
     from aqmlab.scenario import ScenarioError, load_scenario
 
+    # preflight refuses a run without root before it looks at the classes.
     if _WHY_ROOT is not None:
         pytest.skip(f"preflight: {_WHY_ROOT}")
+    if _kernel_build_missing() is not None or not B.loader_path().is_file():
+        pytest.fail("preflight builds the file for the kernel: `make build` sets up clang, vmlinux.h and the loader")
     monkeypatch.setenv("AQMLAB_CACHE_DIR", str(tmp_path / "cache"))
     src = tmp_path / "wasm_only.bpf.c"
     src.write_text(RENO_SRC.read_text().replace('#include "vmlinux.h"', '#include "vmlinux.h"\n#ifndef __wasm32__\n#error "no kernel side"\n#endif'))

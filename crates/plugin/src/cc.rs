@@ -10,8 +10,7 @@
 //! the helpers and kernel functions of `bpf_helpers.h`, the kernel functions as
 //! net/ipv4/tcp_cong.c computes them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use rand_core::Rng as _;
 use wasmtime::{
@@ -98,20 +97,11 @@ impl CcPlugin {
     /// Compiled once per process for the same name, bytes and limits (a sweep loads it at
     /// every point).
     pub fn load(name: &str, wasm: &[u8]) -> Result<CcPlugin, PluginError> {
-        type Cache = Mutex<HashMap<(String, Vec<u8>, Limits), CcPlugin>>;
-        static LOADED: OnceLock<Cache> = OnceLock::new();
+        static LOADED: crate::plugin::ModuleCache<CcPlugin> = OnceLock::new();
         let limits = Limits::default();
-        let key = (name.to_string(), wasm.to_vec(), limits);
-        let cache = LOADED.get_or_init(Default::default);
-        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(p.clone());
-        }
-        let plugin = CcPlugin::compile(name, wasm, limits)?;
-        cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, plugin.clone());
-        Ok(plugin)
+        crate::plugin::cached(&LOADED, name, wasm, limits, || {
+            CcPlugin::compile(name, wasm, limits)
+        })
     }
 
     /// Read and load a `.wasm` file, named by its file name.

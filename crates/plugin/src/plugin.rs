@@ -142,22 +142,10 @@ impl Plugin {
     }
 
     pub fn load_with(name: &str, wasm: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
-        // A sweep checks and runs the same module at every point: compile it once per process.
-        // Keyed by the module's bytes themselves (a few kilobytes), its name and limits, so a
-        // hit is exactly the module asked for; refused modules are not kept.
-        type Cache = Mutex<HashMap<(String, Vec<u8>, Limits), Plugin>>;
-        static LOADED: OnceLock<Cache> = OnceLock::new();
-        let key = (name.to_string(), wasm.to_vec(), limits);
-        let cache = LOADED.get_or_init(Default::default);
-        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(p.clone());
-        }
-        let plugin = Plugin::compile(name, wasm, limits)?;
-        cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, plugin.clone());
-        Ok(plugin)
+        static LOADED: ModuleCache<Plugin> = OnceLock::new();
+        cached(&LOADED, name, wasm, limits, || {
+            Plugin::compile(name, wasm, limits)
+        })
     }
 
     fn compile(name: &str, wasm: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
@@ -395,6 +383,33 @@ impl Plugin {
     ) -> Result<crate::PluginQdisc<P>, PluginError> {
         crate::PluginQdisc::new(self, options, seed)
     }
+}
+
+/// Loaded modules, by name, bytes and limits.
+pub(crate) type ModuleCache<T> = OnceLock<Mutex<HashMap<(String, Vec<u8>, Limits), T>>>;
+
+/// `compile()`'s module from `cache`, compiled on the first call. A sweep checks and runs the
+/// same module at every point: it is compiled once per process. Keyed by the module's bytes
+/// themselves (a few kilobytes), its name and limits, so a hit is exactly the module asked
+/// for; refused modules are not kept.
+pub(crate) fn cached<T: Clone>(
+    cache: &'static ModuleCache<T>,
+    name: &str,
+    wasm: &[u8],
+    limits: Limits,
+    compile: impl FnOnce() -> Result<T, PluginError>,
+) -> Result<T, PluginError> {
+    let key = (name.to_string(), wasm.to_vec(), limits);
+    let cache = cache.get_or_init(Default::default);
+    if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(p.clone());
+    }
+    let module = compile()?;
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, module.clone());
+    Ok(module)
 }
 
 /// A module's file: its name (the file name, which every error gives) and its bytes.

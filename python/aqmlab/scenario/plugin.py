@@ -336,7 +336,7 @@ _CC_KEY_TAG = b"aqmlab cc plugin: sha256(module), sha256(source)\0"
 
 
 @dataclass(frozen=True)
-class CcModule:
+class CcModule(Module):
     """A congestion control from a struct_ops BPF C file, resolved: the module the simulator
     loads and the source it was built from (both in the cache, `cc/<sha256>/`), and what the
     module declares (`engine.cc_plugin_info`: name, flags, ops, ecn).
@@ -344,27 +344,15 @@ class CcModule:
     Its identity, `sha256`, covers both: the module is what the simulator runs (another clang
     builds other bytes: another scenario), the source what the emulator builds the kernel's
     object from (code under `#ifndef __wasm32__` changes the kernel's CC and not the module).
+    A canonical scenario names it ``cc = { plugin = "sha256:<hex>" }`` (`ref`).
     """
 
-    wasm: Path
     source: Path
-    sha256: str
-    info: dict[str, Any]
-
-    @property
-    def ref(self) -> str:
-        """How a canonical scenario names it (``cc = { plugin = "sha256:<hex>" }``)."""
-        return f"sha256:{self.sha256}"
 
     @property
     def label(self) -> str:
         """Its readable name: the struct_ops `.name` (what the engine's results call it)."""
         return str(self.info["name"])
-
-    @property
-    def name(self) -> str:
-        """The name the engine's messages give the module."""
-        return self.wasm.name
 
 
 def _cc_key(wasm: bytes, source: bytes) -> str:
@@ -418,7 +406,7 @@ def _cached_cc(key: str) -> CcModule:
         raise ValueError(f"sha256:{key[:16]}…: no such congestion control in the plugin cache ({cache_dir()}); name its C file instead")
     if _cc_key(_read(wasms[0]), _read(sources[0])) != key:
         raise ValueError(f"{d}: its content is not sha256:{key[:16]}… (the cache was altered): delete it and name the CC's C file instead")
-    _CC_BY_HASH[cache_dir(), key] = CcModule(wasms[0], sources[0], key, engine.cc_plugin_info(str(wasms[0])))
+    _CC_BY_HASH[cache_dir(), key] = CcModule(wasms[0], key, engine.cc_plugin_info(str(wasms[0])), sources[0])
     return _CC_BY_HASH[cache_dir(), key]
 
 
@@ -468,7 +456,7 @@ def _compiled_cc(source: Path) -> CcModule:
                 tmp_path.write_bytes(data)
     pointer.parent.mkdir(parents=True, exist_ok=True)
     write_text(pointer, key + "\n")
-    return CcModule(d / f"{stem}.wasm", kept, key, info)
+    return CcModule(d / f"{stem}.wasm", key, info, kept)
 
 
 _UNDEFINED = re.compile(r"undefined symbol: ([A-Za-z_][A-Za-z0-9_]*)")
