@@ -30,11 +30,12 @@ char _license[] SEC("license") = "GPL";
 #define TCP_ECN_DEMAND_CWR	(1U << 2)
 #define TCP_ECN_MODE_ACCECN	(1U << 4)
 
-/* tcp_dctcp.c: DCTCP_MAX_ALPHA, and the module parameters' defaults dctcp_shift_g = 4
- * (g = 1/2^4) and dctcp_alpha_on_init = DCTCP_MAX_ALPHA. */
+/* tcp_dctcp.c: DCTCP_MAX_ALPHA, and the module parameters with their defaults,
+ * dctcp_shift_g = 4 (g = 1/2^4) and dctcp_alpha_on_init = DCTCP_MAX_ALPHA: tunables here (set
+ * before load, per registration: a flow class's cc_params), where the kernel's are global. */
 #define DCTCP_MAX_ALPHA		1024U
-static const unsigned int dctcp_shift_g = 4;
-static const unsigned int dctcp_alpha_on_init = DCTCP_MAX_ALPHA;
+const volatile unsigned int dctcp_shift_g = 4;
+const volatile unsigned int dctcp_alpha_on_init = DCTCP_MAX_ALPHA;
 
 #define min(a, b) ((a) < (b) ? (a) : (b))
 #define max(a, b) ((a) > (b) ? (a) : (b))

@@ -2,7 +2,7 @@
 /* aqmlab-bpfcc: registers the struct_ops congestion control of one BPF object for as long as
  * this process lives, and no longer.
  *
- *   aqmlab-bpfcc [--name NAME] OBJECT.bpf.o
+ *   aqmlab-bpfcc [--name NAME] [--set VAR=VALUE]... OBJECT.bpf.o
  *
  * The object's struct_ops map is created with BPF_F_LINK and registered through a bpf_link
  * (BPF_LINK_CREATE with attach type BPF_STRUCT_OPS, Linux 6.4+: kernel/bpf/bpf_struct_ops.c
@@ -17,6 +17,11 @@
  * once): congestion controls are global to the kernel and their names unique in it
  * (net/ipv4/tcp_cong.c tcp_register_congestion_control refuses a known name with EEXIST).
  * The name is patched into the struct_ops map's initial value before the object is loaded.
+ *
+ * --set VAR=VALUE sets the global `const volatile` integer VAR (a tunable: libbpf's .rodata,
+ * which the verifier then takes as a constant) in the initial value of the object's .rodata
+ * map before the object is loaded, as a libbpf skeleton's `skel->rodata->VAR = VALUE` does.
+ * The value must fit VAR's type as the object's BTF says (size, signedness, bool).
  *
  * Prints "ready NAME" (NAME from --name; without it the struct_ops variable's name, by our
  * convention the CC's) on stdout once the CC is in tcp_available_congestion_control, waits for
@@ -339,6 +344,94 @@ static void print_stats(struct bpf_object *obj)
 	fflush(stdout);
 }
 
+/* Set the .rodata variable `var` to the decimal `text` in the object's initial data (before
+ * load); NULL, or why not. */
+static const char *set_rodata(struct bpf_object *obj, const char *var, const char *text, char *msg, size_t len)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	struct bpf_map *ro = NULL, *m;
+	size_t sz = 0;
+	unsigned char *data;
+
+	bpf_object__for_each_map(m, obj) {
+		const char *n = bpf_map__name(m);
+		size_t l = strlen(n);
+		if (l >= 7 && !strcmp(n + l - 7, ".rodata"))
+			ro = m;
+	}
+	__s32 id = btf ? btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC) : -1;
+	const struct btf_type *ds = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const void *initial = ro ? bpf_map__initial_value(ro, &sz) : NULL;
+	if (!ds || !initial) {
+		snprintf(msg, len, "--set %s: the object has no .rodata (no const volatile globals)", var);
+		return msg;
+	}
+	/* A copy, changed and set back: libbpf copies it into the map at load. */
+	data = malloc(sz);
+	if (!data) {
+		snprintf(msg, len, "--set %s: out of memory", var);
+		return msg;
+	}
+	memcpy(data, initial, sz);
+	const struct btf_var_secinfo *vs = btf_var_secinfos(ds);
+	for (int i = 0; i < btf_vlen(ds); i++, vs++) {
+		const struct btf_type *v = btf__type_by_id(btf, vs->type);
+		if (!btf_is_var(v) || strcmp(btf__name_by_offset(btf, v->name_off), var))
+			continue;
+		if (btf_var(v)->linkage != BTF_VAR_GLOBAL_ALLOCATED) {
+			free(data);
+			snprintf(msg, len, "--set %s: a static variable, not a tunable", var);
+			return msg;
+		}
+		const struct btf_type *t = btf__type_by_id(btf, v->type);
+		while (t && (btf_is_mod(t) || btf_is_typedef(t)))
+			t = btf__type_by_id(btf, t->type);
+		int sign = t && btf_is_int(t) && (btf_int_encoding(t) & BTF_INT_SIGNED);
+		int boolean = t && btf_is_int(t) && (btf_int_encoding(t) & BTF_INT_BOOL);
+		if (!t || !(btf_is_int(t) || btf_is_enum(t)) || vs->size > 8 || vs->offset + vs->size > sz) {
+			free(data);
+			snprintf(msg, len, "--set %s: not an integer variable", var);
+			return msg;
+		}
+		char *end;
+		int neg = text[0] == '-';
+		unsigned bits = 8 * vs->size;
+		long long sv = 0;
+		unsigned long long uv;
+		errno = 0;
+		if (neg)
+			uv = (unsigned long long)(sv = strtoll(text, &end, 10));
+		else
+			uv = strtoull(text, &end, 10);
+		int fits = !errno && end != text && !*end && isdigit((unsigned char)text[neg]);
+		if (boolean)
+			fits = fits && !neg && uv <= 1;
+		else if (sign)
+			fits = fits && (neg ? bits == 64 || sv >= -(1LL << (bits - 1)) : uv <= (~0ULL >> (65 - bits)));
+		else
+			fits = fits && !neg && (bits == 64 || uv < (1ULL << bits));
+		if (!fits) {
+			free(data);
+			snprintf(msg, len, "--set %s=%s: not a value of its %u-byte %s type", var, text, vs->size,
+				 boolean ? "bool" : sign ? "signed" : "unsigned");
+			return msg;
+		}
+		/* Little-endian, as the BPF target's data on x86-64 and arm64. */
+		for (unsigned b = 0; b < vs->size; b++)
+			data[vs->offset + b] = (unsigned char)(uv >> (8 * b));
+		int err = bpf_map__set_initial_value(ro, data, sz);
+		free(data);
+		if (err) {
+			snprintf(msg, len, "--set %s: bpf_map__set_initial_value: %s", var, strerror(-err));
+			return msg;
+		}
+		return NULL;
+	}
+	free(data);
+	snprintf(msg, len, "--set %s: no such global in the object's .rodata", var);
+	return msg;
+}
+
 int main(int argc, char **argv)
 {
 	struct bpf_object *obj;
@@ -350,16 +443,21 @@ int main(int argc, char **argv)
 	char buf[256], msg[512];
 	int err, link_fd;
 
+	const char *sets[64];
+	int nsets = 0;
+
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--name") && i + 1 < argc && !name)
 			name = argv[++i];
+		else if (!strcmp(argv[i], "--set") && i + 1 < argc && strchr(argv[i + 1], '=') && nsets < 64)
+			sets[nsets++] = argv[++i];
 		else if (argv[i][0] != '-' && !path)
 			path = argv[i];
 		else
 			path = name = NULL, i = argc;
 	}
 	if (!path) {
-		fprintf(stderr, "usage: aqmlab-bpfcc [--name NAME] OBJECT.bpf.o\n");
+		fprintf(stderr, "usage: aqmlab-bpfcc [--name NAME] [--set VAR=VALUE]... OBJECT.bpf.o\n");
 		return 2;
 	}
 	if (name && (why = bad_name(name))) {
@@ -379,6 +477,13 @@ int main(int argc, char **argv)
 	}
 	if (!(st = struct_ops_map(obj, &why)))
 		return die_msg(why);
+	for (int i = 0; i < nsets; i++) {
+		char var[128];
+		const char *eq = strchr(sets[i], '=');
+		snprintf(var, sizeof(var), "%.*s", (int)(eq - sets[i]), sets[i]);
+		if ((why = set_rodata(obj, var, eq + 1, msg, sizeof(msg))))
+			return die_msg(why);
+	}
 	err = bpf_map__set_map_flags(st, bpf_map__map_flags(st) | BPF_F_LINK);
 	if (err)
 		return die("bpf_map__set_map_flags(BPF_F_LINK)", err);

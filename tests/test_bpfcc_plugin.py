@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -226,6 +227,47 @@ def test_registration_renames_a_users_cc_only(tmp_path: Path, monkeypatch: pytes
         assert fake_loader.read_text().splitlines() == expect
 
 
+def test_a_users_tunables_are_set_on_the_loaders_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_loader: Path) -> None:
+    obj = tmp_path / "mine.bpf.o"
+    obj.write_bytes(b"")
+    user = dataclasses.replace(B.user_cc("mine", obj, "mine.bpf.c"), tunables=(("shift_g", 2), ("on", True)))
+    monkeypatch.setattr(B, "registered", lambda: [user.kernel_name])
+    reg = B.Registration(user, tmp_path / "r.log")
+    reg.start()
+    reg.stop()
+    # A bool as C's 1.
+    assert fake_loader.read_text().splitlines() == ["--name", user.kernel_name, "--set", "shift_g=2", "--set", "on=1", str(obj.resolve())]
+
+
+DCTCP_SRC = REPO / "bpf" / "aqmlab_dctcp.bpf.c"
+
+
+def test_each_set_of_tunables_is_a_registration_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aqmlab.emu import emulate as E
+    from aqmlab.scenario import Scenario
+
+    monkeypatch.setenv("AQMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    mine = {"plugin": str(DCTCP_SRC)}
+    s = Scenario(
+        duration="1s",
+        bottleneck={"rate": "20Mbps", "buffer": "100pkt"},
+        flows=[
+            {"cc": mine, "rtt": "10ms", "cc_params": {"dctcp_shift_g": 2}},
+            {"cc": mine, "rtt": "20ms", "cc_params": {"dctcp_shift_g": 2}},
+            {"cc": mine, "rtt": "30ms", "cc_params": {"dctcp_shift_g": 6}},
+            {"cc": mine, "rtt": "40ms"},
+            {"cc": "cubic", "rtt": "40ms"},
+        ],
+    )
+    plan = E.cc_plan(s)
+    users = {k: p for k, p in plan.items() if p.get("user")}
+    # Two classes with the same values share one; other values, and none, get their own.
+    assert sorted(json.dumps(p["tunables"]) for p in users.values()) == ['{"dctcp_shift_g": 2}', '{"dctcp_shift_g": 6}', "{}"]
+    assert len({p["kernel_name"] for p in users.values()}) == 3
+    keys = [E.plan_key(f) for f in s.flows]
+    assert keys[0] == keys[1] and len(set(keys[:4])) == 3 and keys[4] == "cubic"
+
+
 def test_missing_names_a_users_uncompiled_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_loader: Path) -> None:
     monkeypatch.setattr(B, "KERNEL_BTF", Path("/"))  # exists: the BTF check passes
     user = B.user_cc("mine", tmp_path / "never-built.bpf.o", "my/mine.bpf.c")
@@ -335,6 +377,58 @@ def test_a_name_already_registered_is_refused_saying_so(reno_obj: Path, tmp_path
     finally:
         first.stop()
     assert _gone(a.kernel_name)
+
+
+def _rodata(pid: int) -> dict[str, int]:
+    """The .rodata map held by process `pid`, as the kernel holds it (bpftool's BTF dump)."""
+    # The maps it holds: its descriptors' map_id (kernel/bpf/syscall.c bpf_map_show_fdinfo).
+    held = set()
+    for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+        m = re.search(r"^map_id:\s*(\d+)$", fd.read_text(), flags=re.M)
+        if m:
+            held.add(int(m.group(1)))
+    maps = json.loads(subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True, check=True).stdout)
+    mine = [m for m in maps if m["id"] in held and m.get("name", "").endswith(".rodata")]
+    assert len(mine) == 1, (held, maps)
+    dump = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(mine[0]["id"])], capture_output=True, text=True, check=True).stdout)
+    values: dict[str, int] = {}
+    for var in dump[0]["formatted"]["value"][".rodata"]:
+        values.update(var)
+    return values
+
+
+@pytest.mark.emulator
+@needs_root_bpf
+def test_tunables_reach_the_kernels_copy_of_the_cc(tmp_path: Path) -> None:
+    if shutil.which("bpftool") is None:
+        pytest.fail("no bpftool, which `make deps` installs")
+    obj = tmp_path / "dctcp.bpf.o"
+    B.compile_kernel_object(DCTCP_SRC, obj)
+    user = dataclasses.replace(B.user_cc("mine", obj, str(DCTCP_SRC)), tunables=(("dctcp_shift_g", 2), ("dctcp_alpha_on_init", 512)))
+    reg = B.Registration(user, tmp_path / "r.log")
+    reg.start()
+    try:
+        assert reg.proc is not None
+        assert _rodata(reg.proc.pid) == {"dctcp_shift_g": 2, "dctcp_alpha_on_init": 512}
+    finally:
+        reg.stop()
+    assert _gone(user.kernel_name)
+    # Without values, the initializers (tcp_dctcp.c's defaults).
+    reg = B.Registration(B.user_cc("mine", obj, str(DCTCP_SRC)), tmp_path / "d.log")
+    reg.start()
+    try:
+        assert reg.proc is not None and _rodata(reg.proc.pid) == {"dctcp_shift_g": 4, "dctcp_alpha_on_init": 1024}
+    finally:
+        reg.stop()
+    # A value its type does not hold, or a name the object lacks: the loader says which.
+    for bad, words in (
+        (("dctcp_shift_g", -1), "--set dctcp_shift_g=-1: not a value of its 4-byte unsigned type"),
+        (("shift_g", 2), "--set shift_g: no such global"),
+    ):
+        user = dataclasses.replace(B.user_cc("mine", obj, str(DCTCP_SRC)), tunables=(bad,))
+        with pytest.raises(RuntimeError, match=re.escape(words)):
+            B.Registration(user, tmp_path / "bad.log").start()
+        assert _gone(user.kernel_name)
 
 
 # ------------------------------------------------------------------------------------------

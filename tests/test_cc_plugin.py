@@ -37,6 +37,8 @@ from aqmlab.sweep.spec import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 RENO = ROOT / "examples" / "plugins" / "reno.bpf.c"
+DCTCP = ROOT / "bpf" / "aqmlab_dctcp.bpf.c"
+DELAY = ROOT / "examples" / "plugins" / "delay.bpf.c"
 
 #: Two Reno classes through a TailDrop buffer small enough to drop: every cut of the window is
 #: the CC's ssthresh, so a wrong module or a lost op shows.
@@ -179,7 +181,13 @@ def test_lowering_names_the_cached_module_and_the_cache_keeps_the_source(tmp_pat
     assert module.wasm.read_bytes()[:4] == b"\0asm" and module.wasm.name == "reno.wasm"
     assert module.source.read_bytes() == RENO.read_bytes()
     # ... and the engine reads what it declares there.
-    assert engine.cc_plugin_info(str(module.wasm)) == {"name": "aqmlab_reno", "flags": 0, "ops": ["ssthresh", "cong_avoid", "undo_cwnd"], "ecn": "classic"}
+    assert engine.cc_plugin_info(str(module.wasm)) == {
+        "name": "aqmlab_reno",
+        "flags": 0,
+        "ops": ["ssthresh", "cong_avoid", "undo_cwnd"],
+        "ecn": "classic",
+        "tunables": [],
+    }
     assert s.class_names() == ["aqmlab_reno-10ms", "cubic-10ms", "aqmlab_reno-20ms-arrivals"]
     assert cc_label(s.workload[0].cc) == "aqmlab_reno"
 
@@ -194,11 +202,15 @@ def _hash_of(directory: Path, source: str, name: str = "my_cc.bpf.c") -> str:
     return load_scenario(_scenario_file(directory, f'{{ plugin = "{name}" }}')).hash()
 
 
-def test_the_files_content_is_in_the_scenario_hash_its_place_is_not(tmp_path: Path) -> None:
+def test_the_files_content_is_in_the_scenario_hash_its_place_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = RENO.read_text(encoding="utf-8")
     here = _hash_of(tmp_path / "a", source)
-    # Moved and renamed: the same scenario.
+    # Moved and renamed: the same scenario, built afresh too (its debug information names no
+    # path), from another working directory.
     assert _hash_of(tmp_path / "b" / "deeper", source, "other.bpf.c") == here
+    monkeypatch.setenv(plugin.CACHE_ENV, str(tmp_path / "fresh-cache"))
+    monkeypatch.chdir(tmp_path / "b")
+    assert _hash_of(tmp_path / "e", source, "renamed.bpf.c") == here
     # The CC's rule changed: another scenario.
     edited = source.replace("return tcp_reno_ssthresh(sk);", "return tcp_reno_ssthresh(sk) + 1;")
     assert edited != source and _hash_of(tmp_path / "c", edited) != here
@@ -315,12 +327,42 @@ def test_a_cc_that_needs_ecn_gets_it_without_ecn_true(tmp_path: Path) -> None:
             {"reno.bpf.c": RENO.read_text(encoding="utf-8")},
             '{ plugin = "reno.bpf.c" }',
             "cc_params = { beta = 0.7 }\n",
-            "s.toml:18: flows[1].cc_params: aqmlab_reno is a plugin CC, which takes no cc_params: its tunables (const volatile globals) are not supported yet",
+            "s.toml:18: flows[1].cc_params.beta: unknown tunable of aqmlab_reno (it declares: none (no const volatile global that it reads))",
+        ),
+        (
+            {"dctcp.bpf.c": DCTCP.read_text(encoding="utf-8")},
+            '{ plugin = "dctcp.bpf.c" }',
+            "cc_params = { dctcp_shift_g = -1 }\n",
+            "s.toml:18: flows[1].cc_params.dctcp_shift_g: -1 does not fit dctcp_shift_g's type unsigned int (0..4294967295)",
+        ),
+        (
+            {"dctcp.bpf.c": DCTCP.read_text(encoding="utf-8")},
+            '{ plugin = "dctcp.bpf.c" }',
+            "cc_params = { dctcp_shift_g = 0.5 }\n",
+            "s.toml:18: flows[1].cc_params.dctcp_shift_g: 0.5: dctcp_shift_g is a unsigned int, set with an integer",
+        ),
+        (
+            {"dctcp.bpf.c": DCTCP.read_text(encoding="utf-8")},
+            '{ plugin = "dctcp.bpf.c" }',
+            "cc_params = { dctcp_shift_g = true }\n",
+            "s.toml:18: flows[1].cc_params.dctcp_shift_g: True: dctcp_shift_g is a unsigned int, set with an integer",
         ),
         ({}, '{ plugin = "reno.wasm" }', "", "s.toml:10: flows[0].cc.plugin: 'reno.wasm': a CC plugin is its struct_ops BPF C file (.bpf.c)"),
         ({}, '{ plugn = "reno.bpf.c" }', "", "s.toml:10: flows[0].cc.plugn: unknown key (did you mean 'plugin'?)"),
     ],
-    ids=["missing", "c-error", "const-write", "unknown-kfunc", "no-struct-ops", "cc-params", "prebuilt-module", "misspelt-key"],
+    ids=[
+        "missing",
+        "c-error",
+        "const-write",
+        "unknown-kfunc",
+        "no-struct-ops",
+        "no-tunables",
+        "tunable-range",
+        "tunable-float",
+        "tunable-bool",
+        "prebuilt-module",
+        "misspelt-key",
+    ],
 )
 def test_a_bad_cc_file_is_one_line_naming_it_exit_2_nothing_written(
     files: dict[str, str], cc: str, extra: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -335,6 +377,65 @@ def test_a_bad_cc_file_is_one_line_naming_it_exit_2_nothing_written(
     # A file that did not make a CC leaves nothing in the cache.
     if "cc_params" not in extra:
         assert not list(plugin.cache_dir().glob("cc/*/*"))
+
+
+# ------------------------------------------------------------------------------------------
+# Tunables: a CC's const volatile globals, set per class with cc_params
+# ------------------------------------------------------------------------------------------
+
+
+def test_plugin_build_lists_the_tunables_with_their_initializers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copy(DCTCP, tmp_path / "dctcp.bpf.c")
+    code, stdout, stderr = _cli(["plugin", "build", "dctcp.bpf.c"], tmp_path, monkeypatch)
+    assert code == 0, stderr
+    # tcp_dctcp.c's module parameters and their defaults: dctcp_shift_g = 4, dctcp_alpha_on_init
+    # = DCTCP_MAX_ALPHA (1024).
+    assert "tunables (cc_params): dctcp_shift_g = 4 (unsigned int), dctcp_alpha_on_init = 1024 (unsigned int)" in " ".join(stdout.split())
+    code, stdout, stderr = _cli(["plugin", "build", str(RENO), "-o", "r.wasm"], tmp_path, monkeypatch)
+    assert code == 0 and "tunables (cc_params): none" in stdout, stderr
+
+
+def test_the_dctcp_ports_tunables_are_the_builtins_cc_params_per_class(tmp_path: Path) -> None:
+    def run(cc: object, params: tuple[dict[str, Any], dict[str, Any]]) -> aqmlab.RunResult:
+        s = Scenario(
+            duration="2s",
+            warmup="0.5s",
+            seed=3,
+            bottleneck={"rate": "100Mbps", "buffer": "200pkt", "aqm": {"kind": "step", "threshold": "20pkt"}},
+            flows=[
+                {"cc": cc, "count": 2, "rtt": "4ms", "name": "short", "cc_params": params[0]},
+                {"cc": cc, "count": 1, "rtt": "12ms", "name": "long", "cc_params": params[1]},
+            ],
+        )
+        return aqmlab.run(s)
+
+    mine = run({"plugin": str(DCTCP)}, ({"dctcp_shift_g": 2, "dctcp_alpha_on_init": 512}, {"dctcp_shift_g": 7}))
+    theirs = run("dctcp", ({"shift_g": 2, "alpha_on_init": 512}, {"shift_g": 7}))
+    assert mine.summary["metrics"] == theirs.summary["metrics"]
+    for table in mine.arrow:
+        assert _without_cc(mine.arrow[table]).equals(_without_cc(theirs.arrow[table])), table
+    # The values took effect, each in its own class: the defaults mark otherwise.
+    defaults = run({"plugin": str(DCTCP)}, ({}, {}))
+    assert defaults.arrow["flows"].column("marked_bytes") != mine.arrow["flows"].column("marked_bytes")
+
+
+def test_the_delay_examples_alpha_and_beta_set_the_queue_it_keeps(tmp_path: Path) -> None:
+    def queue_ms(params: dict[str, Any]) -> float:
+        s = Scenario(
+            duration="4s",
+            warmup="2s",
+            seed=2,
+            bottleneck={"rate": "20Mbps", "buffer": "400pkt"},
+            flows=[{"cc": {"plugin": str(DELAY)}, "rtt": "20ms", "cc_params": params}],
+        )
+        return float(aqmlab.run(s).summary["metrics"]["sojourn_ms"]["mean"])
+
+    # Vegas keeps between alpha and beta segments queued (tcp_vegas.c); one flow (its base RTT
+    # is the path's) at 20 Mbit/s, 0.6 ms a 1500-byte packet: 2-4 by default, 20-40 tuned.
+    pkt_ms = 1500 * 8 / 20e6 * 1e3
+    default, tuned = queue_ms({}), queue_ms({"alpha": 20, "beta": 40})
+    assert 2 * pkt_ms <= default <= 4 * pkt_ms, default
+    assert 20 * pkt_ms <= tuned <= 40 * pkt_ms, tuned
 
 
 def test_a_write_the_kernel_forbids_names_the_field(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@
  * Built for both backends from this file (docs/plugins.md, "Your own congestion control"):
  *   aqmlab plugin build examples/plugins/delay.bpf.c
  *   clang -target bpf -O2 -g -Wall -I target/bpf -c examples/plugins/delay.bpf.c -o delay.bpf.o
- * Left out from tcp_vegas.c: get_info (a BPF CC may not set it) and the module parameters
- * (alpha, beta, gamma are the defaults below).
+ * Left out from tcp_vegas.c: get_info (a BPF CC may not set it). Its module parameters are
+ * tunables: a flow class sets them with cc_params = { alpha = 4, beta = 8 }.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -17,10 +17,11 @@
 
 char _license[] SEC("license") = "GPL";
 
-/* tcp_vegas.c: alpha = 2, beta = 4, gamma = 1 (segments queued). */
-#define ALPHA 2
-#define BETA 4
-#define GAMMA 1
+/* tcp_vegas.c's module parameters and defaults: alpha = 2, beta = 4, gamma = 1 (segments
+ * queued). */
+const volatile __u32 alpha = 2;
+const volatile __u32 beta = 4;
+const volatile __u32 gamma = 1;
 
 extern __u32 tcp_reno_ssthresh(struct sock *sk) __ksym;
 extern __u32 tcp_reno_undo_cwnd(struct sock *sk) __ksym;
@@ -103,7 +104,7 @@ void BPF_PROG(delay_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	} else {
 		diff = (__u64)cwnd * (d->min_rtt - d->base_rtt) / d->base_rtt;
 		if (cwnd < tp->snd_ssthresh) {
-			if (diff > GAMMA) {	/* queue building in slow start: leave it */
+			if (diff > gamma) {	/* queue building in slow start: leave it */
 				__u32 target = (__u64)cwnd * d->base_rtt / d->min_rtt + 1;
 
 				tp->snd_cwnd = cwnd < target ? cwnd : target;
@@ -111,11 +112,11 @@ void BPF_PROG(delay_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 			} else {
 				tcp_slow_start(tp, acked);
 			}
-		} else if (diff > BETA) {	/* too many queued: one fewer, and no slow start back */
+		} else if (diff > beta) {	/* too many queued: one fewer, and no slow start back */
 			tp->snd_cwnd = cwnd - 1;
 			if (tp->snd_ssthresh > cwnd - 2)
 				tp->snd_ssthresh = cwnd - 2;
-		} else if (diff < ALPHA) {
+		} else if (diff < alpha) {
 			tp->snd_cwnd = cwnd + 1;
 		}
 		if (tp->snd_cwnd < 2)

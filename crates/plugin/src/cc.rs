@@ -19,6 +19,7 @@ use wasmtime::{
 };
 
 use crate::cc_abi::{self, ops::Op, sock as S, Ty};
+use crate::cc_tunables::{self, Tunable};
 use crate::{Limits, PluginError};
 
 /// A CC module's description, read from its `struct tcp_congestion_ops`.
@@ -30,6 +31,8 @@ pub struct CcInfo {
     pub flags: u32,
     /// The ops the module sets, in member order, by member name.
     pub ops: Vec<&'static str>,
+    /// Its `const volatile` globals a class sets with `cc_params`, by address.
+    pub tunables: Vec<Tunable>,
     /// Function-table index of each op of [`cc_abi::ops::ALL`] (0: not set).
     table_index: [u32; 13],
 }
@@ -37,6 +40,27 @@ pub struct CcInfo {
 impl CcInfo {
     pub fn has(&self, op: Op) -> bool {
         self.table_index[op_index(op)] != 0
+    }
+
+    /// The tunable `name`, if `value` fits it; else why not (naming the tunables there are).
+    pub fn tunable(&self, name: &str, value: i128) -> Result<&Tunable, String> {
+        let Some(t) = self.tunables.iter().find(|t| t.name == name) else {
+            let known: Vec<&str> = self.tunables.iter().map(|t| t.name.as_str()).collect();
+            return Err(if known.is_empty() {
+                format!(
+                    "{name}: unknown tunable ({} declares no const volatile global it reads)",
+                    self.name
+                )
+            } else {
+                format!(
+                    "{name}: unknown tunable ({} declares {})",
+                    self.name,
+                    known.join(", ")
+                )
+            });
+        };
+        t.check(value).map_err(|e| format!("{name}: {e}"))?;
+        Ok(t)
     }
 }
 
@@ -170,16 +194,30 @@ impl CcPlugin {
         }
 
         let ops = struct_ops_bytes(wasm).map_err(refused)?;
-        let info = read_ops(&ops).map_err(refused)?;
-        let plugin = CcPlugin {
+        let mut info = read_ops(&ops).map_err(refused)?;
+        info.tunables = cc_tunables::find(wasm).map_err(refused)?;
+        let mut plugin = CcPlugin {
             name: name.into(),
             engine,
             module,
-            info: Arc::new(info),
+            info: Arc::new(info.clone()),
             limits,
         };
-        // Instantiate once: every op's function must exist with the member's signature.
-        CcInstance::new(&plugin, 0)?;
+        // Instantiate once: every op's function must exist with the member's signature; the
+        // tunables' defaults are their initial data.
+        let instance = CcInstance::new(&plugin, 0)?;
+        let memory = instance.memory.data(&instance.store);
+        for t in &mut info.tunables {
+            let at = t.addr as usize..(t.addr + t.size) as usize;
+            let Some(bytes) = memory.get(at) else {
+                return Err(refused(format!(
+                    "tunable {} lies outside its memory",
+                    t.name
+                )));
+            };
+            t.default = t.value_of(bytes);
+        }
+        plugin.info = Arc::new(info);
         Ok(plugin)
     }
 }
@@ -279,6 +317,7 @@ fn read_ops(b: &[u8]) -> Result<CcInfo, String> {
         name,
         flags,
         ops,
+        tunables: Vec::new(),
         table_index,
     };
     if info.has(Op::GetInfo) {
@@ -692,6 +731,15 @@ impl CcInstance {
 
     pub fn has(&self, op: Op) -> bool {
         self.ops[op_index(op)].is_some()
+    }
+
+    /// Set the tunable `name` to `value` for this registration, before any op runs (as a
+    /// loader sets `.rodata` before the object is loaded).
+    pub fn set_tunable(&mut self, name: &str, value: i128) -> Result<(), String> {
+        let t = self.plugin.info.tunable(name, value)?;
+        let (at, bytes) = (t.addr as usize, t.bytes(value));
+        self.memory.data_mut(&mut self.store)[at..at + bytes.len()].copy_from_slice(&bytes);
+        Ok(())
     }
 
     /// Run `op` on socket `sk` at `now_ns`. `Ok(None)` if the module does not set the op (or

@@ -66,11 +66,17 @@ pub fn clang_args(source: &Path, output: &Path, include: &Path) -> Vec<String> {
 
 /// The clang arguments that build the congestion control `source` (a struct_ops BPF C file)
 /// into `output` against the simulator's kernel headers, `include/bpfcc`: its ops are reached
-/// through the function table, its `struct tcp_congestion_ops` through the name section.
+/// through the function table, its `struct tcp_congestion_ops` through the name section, its
+/// tunables through its DWARF (`-g`, which leaves the code as it is). The DWARF names the
+/// source `cc.bpf.c` and the headers `bpfcc/`, wherever they lie: the same file builds the same
+/// module, as the scenario hash (which covers the module) needs.
 pub fn cc_clang_args(source: &Path, output: &Path, include: &Path) -> Vec<String> {
+    let headers = include.join("bpfcc");
     [
         "--target=wasm32",
         "-O2",
+        "-g",
+        "-fdebug-compilation-dir=.",
         "-nostdlib",
         "-Wall",
         "-Wl,--no-entry",
@@ -79,7 +85,9 @@ pub fn cc_clang_args(source: &Path, output: &Path, include: &Path) -> Vec<String
     .iter()
     .map(|s| s.to_string())
     .chain([
-        format!("-I{}", include.join("bpfcc").display()),
+        format!("-ffile-prefix-map={}=cc.bpf.c", source.display()),
+        format!("-ffile-prefix-map={}=bpfcc", headers.display()),
+        format!("-I{}", headers.display()),
         "-o".into(),
         output.display().to_string(),
         source.display().to_string(),

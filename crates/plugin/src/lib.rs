@@ -31,12 +31,14 @@
 pub mod abi;
 mod cc;
 pub mod cc_abi;
+mod cc_tunables;
 mod compile;
 mod error;
 mod plugin;
 mod qdisc;
 
 pub use cc::{CcInfo, CcInstance, CcPlugin, OpArgs};
+pub use cc_tunables::{Kind as TunableKind, Tunable};
 pub use compile::{
     cc_clang_args, clang_args, compile_c, compile_c_with, compile_cc, explain_clang_failure,
     find_clang, include_dir, DEBIAN_PACKAGES,

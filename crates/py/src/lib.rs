@@ -299,7 +299,27 @@ fn cc_plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, 
     let params = sim::cc::plugin::Params {
         module: wasm_path.into(),
         plugin: p.clone(),
+        tunables: Default::default(),
     };
+    let tunables: Vec<serde_json::Value> = info
+        .tunables
+        .iter()
+        .map(|t| {
+            let (lo, hi) = t.range();
+            let kind = match t.kind {
+                plugin::TunableKind::Bool => "bool",
+                plugin::TunableKind::Signed => "signed",
+                plugin::TunableKind::Unsigned => "unsigned",
+            };
+            // Every value of a type of at most 8 bytes fits i64 or u64.
+            let num = |v: i128| match i64::try_from(v) {
+                Ok(i) => serde_json::json!(i),
+                Err(_) => serde_json::json!(v as u64),
+            };
+            serde_json::json!({"name": t.name, "type": t.type_name, "kind": kind,
+                "default": num(t.default), "min": num(lo), "max": num(hi)})
+        })
+        .collect();
     let ecn = match params.ecn_use() {
         sim::cc::EcnUse::L4s => "l4s",
         sim::cc::EcnUse::Dctcp => "dctcp",
@@ -307,7 +327,8 @@ fn cc_plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, 
     };
     json_to_py(
         py,
-        &serde_json::json!({"name": info.name, "flags": info.flags, "ops": info.ops, "ecn": ecn}),
+        &serde_json::json!({"name": info.name, "flags": info.flags, "ops": info.ops, "ecn": ecn,
+            "tunables": tunables}),
     )
 }
 

@@ -153,6 +153,115 @@ fn the_emulators_dctcp_port_is_the_builtin_dctcp() {
     }
 }
 
+/// The port's tunables (tcp_dctcp.c's module parameters as `const volatile` globals) are the
+/// built-in's parameters, per class: a class's values reach only its flows, bit for bit.
+#[test]
+fn the_dctcp_ports_tunables_are_the_builtins_parameters_per_class() {
+    let dctcp = build(Path::new("bpf/aqmlab_dctcp.bpf.c"));
+    let scenario = |a: Value, b: Value| {
+        let classes = vec![
+            Class {
+                cc: a,
+                ecn: true,
+                ..class("dctcp", 3, 4.0)
+            },
+            Class {
+                cc: b,
+                ecn: true,
+                ..class("dctcp", 1, 12.0)
+            },
+        ];
+        let step = json!({"kind": "step", "threshold": {"bytes": 30_000}});
+        config(100_000_000, None, Some(200), step, &classes, 3.0, 0.5, 7)
+    };
+    let tuned = |t: Value| json!({"name": "plugin", "module": dctcp, "tunables": t});
+    let builtin = run(&scenario(
+        json!({"name": "dctcp", "shift_g": 2, "alpha_on_init": 512}),
+        json!({"name": "dctcp", "shift_g": 6}),
+    ));
+    let plugin = run(&scenario(
+        tuned(json!({"dctcp_shift_g": 2, "dctcp_alpha_on_init": 512})),
+        tuned(json!({"dctcp_shift_g": 6})),
+    ));
+    same_tables(&builtin, &plugin);
+    // The values took effect: the defaults give other marks.
+    let defaults = run(&scenario(plugin_cc(&dctcp), plugin_cc(&dctcp)));
+    assert_ne!(
+        col_u64(&defaults, "flows", "marked_bytes"),
+        col_u64(&plugin, "flows", "marked_bytes")
+    );
+    // A value is checked against its C type, a name against the module's tunables.
+    let bad = |t: Value| {
+        let cfg = scenario(tuned(t), plugin_cc(&dctcp));
+        sim::run_json(&cfg, &mut |_| true).unwrap_err().to_string()
+    };
+    let e = bad(json!({"dctcp_shift_g": -1}));
+    assert!(
+        e.contains("dctcp_shift_g: -1 does not fit its type unsigned int (0..=4294967295)"),
+        "{e}"
+    );
+    let e = bad(json!({"shift_g": 2}));
+    assert!(
+        e.contains(
+            "shift_g: unknown tunable (aqmlab_dctcp declares dctcp_shift_g, dctcp_alpha_on_init)"
+        ),
+        "{e}"
+    );
+    let e = bad(json!({"dctcp_shift_g": 1.5}));
+    assert!(e.contains("dctcp_shift_g: 1.5 is not an integer"), "{e}");
+}
+
+/// A module's tunables are its external `const volatile` scalars, with the initializers the
+/// source gives them; a static, a plain global, a `const` alone and an array are not.
+#[test]
+fn tunables_are_the_const_volatile_scalars_of_the_source() {
+    let module = build_source(
+        "tunables",
+        &reno_with(
+            "(void)(u + s + b + big + hidden + plain + c + arr[0]);",
+            "const volatile __u32 u = 4000000000U;
+const volatile __s16 s = -300;
+const volatile bool b = true;
+const volatile __u64 big = 1ULL << 40;
+static const volatile __u32 hidden = 1;
+volatile __u32 plain = 2;
+const __u32 c = 3;
+const volatile __u32 arr[2] = {5, 6};",
+        ),
+    )
+    .unwrap();
+    let plugin = plugin::CcPlugin::from_file(&module).unwrap();
+    let found: Vec<(&str, &str, i128)> = plugin
+        .info()
+        .tunables
+        .iter()
+        .map(|t| (t.name.as_str(), t.type_name.as_str(), t.default))
+        .collect();
+    let mut expected = vec![
+        ("u", "__u32", 4_000_000_000),
+        ("s", "__s16", -300),
+        ("b", "bool", 1),
+        ("big", "__u64", 1 << 40),
+    ];
+    // Listed by address, which the linker chooses: compare as sets.
+    let mut found_sorted = found.clone();
+    found_sorted.sort();
+    expected.sort();
+    assert_eq!(found_sorted, expected);
+    // Set per registration, each checked against its type.
+    let mut reg = plugin::CcInstance::new(&plugin, 1).unwrap();
+    reg.set_tunable("s", -32_768).unwrap();
+    let e = reg.set_tunable("s", 32_768).unwrap_err();
+    assert!(
+        e.contains("s: 32768 does not fit its type __s16 (-32768..=32767)"),
+        "{e}"
+    );
+    let e = reg.set_tunable("b", 2).unwrap_err();
+    assert!(e.contains("b: 2 does not fit its type bool (0..=1)"), "{e}");
+    let e = reg.set_tunable("hidden", 1).unwrap_err();
+    assert!(e.contains("hidden: unknown tunable (t declares "), "{e}");
+}
+
 const TCP_SK: &str =
     "static struct tcp_sock *tcp_sk(struct sock *sk) { return (struct tcp_sock *)sk; }\n";
 

@@ -19,7 +19,7 @@ def ccs(
     plugins: list[Path] = typer.Option([], "--plugin", help="Also a congestion control of your own: its struct_ops BPF C file (repeatable; docs/plugins.md)."),
 ) -> None:
     """Congestion controls, their tunables (`cc_params`) with Linux's defaults, and sources;
-    with --plugin, also what a CC file declares (its ops, flags and ECN)."""
+    with --plugin, also what a CC file declares (its tunables, ops, flags and ECN)."""
     from aqmlab import engine  # start-up time: the engine's shared library is loaded by the commands that ask it
 
     extra = [cc_plugin_row(f) for f in plugins]
@@ -35,10 +35,10 @@ def ccs(
 
 
 def cc_plugin_row(file: Path) -> tuple[str, str, str]:
-    """A CC file's row of `list ccs`: its struct_ops name and file, no tunables, what it
+    """A CC file's row of `list ccs`: its struct_ops name and file, its tunables, what it
     declares. Bad input fails the command (exit 2)."""
     from aqmlab.cli.common import fail
-    from aqmlab.cli.plugin import cc_lines
+    from aqmlab.cli.plugin import cc_lines, tunables_text
     from aqmlab.inputs.errors import ScenarioError
     from aqmlab.scenario import plugin  # start-up time: as in `aqms`
 
@@ -47,8 +47,9 @@ def cc_plugin_row(file: Path) -> tuple[str, str, str]:
     except ValueError as e:
         fail(ScenarioError(str(e)))
     # cc_lines' first line names the file and the CC, which the row's first cell already does.
-    declared = "; ".join(cc_lines(file, module)[1:])
-    return f"{module.label} (plugin {file})", "– (cc_params not supported yet)", declared
+    # ... and its last the tunables, which the row's second cell holds.
+    declared = "; ".join(cc_lines(file, module)[1:-1])
+    return f"{module.label} (plugin {file})", tunables_text(module.info) or "–", declared
 
 
 def _default(o: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ file, → its WebAssembly module, and what the module declares (docs/plugins.md)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -120,7 +120,13 @@ def cc_lines(file: Path, module: CcModule) -> list[str]:
         f"{file}: congestion control {info['name']} (struct tcp_congestion_ops .name)",
         f"ops: {ops}",
         f"flags: {flag_text}; ECN: {ECN_USE.get(info['ecn'], info['ecn'])}",
+        f"tunables (cc_params): {tunables_text(info) or 'none (no const volatile global that it reads)'}",
     ]
+
+
+def tunables_text(info: dict[str, Any]) -> str:
+    """A CC module's tunables as `name = default (type)`, comma-separated."""
+    return ", ".join(f"{t['name']} = {_toml(bool(t['default']) if t['kind'] == 'bool' else t['default'])} ({t['type']})" for t in info.get("tunables", []))
 
 
 def build_cc(file: Path, output: Path | None) -> None:

@@ -83,6 +83,8 @@ class BpfCc:
     kernel_name: str
     obj: str | Path
     source: str
+    #: Values of its `const volatile` globals, set before load (the loader's --set).
+    tunables: tuple[tuple[str, int | bool], ...] = ()
 
     def __post_init__(self) -> None:
         check_kernel_name(self.kernel_name)
@@ -108,8 +110,10 @@ NO_PORT: dict[str, str] = {
     "prague": "aqmlab's eBPF port of TCP Prague (bpf/aqmlab_prague.bpf.c) negotiates AccECN but on this kernel "
     "sends its data as ECT(0), not ECT(1): a BPF CC cannot set the socket's ECN codepoint after the handshake "
     '(docs/emulator.md, "eBPF congestion controls"), so an L4S AQM would treat it as a Classic flow',
-    "bbr2": "aqmlab has no eBPF port of BBRv2 (an out-of-tree tcp_bbr2.c; cong_control with the rate sample is allowed for a BPF CC, the port is not written)",
-    "bbr3": "aqmlab has no eBPF port of BBRv3 (an out-of-tree tcp_bbr.c v3; cong_control with the rate sample is allowed for a BPF CC, the port is not written)",
+    "bbr2": "aqmlab has no eBPF port of BBRv2 (an out-of-tree tcp_bbr2.c): this kernel lacks what its loss and ECN bounds are computed from "
+    '(rate_sample.tx_in_flight and .lost, the skb_marked_lost op), so a port would not be an honest reference (docs/emulator.md, "BBRv3 on this kernel")',
+    "bbr3": "aqmlab has no eBPF port of BBRv3 (google/bbr v3 tcp_bbr.c): this kernel lacks what its loss and ECN bounds are computed from "
+    '(rate_sample.tx_in_flight and .lost, the skb_marked_lost op), so a port would not be an honest reference (docs/emulator.md, "BBRv3 on this kernel")',
 }
 
 
@@ -250,7 +254,12 @@ class Registration:
             # Own session: a Ctrl-C reaches the orchestrator only, which ends this in order
             # (after the sockets that use the CC are gone).
             self.proc = subprocess.Popen(
-                [str(loader_path()), *(["--name", self.b.kernel_name] if self.b.renamed else []), str(self.b.obj_path())],
+                [
+                    str(loader_path()),
+                    *(["--name", self.b.kernel_name] if self.b.renamed else []),
+                    *(a for k, v in self.b.tunables for a in ("--set", f"{k}={int(v)}")),
+                    str(self.b.obj_path()),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

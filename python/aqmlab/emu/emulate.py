@@ -169,7 +169,7 @@ def preflight(s: Scenario, *, router: bool = True) -> None:
     for key, f in keyed:
         if f.cc == "cbr":
             continue  # UDP from the built-in sender: no kernel CC involved
-        if f.cc_params:
+        if f.cc_params and plugin_cc(f.cc) is None:
             raise ScenarioError(
                 f"the emulator cannot set {f.cc} tunables per flow (the kernel's are module parameters, global to the host); remove cc_params",
                 key=f"{key}.cc_params",
@@ -218,22 +218,32 @@ def _check_user_cc(source: Path, key: str) -> None:
             raise EmulatorError(str(e), key=key) from None
 
 
+def plan_key(f: Flows | Workload) -> str:
+    """A class's entry in `cc_plan`: its `cc`, and for a user's CC with tunables the values too
+    (each set of values is a registration of its own, as its tunables are set before load)."""
+    if f.cc_params and plugin_cc(f.cc) is not None:
+        return f"{f.cc} {json.dumps(f.cc_params, sort_keys=True)}"
+    return f.cc
+
+
 def cc_plan(s: Scenario) -> dict[str, dict[str, Any]]:
     """Which implementation runs each TCP CC of `s` (after `preflight`), by the class's `cc`:
     the kernel's own, our eBPF port, or a user's file (``"user": True``, registered per run
-    under a name of its own); recorded in the run's summary (``emu.cc``)."""
+    under a name of its own, once per set of tunables: `plan_key`); recorded in the run's
+    summary (``emu.cc``)."""
     plan: dict[str, dict[str, Any]] = {}
     for f in s.classes():
-        if f.cc == "cbr" or f.cc in plan:
+        if f.cc == "cbr" or plan_key(f) in plan:
             continue
         module = plugin_cc(f.cc)
         if module is not None:
-            plan[f.cc] = {
+            plan[plan_key(f)] = {
                 "kernel_name": _bpfcc.unique_kernel_name(),
                 "implementation": "bpf",
                 "source": str(module.source),
                 "label": module.label,
                 "user": True,
+                "tunables": dict(f.cc_params),
             }
             continue
         b = _bpfcc.BPF_CCS.get(f.cc)
@@ -703,7 +713,7 @@ def emulate(
             except _bpfcc.CompileError as e:
                 shutil.rmtree(work, ignore_errors=True)
                 raise EmulatorError(str(e)) from None
-            b = _bpfcc.BpfCc(cc, p["kernel_name"], obj, p["source"])
+            b = _bpfcc.BpfCc(cc, p["kernel_name"], obj, p["source"], tuple(p["tunables"].items()))
         else:
             b = _bpfcc.BPF_CCS[cc]
         regs.append(_bpfcc.Registration(b, work / f"bpfcc-{b.kernel_name}.log"))
@@ -742,7 +752,7 @@ def emulate(
                 shutil.rmtree(work, ignore_errors=True)
         finally:
             restore()
-    class_cc = [f.cc for f in s.classes()]
+    class_cc = [plan_key(f) for f in s.classes()]
     for cc, p in ccs.items():
         if p.get("user"):
             # No guard inside a user's CC: its loader's recursion misses and the sampled state
@@ -821,7 +831,7 @@ def _run_traffic(
     # A user's CC runs at both ends too: an ECN-needing one otherwise meets a listener that
     # negotiates classic ECN (tcp_ecn.h: the listener's CC decides), and for a sender-only CC
     # the receiver's is never consulted.
-    class_cc = [f.cc for f in s.classes()]
+    class_cc = [plan_key(f) for f in s.classes()]
     cc_by_src = {
         f"10.77.{i + 1}.2": ccs[class_cc[i]]["kernel_name"]
         for i, c in enumerate(config["classes"])

@@ -125,12 +125,11 @@ def _payload_bytes(text: str) -> int:
 
 def cc(name: str, params: dict[str, Any]) -> dict[str, Any]:
     """A class's CC as the engine reads it (crates/sim cc::CcConfig): a built-in's name with its
-    tunables, or a plugin's module, from the plugin cache (crates/sim/src/cc/plugin.rs: loaded
-    and checked when the config is read; a plugin takes no tunables, which validation
-    enforces)."""
+    tunables, or a plugin's module, from the plugin cache, with the values of its tunables
+    (crates/sim/src/cc/plugin.rs: loaded and checked when the config is read)."""
     module = plugin_cc(name)
     if module is not None:
-        return {"name": "plugin", "module": str(module.wasm)}
+        return {"name": "plugin", "module": str(module.wasm), **({"tunables": params} if params else {})}
     return {"name": name, **params}
 
 

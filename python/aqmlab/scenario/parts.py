@@ -440,14 +440,25 @@ def _check_cc(cc: str, *, cbr: bool) -> str:
     raise ValueError(f"unknown cc {cc!r}{where} (available: {', '.join(known)}{others}; or your own: {{ plugin = 'my_cc.bpf.c' }})")
 
 
-def _no_plugin_cc_params(cc: str, cc_params: dict[str, Any]) -> None:
-    if cc_params and plugin_cc(cc) is not None:
-        raise KeyedValueError(
-            "cc_params",
-            f"{cc_label(cc)} is a plugin CC, which takes no cc_params: its tunables (const volatile globals) are not supported yet; "
-            "change the values in its C file",
-            relative=True,
-        )
+def _check_plugin_tunables(cc: str, cc_params: dict[str, Any]) -> None:
+    """A plugin CC's cc_params set its tunables (its `const volatile` globals, which
+    `aqmlab plugin build` lists): each must be one, with a value its C type holds."""
+    module = plugin_cc(cc)
+    if module is None:
+        return
+    tunables = {t["name"]: t for t in module.info.get("tunables", [])}
+    declared = ", ".join(tunables) or "none (no const volatile global that it reads)"
+    for name, value in cc_params.items():
+        t = tunables.get(name)
+        if t is None:
+            raise KeyedValueError(f"cc_params.{name}", f"unknown tunable of {module.label} (it declares: {declared})", relative=True)
+        if t["kind"] == "bool":
+            if not isinstance(value, bool):
+                raise KeyedValueError(f"cc_params.{name}", f"{value!r}: {name} is a {t['type']}, set with true or false", relative=True)
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise KeyedValueError(f"cc_params.{name}", f"{value!r}: {name} is a {t['type']}, set with an integer", relative=True)
+        elif not t["min"] <= value <= t["max"]:
+            raise KeyedValueError(f"cc_params.{name}", f"{value} does not fit {name}'s type {t['type']} ({t['min']}..{t['max']})", relative=True)
 
 
 class Bottleneck(Model):
@@ -498,7 +509,7 @@ class Flows(Model):
 
     @model_validator(mode="after")
     def _cbr_needs_a_rate(self) -> Flows:
-        _no_plugin_cc_params(self.cc, self.cc_params)
+        _check_plugin_tunables(self.cc, self.cc_params)
         if self.cc == "cbr":
             if self.rate is None:
                 raise ValueError('cc = "cbr" (unresponsive constant bit rate) needs rate, e.g. rate = "50Mbps"')
@@ -653,7 +664,7 @@ class Workload(Model):
 
     @model_validator(mode="after")
     def _rate_or_load(self) -> Workload:
-        _no_plugin_cc_params(self.cc, self.cc_params)
+        _check_plugin_tunables(self.cc, self.cc_params)
         if (self.rate is None) == (self.load is None):
             raise ValueError('give exactly one of rate (flows per second, e.g. "100/s") or load (a fraction of the bottleneck rate)')
         return self

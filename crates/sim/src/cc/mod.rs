@@ -532,12 +532,17 @@ impl CcConfig {
     }
 
     /// For a plugin CC, its registration for one flow class of a run (its
-    /// `bpf_get_prandom_u32` stream seeded by `seed`); None for a built-in.
+    /// `bpf_get_prandom_u32` stream seeded by `seed`, its tunables set); None for a built-in.
     pub fn register(&self, seed: u64) -> Result<Option<Registration>, String> {
         match self {
-            CcConfig::Plugin(p) => ::plugin::CcInstance::new(&p.plugin, seed)
-                .map(|i| Some(std::rc::Rc::new(std::cell::RefCell::new(i))))
-                .map_err(|e| e.to_string()),
+            CcConfig::Plugin(p) => {
+                let mut reg =
+                    ::plugin::CcInstance::new(&p.plugin, seed).map_err(|e| e.to_string())?;
+                for (name, value) in &p.tunables {
+                    reg.set_tunable(name, *value)?;
+                }
+                Ok(Some(std::rc::Rc::new(std::cell::RefCell::new(reg))))
+            }
             _ => Ok(None),
         }
     }

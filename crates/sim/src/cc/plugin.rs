@@ -21,6 +21,7 @@
 //!   (undo is not modelled, for any CC).
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -33,28 +34,49 @@ use super::{
 };
 use plugin::cc_abi::ops::Op;
 
-/// `{"name": "plugin", "module": "x.wasm"}`: the compiled module (the front builds `.bpf.c`
-/// files and caches them by content), loaded and checked when the config is read.
+/// `{"name": "plugin", "module": "x.wasm", "tunables": {"shift_g": 2}}`: the compiled module
+/// (the front builds `.bpf.c` files and caches them by content), loaded and checked when the
+/// config is read, and the values its class gives its tunables (`const volatile` globals).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(try_from = "Spec")]
 pub struct Params {
     pub module: PathBuf,
     pub plugin: CcPlugin,
+    /// By name; each checked against the module's type for it.
+    pub tunables: BTreeMap<String, i128>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Spec {
     module: PathBuf,
+    #[serde(default)]
+    tunables: BTreeMap<String, serde_json::Value>,
 }
 
 impl TryFrom<Spec> for Params {
     type Error = String;
     fn try_from(s: Spec) -> Result<Params, String> {
         let plugin = CcPlugin::from_file(&s.module).map_err(|e| e.to_string())?;
+        let mut tunables = BTreeMap::new();
+        for (name, v) in s.tunables {
+            // A C bool is set with true/false, any tunable with an integer.
+            let value = match &v {
+                serde_json::Value::Bool(b) => i128::from(*b),
+                serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                    (Some(i), _) => i128::from(i),
+                    (None, Some(u)) => i128::from(u),
+                    _ => return Err(format!("{name}: {v} is not an integer")),
+                },
+                _ => return Err(format!("{name}: {v} is not an integer or a bool")),
+            };
+            plugin.info().tunable(&name, value)?;
+            tunables.insert(name, value);
+        }
         Ok(Params {
             module: s.module,
             plugin,
+            tunables,
         })
     }
 }
