@@ -299,19 +299,19 @@ def test_cbr_cases_agree_by_construction_and_resume(tmp_path: Path) -> None:
 
 @needs_testbed
 def test_a_case_the_emulator_cannot_run_is_reported_not_run(tmp_path: Path) -> None:
-    # Prague has no kernel module here and its eBPF port cannot send ECT(1) data on this kernel:
-    # the emulator refuses it by name.
+    # BBRv3 has no kernel module here and no honest eBPF port on this kernel: the emulator
+    # refuses it by name.
     base = next(c for c in F.load_manifest() if c.name == "dctcp-step")
-    text = base.text.replace('cc = "dctcp"', 'cc = "prague"')
+    text = base.text.replace('cc = "dctcp"', 'cc = "bbr3"')
     assert text != base.text
-    case = dataclasses.replace(base, name="prague-step", text=text, scenario=parse_scenario(text))
+    case = dataclasses.replace(base, name="bbr3-step", text=text, scenario=parse_scenario(text))
     reason = F.not_run_reason(case)
-    assert reason is not None and "prague" in reason
+    assert reason is not None and "bbr3" in reason
     doc = F.run_case(tmp_path, case)
     # The emulator's own refusal, word for word, and no rows.
     assert doc["status"] == f"not run: {reason}" and doc["rows"] == []
-    assert json.loads((tmp_path / "cases" / "prague-step" / "case.json").read_text())["status"] == doc["status"]
+    assert json.loads((tmp_path / "cases" / "bbr3-step" / "case.json").read_text())["status"] == doc["status"]
     # Nor did the simulator run it (its hosts' stalls come from the emulator's runs); the case
     # is not "done", so the next call asks the emulator again.
-    assert not list((tmp_path / "cases" / "prague-step").glob("sim-*"))
+    assert not list((tmp_path / "cases" / "bbr3-step").glob("sim-*"))
     assert F.case_done(tmp_path, case, 1) is None

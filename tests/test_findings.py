@@ -13,7 +13,7 @@ import pytest
 
 import aqmlab
 from aqmlab.studies import STUDIES
-from aqmlab.studies.findings import FindingsError, evaluate, load_findings, parse_findings
+from aqmlab.studies.findings import FindingsError, evaluate, evaluate_all, load_findings, parse_findings
 from aqmlab.sweep.spec import parse_sweep
 
 AXES = {"aqm": ["step", "pi2", "csaqm"], "N": [2, 10], "K": [0.17, 0.5]}
@@ -204,3 +204,47 @@ def test_the_report_opens_with_the_findings_table(tmp_path: Path) -> None:
     assert f"{ratio:.3f}" in row and ("reproduced" if ratio > 2 else "differs") in row
     # The mixes this sweep lacks are named.
     assert re.search(r"not comparable: this sweep&#x27;s grid lacks mix = 5bbr\+5cubic\+5reno", table)
+
+
+# The l4s study's axes at one RTT, two AQMs, 3 s runs: its RFC expectations judged on them.
+MINI_L4S = """\
+name = "l4s"
+duration = "3s"
+warmup = "1s"
+seed = 1
+[bottleneck]
+rate = "40Mbps"
+buffer = "2bdp"
+rtt_ref = "20ms"
+[[flows]]
+cc = "prague"
+rtt = "20ms"
+[[flows]]
+cc = "cubic"
+ecn = true
+rtt = "20ms"
+[sweep]
+rtt = [20]
+[sweep.cases.aqm]
+"dualpi2" = { "bottleneck.aqm" = { kind = "dualpi2" } }
+"codel-1q" = { "bottleneck.aqm" = { kind = "fq_codel", flows = 1 } }
+[sweep.cases.traffic]
+"prague+cubic" = {}
+"""
+
+
+def test_the_l4s_findings_are_judged_on_the_runs(tmp_path: Path) -> None:
+    d = tmp_path / "l4s"
+    aqmlab.run_sweep(parse_sweep(MINI_L4S), d, jobs=2)
+    verdicts = {v.finding.id: v for v in evaluate_all(d, "l4s")}
+    df = aqmlab.load(d)
+    by = df.set_index(["aqm", "cc"])
+    # The L4S queue's delay, and CUBIC's share of Prague's rate through one CoDel queue, as
+    # the index has them; each verdict follows from its claim (< 1 ms; >= 0.5).
+    delay = by.loc[("dualpi2", "prague"), "class_sojourn_mean_ms"]
+    assert verdicts["dualq-l4s-low-delay"].verdict == ("reproduced" if delay < 1 else "differs")
+    share = by.loc[("codel-1q", "cubic"), "rel_throughput"] / by.loc[("codel-1q", "prague"), "rel_throughput"]
+    assert verdicts["classic-ecn-codel-1q"].verdict == ("reproduced" if share >= 0.5 else "differs")
+    # The settings this grid lacks are not judged.
+    assert verdicts["fq-isolation"].verdict == "not comparable"
+    assert verdicts["prague-rtt-independence"].verdict == "not comparable"

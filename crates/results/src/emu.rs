@@ -76,6 +76,12 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
         .collect();
     let dst = need(s(input, "receiver_addr"), "receiver_addr")?;
     let port = need(u(input, "port"), "port")?;
+    // Each class's TCP connections go to the port of its receiver-side CC's listener
+    // (python/aqmlab/emu/traffic.py); without "class_ports", every class uses `port`.
+    let class_ports: Vec<u64> = arr(input, "class_ports")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
     let warmup_ns = need(u(config, "warmup_ns"), "config.warmup_ns")?;
     let duration_ns = need(u(config, "duration_ns"), "config.duration_ns")?;
     let bottleneck = obj(config, "bottleneck");
@@ -114,8 +120,13 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
             let proto = if s(f, "cc") == Some("cbr") { 17 } else { 6 };
             let sport = u(f, "sport");
             let conn = sport.and_then(|p| by_port.get(&(proto, src, p)).copied());
+            let dport = if proto == 6 {
+                class_ports.get(c).copied().unwrap_or(port)
+            } else {
+                port
+            };
             let router = sport
-                .and_then(|p| router_flows.remove(&(proto, src, p, dst, port)))
+                .and_then(|p| router_flows.remove(&(proto, src, p, dst, dport)))
                 .unwrap_or(&Value::Null);
             joined.push(Joined {
                 class: c,
@@ -451,6 +462,23 @@ mod tests {
             ],
             "sources": ["10.0.1.2", "10.0.2.2"], "receiver_addr": "10.0.0.2", "port": 5201,
         })
+    }
+
+    #[test]
+    fn a_class_with_its_own_listener_joins_by_its_port() {
+        // The TCP class's connections went to its CC's listener on 5202: the router's record of
+        // the flow to 5201 is another flow's, and the one to 5202 is this one's. UDP stays on
+        // `port` whatever the class ports say.
+        let mut v = input();
+        v["class_ports"] = json!([5202, 5202]);
+        let flows = v["router"]["flows"].as_array_mut().unwrap();
+        flows.push(json!({"proto": 6, "src": "10.0.1.2", "sport": 40000, "dst": "10.0.0.2",
+            "dport": 5202, "arrived_bytes": 7000, "dropped_bytes": 0, "marked_bytes": 0}));
+        let r = record(&v).unwrap();
+        assert_eq!(
+            (r.flows[0].arrived_bytes, r.flows[2].arrived_bytes),
+            (7000, 3000)
+        );
     }
 
     #[test]

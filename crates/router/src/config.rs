@@ -64,16 +64,21 @@ pub struct RouterConfig {
     pub engine: LinkConfig,
     /// Source prefix of each class, in `engine.classes` order. The first matching prefix wins.
     pub class_sources: Vec<Prefix>,
+    /// Classes whose ECT(0) packets the router turns into ECT(1) as they arrive: L4S senders
+    /// whose kernel cannot send ECT(1) itself (a BPF CC cannot set the socket's codepoint
+    /// after the handshake; docs/emulator.md, "TCP Prague").
+    pub ect1_classes: Vec<u16>,
     /// CLOCK_MONOTONIC of scenario time 0; None = the router's start.
     pub t0_monotonic_ns: Option<u64>,
     /// Absolute path of the results file.
     pub output: std::path::PathBuf,
 }
 
-const KEYS: [&str; 5] = [
+const KEYS: [&str; 6] = [
     "tun",
     "engine",
     "class_sources",
+    "ect1_classes",
     "t0_monotonic_ns",
     "output",
 ];
@@ -151,6 +156,21 @@ impl RouterConfig {
                 engine.classes.len()
             ));
         }
+        let ect1_classes = match obj.get("ect1_classes") {
+            None => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v.as_u64() {
+                    Some(c) if (c as usize) < class_sources.len() => Ok(c as u16),
+                    _ => Err(format!(
+                        "ect1_classes[{i}]: must be a class index below {}",
+                        class_sources.len()
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(_) => return Err("ect1_classes: must be a list of class indices".into()),
+        };
         let t0_monotonic_ns = match obj.get("t0_monotonic_ns") {
             None | Some(Value::Null) => None,
             Some(v) => Some(
@@ -170,6 +190,7 @@ impl RouterConfig {
             tun,
             engine,
             class_sources,
+            ect1_classes,
             t0_monotonic_ns,
             output,
         })
@@ -231,6 +252,13 @@ mod tests {
         let err = |s: &str| RouterConfig::from_json(s).unwrap_err();
         assert!(err(&cfg(&e, r#", "tunn": 1"#)).starts_with("tunn:"));
         assert!(err(&cfg(&e, r#", "t0_monotonic_ns": -1"#)).starts_with("t0_monotonic_ns:"));
+        assert_eq!(c.ect1_classes, Vec::<u16>::new());
+        let c = RouterConfig::from_json(&cfg(&e, r#", "ect1_classes": [0]"#)).unwrap();
+        assert_eq!(c.ect1_classes, vec![0]);
+        assert_eq!(
+            err(&cfg(&e, r#", "ect1_classes": [1]"#)),
+            "ect1_classes[0]: must be a class index below 1"
+        );
         assert!(err(&cfg(&e, "").replace("/tmp/r.json", "rel.json")).starts_with("output:"));
         assert!(err(&cfg(&e, "").replace("10.77.1.0/24", "10.77.1.0/99"))
             .starts_with("class_sources[0]:"));

@@ -225,10 +225,46 @@ pub fn set_ce(buf: &mut [u8]) -> bool {
     true
 }
 
+/// Turn ECT(0) into ECT(1) in a valid IPv4 header in place, updating the checksum
+/// incrementally; any other codepoint is left alone. Returns whether it changed the packet.
+#[inline]
+pub fn ect0_to_ect1(buf: &mut [u8]) -> bool {
+    if buf.len() < MIN_HEADER_BYTES || ecn_of(buf[1]) != Ecn::Ect0 {
+        return false;
+    }
+    let old = u16::from_be_bytes([buf[0], buf[1]]);
+    buf[1] = (buf[1] & !0b11) | Ecn::Ect1 as u8;
+    let new = u16::from_be_bytes([buf[0], buf[1]]);
+    let hc = u16::from_be_bytes([buf[10], buf[11]]);
+    buf[10..12].copy_from_slice(&checksum_update(hc, old, new).to_be_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn ect0_becomes_ect1_and_the_checksum_stays_valid() {
+        for (ecn, changed) in [(0b10u8, true), (0b01, false), (0b11, false), (0b00, false)] {
+            // DSCP CS1 (8 << 2) must survive.
+            let mut buf = packet(
+                (8 << 2) | ecn,
+                6,
+                [10, 77, 1, 2],
+                [10, 77, 1, 3],
+                &[0; 20],
+                0,
+            );
+            assert_eq!(ect0_to_ect1(&mut buf), changed);
+            // RFC 3168 §5: ECT(0) = 10, ECT(1) = 01.
+            assert_eq!(buf[1] & 0b11, if changed { 0b01 } else { ecn });
+            assert_eq!(buf[1] >> 2, 8);
+            // A valid header sums to 0xffff with its checksum in place (RFC 1071).
+            assert_eq!(ones_sum(&buf[..20]), 0xffff);
+        }
+    }
 
     /// A valid 20-byte IPv4 + `l4` header with its checksum filled in.
     pub(crate) fn packet(

@@ -225,8 +225,9 @@ impl Writer {
 
 fn main() {
     let (cfg, realtime) = load_config();
-    let mut pipe =
-        Pipeline::new(&cfg.engine, cfg.class_sources.clone()).unwrap_or_else(|e| usage_error(&e));
+    let mut pipe = Pipeline::new(&cfg.engine, cfg.class_sources.clone())
+        .unwrap_or_else(|e| usage_error(&e))
+        .with_ect1_classes(&cfg.ect1_classes);
     router::stop::install();
     // SAFETY: prctl with constant arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };

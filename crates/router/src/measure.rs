@@ -128,6 +128,8 @@ pub struct Counters {
     /// Writes to the TUN device, and those that carried a super-packet of several segments.
     pub writes: u64,
     pub gso_packets_out: u64,
+    /// Packets of an `ect1_classes` class whose ECT(0) became ECT(1) on arrival.
+    pub ect1_set: u64,
 }
 
 /// How late packets were written, as a histogram of 1 µs bins up to 100 ms (later ones in
@@ -247,7 +249,7 @@ impl Report<'_> {
                 "late_max_due_ns": self.lateness.max_due_ns, "late_1ms_pkts": self.lateness.at_least(1_000_000),
                 "reordered": c.reordered, "qdisc_drops": c.qdisc_drops, "qdisc_marks": c.qdisc_marks,
                 "gso_packets_in": c.gso_packets_in, "gso_segments_in": c.gso_segments_in, "gso_refused": c.gso_refused,
-                "writes": c.writes, "gso_packets_out": c.gso_packets_out,
+                "writes": c.writes, "gso_packets_out": c.gso_packets_out, "ect1_set": c.ect1_set,
             },
         })
     }

@@ -7,7 +7,8 @@
 //!    source matches no class prefix, bypass everything below and are emitted at once,
 //!    unchanged, counted.
 //! 2. **classify** by source prefix (first matching prefix of `class_sources`), and find the
-//!    packet's flow by 5-tuple (flows are numbered in order of first sight).
+//!    packet's flow by 5-tuple (flows are numbered in order of first sight). A class of
+//!    `ect1_classes` has its ECT(0) packets turned into ECT(1) here.
 //! 3. **packet-value marker** for the disciplines that read values (PPV, CSAQM): the
 //!    simulator's own [`link::marker::FlowMarker`], one per flow, seeded as the simulator seeds
 //!    its markers (`derive_seed(seed, SEED_MARKER + flow)`, [`link::seed`]) — here the flow
@@ -126,6 +127,8 @@ pub struct Pipeline {
     next_sample: Option<Nanos>,
     pub counters: Counters,
     pub lateness: Lateness,
+    /// Per class: turn ECT(0) into ECT(1) on arrival ([`Pipeline::with_ect1_classes`]).
+    ect1: Vec<bool>,
 }
 
 /// The verdict sink: accounts each drop and mark to its flow and recycles dropped buffers.
@@ -209,7 +212,17 @@ impl Pipeline {
             next_sample: (interval > 0 && interval <= engine.duration_ns).then_some(interval),
             counters: Counters::default(),
             lateness: Lateness::default(),
+            ect1: vec![false; engine.classes.len()],
         })
+    }
+
+    /// Turn the ECT(0) packets of `classes` into ECT(1) as they arrive (step 2), before the
+    /// discipline sees them: the stand-in for L4S senders whose kernel cannot send ECT(1).
+    pub fn with_ect1_classes(mut self, classes: &[u16]) -> Pipeline {
+        for &c in classes {
+            self.ect1[c as usize] = true;
+        }
+        self
     }
 
     /// An empty buffer to read a packet into (recycled when possible).
@@ -242,7 +255,7 @@ impl Pipeline {
 
     /// A packet arrived at `now`. Times before the pipeline's clock are taken as its clock
     /// (the clock never runs backwards).
-    pub fn receive(&mut self, buf: Vec<u8>, now: Nanos) {
+    pub fn receive(&mut self, mut buf: Vec<u8>, now: Nanos) {
         self.advance(now);
         let now = self.now;
         self.counters.rx_pkts += 1;
@@ -265,6 +278,9 @@ impl Pipeline {
             self.bypass.push_back((now, buf));
             return;
         };
+        if self.ect1.get(class).copied().unwrap_or(false) && ipv4::ect0_to_ect1(&mut buf) {
+            self.counters.ect1_set += 1;
+        }
         let key = h.tuple.packed();
         let flow = match self.flow_index.get(&key) {
             Some(&f) => f,

@@ -517,3 +517,38 @@ fn a_udp_and_a_tcp_flow_on_the_same_port_are_two_flows() {
     );
     assert_eq!(r["counters"]["unclassified"], 0);
 }
+
+#[test]
+fn an_ect1_class_reaches_dualpi2s_l4s_queue_the_other_stays_classic() {
+    // Class 0 is an ect1 class: its ECT(0) packets become ECT(1) on arrival (RFC 3168 §5
+    // codepoints), which DualPI2 classifies into its L queue (RFC 9332 §2.3: ECT(1) or CE) and
+    // marks at its step (1 ms of sojourn, dualpi2's step_thresh); at 12 Mbit/s a 1500-byte
+    // packet takes 1 ms, so in a burst of 8 the later ones wait longer and leave CE. Class 1's
+    // ECT(0) packets stay classic: in the first 20 ms the PI2 probability is still 0 (its first
+    // update is at 16 ms, from a queue of 8 ms, under the 15 ms target), so none is marked. A
+    // Not-ECT packet of class 0 is left as it is.
+    let mut p =
+        pipeline(r#"{"kind": "dualpi2"}"#, 12_000_000, None, &[MS, MS]).with_ect1_classes(&[0]);
+    for k in 0..8u64 {
+        p.receive(udp(0, 7, 1500, 0x02, k), 0);
+        p.receive(udp(1, 8, 1500, 0x02, 100 + k), 0);
+    }
+    p.receive(udp(0, 9, 1500, 0x00, 50), 0);
+    let out = run_to(&mut p, 40 * MS);
+    assert_eq!(out.len(), 17);
+    for (_, k, buf) in &out {
+        assert_eq!(ones_sum(&buf[..20]), 0xFFFF, "packet {k}: checksum");
+        let ecn = buf[1] & 0b11;
+        match k {
+            0..=7 => assert!(ecn == 0b01 || ecn == 0b11, "packet {k}: {ecn:#b}"),
+            50 => assert_eq!(ecn, 0b00),
+            _ => assert_eq!(ecn, 0b10, "classic packet {k}"),
+        }
+    }
+    let ce = out
+        .iter()
+        .filter(|o| o.1 < 8 && o.2[1] & 0b11 == 0b11)
+        .count();
+    assert!(ce >= 1, "the L queue marked none");
+    assert_eq!(p.counters.ect1_set, 8);
+}

@@ -101,15 +101,22 @@ class BpfCc:
 
 BPF_CCS: dict[str, BpfCc] = {
     "dctcp": BpfCc("dctcp", "aqmlab_dctcp", "aqmlab_dctcp.bpf.o", "bpf/aqmlab_dctcp.bpf.c (a port of net/ipv4/tcp_dctcp.c)"),
+    "prague": BpfCc(
+        "prague",
+        "aqmlab_prague",
+        "aqmlab_prague.bpf.o",
+        "bpf/aqmlab_prague.bpf.c (a port of L4STeam tcp_prague.c; its data made ECT(1) by the router, which this kernel cannot do)",
+    ),
 }
+
+#: CCs that send ECT(1) (L4S, RFC 9331) but that a BPF CC cannot make this kernel send: the
+#: router turns their ECT(0) into ECT(1) on arrival (docs/emulator.md, "TCP Prague").
+L4S_PORTS = {"prague"}
 
 
 #: CCs of the scenario language that neither this kernel nor our eBPF ports provide, and why
 #: (the emulator's refusal says it; docs/emulator.md, "eBPF congestion controls").
 NO_PORT: dict[str, str] = {
-    "prague": "aqmlab's eBPF port of TCP Prague (bpf/aqmlab_prague.bpf.c) negotiates AccECN but on this kernel "
-    "sends its data as ECT(0), not ECT(1): a BPF CC cannot set the socket's ECN codepoint after the handshake "
-    '(docs/emulator.md, "eBPF congestion controls"), so an L4S AQM would treat it as a Classic flow',
     "bbr2": "aqmlab has no eBPF port of BBRv2 (an out-of-tree tcp_bbr2.c): this kernel lacks what its loss and ECN bounds are computed from "
     '(rate_sample.tx_in_flight and .lost, the skb_marked_lost op), so a port would not be an honest reference (docs/emulator.md, "BBRv3 on this kernel")',
     "bbr3": "aqmlab has no eBPF port of BBRv3 (google/bbr v3 tcp_bbr.c): this kernel lacks what its loss and ECN bounds are computed from "

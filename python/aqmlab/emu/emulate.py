@@ -100,7 +100,7 @@ RPS = os.environ.get("AQMLAB_EMU_RPS", "1") != "0"
 KERNEL_CC = {"reno": "reno", "cubic": "cubic", "bbr": "bbr", "dctcp": "dctcp", "bbr2": "bbr2", "bbr3": "bbr3", "prague": "prague"}
 #: CCs with receiver-side logic (tcp_dctcp.c: the CE state machine in dctcp_cwnd_event decides
 #: the receiver's ECE and immediate ACKs): their flows' receiving sockets run them too.
-RECEIVER_SIDE_CC = {"dctcp"}
+RECEIVER_SIDE_CC = {"dctcp", "prague"}
 #: AQMLAB_EMU_BPF=1 runs our eBPF port (_bpfcc.BPF_CCS) even where the kernel has its own.
 FORCE_BPF = os.environ.get("AQMLAB_EMU_BPF", "0") == "1"
 
@@ -244,11 +244,12 @@ def cc_plan(s: Scenario) -> dict[str, dict[str, Any]]:
                 "label": module.label,
                 "user": True,
                 "tunables": dict(f.cc_params),
+                "ect1_at_router": module.info["ecn"] == "l4s",
             }
             continue
         b = _bpfcc.BPF_CCS.get(f.cc)
         if b is not None and (FORCE_BPF or not _have_cc(KERNEL_CC.get(f.cc, f.cc))):
-            plan[f.cc] = {"kernel_name": b.kernel_name, "implementation": "bpf", "source": b.source}
+            plan[f.cc] = {"kernel_name": b.kernel_name, "implementation": "bpf", "source": b.source, "ect1_at_router": f.cc in _bpfcc.L4S_PORTS}
         else:
             name = KERNEL_CC.get(f.cc, f.cc)
             plan[f.cc] = {"kernel_name": name, "implementation": "kernel", "source": f"the running kernel's {name}"}
@@ -810,6 +811,7 @@ def _run_traffic(
     plan = flow_plan(config)
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + int(STARTUP_MARGIN_S * 1e9)
     deadline_ready = time.monotonic() + STARTUP_MARGIN_S - 0.1
+    class_cc = [plan_key(f) for f in s.classes()]
     router_out = work / "router-out.json"
     (work / "router.json").write_text(
         json.dumps(
@@ -817,6 +819,8 @@ def _run_traffic(
                 "tun": "aqtun",
                 "engine": config,
                 "class_sources": [f"10.77.{i + 1}.0/24" for i in range(len(config["classes"]))],
+                # L4S senders whose kernel sends ECT(0): their data becomes ECT(1) at the edge.
+                "ect1_classes": [i for i, k in enumerate(class_cc) if ccs.get(k, {}).get("ect1_at_router")],
                 "t0_monotonic_ns": t0,
                 "output": str(router_out),
             },
@@ -827,16 +831,16 @@ def _run_traffic(
     _wait_ready(rp, "the router (aqmlab-router)", deadline_ready, work / "router.log")
     traffic_py = str(Path(__file__).resolve().with_name("traffic.py"))
     drain_ns = 500_000_000
-    # Receiver-side CCs: the class's connections are accepted with its CC (see emu/traffic.py).
-    # A user's CC runs at both ends too: an ECN-needing one otherwise meets a listener that
-    # negotiates classic ECN (tcp_ecn.h: the listener's CC decides), and for a sender-only CC
-    # the receiver's is never consulted.
-    class_cc = [plan_key(f) for f in s.classes()]
-    cc_by_src = {
-        f"10.77.{i + 1}.2": ccs[class_cc[i]]["kernel_name"]
+    # Receiver-side CCs: the class's connections are accepted by a listener running its CC, on
+    # a port of its own (emu/traffic.py). A user's CC runs at both ends too: an ECN-needing one
+    # otherwise meets a listener that negotiates classic ECN (tcp_ecn.h: the listener's CC
+    # decides), and for a sender-only CC the receiver's is never consulted.
+    receiver_cc = [
+        ccs[class_cc[i]]["kernel_name"] if c.get("cc") is not None and (c["cc"]["name"] in RECEIVER_SIDE_CC or ccs[class_cc[i]].get("user")) else None
         for i, c in enumerate(config["classes"])
-        if c.get("cc") is not None and (c["cc"]["name"] in RECEIVER_SIDE_CC or ccs[class_cc[i]].get("user"))
-    }
+    ]
+    listen_port = {cc: PORT + 1 + k for k, cc in enumerate(sorted({cc for cc in receiver_cc if cc is not None}))}
+    class_ports = [listen_port[cc] if cc is not None else PORT for cc in receiver_cc]
     (work / "recv.json").write_text(
         json.dumps(
             {
@@ -847,7 +851,7 @@ def _run_traffic(
                 "duration_ns": duration_ns,
                 "interval_ns": interval_ns,
                 "drain_ns": drain_ns,
-                "cc_by_src": cc_by_src,
+                "listeners": [{"port": PORT, "cc": None}] + [{"port": p, "cc": cc} for cc, p in listen_port.items()],
             }
         )
     )
@@ -870,7 +874,7 @@ def _run_traffic(
             "interval_ns": interval_ns,
             "src": f"10.77.{i + 1}.2",
             "dst": "10.77.200.2",
-            "port": PORT,
+            "port": class_ports[i],
             "notsent_lowat": notsent_lowat(config["bottleneck"]["rate_bps"]),
             "flows": flows,
         }
@@ -917,6 +921,7 @@ def _run_traffic(
             )
     try:
         raw = {
+            "class_ports": class_ports,
             "router": json.loads(router_out.read_text()),
             "receiver": json.loads((work / "recv-out.json").read_text()),
             "senders": [json.loads((work / f"send{i}-out.json").read_text()) for i in range(len(config["classes"]))],

@@ -53,6 +53,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
         "sources": [sender_addr(i) for i in range(len(raw["senders"]))],
         "receiver_addr": RECEIVER_ADDR,
         "port": PORT,
+        "class_ports": raw.get("class_ports") or [],
     }
     out = engine.tables_from_records(json.dumps(records))
     summary = {

@@ -701,42 +701,40 @@ class Receiver:
         self.ticks: list[dict[str, Any]] = []
         self.buf = bytearray(CHUNK)
         self.view = memoryview(self.buf)
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Receiver-side CCs (DCTCP's CE state machine): a connection accepted from a source in
-        # cc_by_src runs that CC. A child inherits its listener's CC when that was set with
-        # TCP_CONGESTION (net/ipv4/tcp_cong.c tcp_ca_openreq_child, icsk_ca_setsockopt), so
-        # the listener gets the first such CC; a connection from another source is switched
-        # to its own (or back to the namespace default) right after accept (what it received
-        # before went through the listener's CC).
-        self.cc_by_src: dict[str, str] = spec.get("cc_by_src") or {}
-        self.default_cc = lsock.getsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, 16).rstrip(b"\0").decode()
-        self.listen_cc = next(iter(sorted(set(self.cc_by_src.values()))), self.default_cc)
-        if self.listen_cc != self.default_cc:
-            lsock.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, self.listen_cc.encode())
-        lsock.bind((spec["bind"], spec["port"]))
-        lsock.listen(4096)
-        lsock.setblocking(False)
+        # One TCP listener per receiver-side CC (DCTCP's CE state machine, an AccECN CC), on its
+        # own port, and one with the namespace's default CC on `port`: a connection is
+        # negotiated by its listener's CC (net/ipv4/tcp_input.c tcp_ecn_create_request: a
+        # listener whose CC needs ECN or AccECN accepts it, whatever tcp_ecn says) and its
+        # child inherits that CC (net/ipv4/tcp_cong.c tcp_ca_openreq_child). Sharing one
+        # listener across CCs let a classic-ECN CUBIC flow's child be negotiated by Prague's
+        # and ignore its marks.
+        self.lsocks: list[socket.socket] = []
+        for ln in spec.get("listeners") or [{"port": spec["port"], "cc": None}]:
+            lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if ln["cc"] is not None:
+                lsock.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, ln["cc"].encode())
+            lsock.bind((spec["bind"], ln["port"]))
+            lsock.listen(4096)
+            lsock.setblocking(False)
+            self.lsocks.append(lsock)
+            self.loop.sel.register(lsock, selectors.EVENT_READ, lambda mask, ls=lsock: self.on_accept(ls))
         usock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         usock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, UDP_BUF)
         usock.bind((spec["bind"], spec["port"]))
         usock.setblocking(False)
-        self.lsock, self.usock = lsock, usock
-        self.loop.sel.register(lsock, selectors.EVENT_READ, self.on_accept)
+        self.usock = usock
         self.loop.sel.register(usock, selectors.EVENT_READ, self.on_udp)
 
-    def on_accept(self, mask: int) -> None:
+    def on_accept(self, lsock: socket.socket) -> None:
         while True:
             try:
-                s, peer = self.lsock.accept()
+                s, peer = lsock.accept()
             except BlockingIOError:
                 return
             except OSError:  # ECONNABORTED and the like: the next one
                 continue
             s.setblocking(False)
-            want = self.cc_by_src.get(peer[0], self.default_cc)
-            if want != self.listen_cc:
-                s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, want.encode())
             c = Conn(6, peer, now_ns())
             c.sock = s
             self.conns.append(c)
@@ -828,7 +826,8 @@ class Receiver:
         complete = not self.loop.stopped
         for c in self.conns:
             self.close(c)
-        self.lsock.close()
+        for lsock in self.lsocks:
+            lsock.close()
         self.usock.close()
         return complete
 

@@ -18,6 +18,10 @@ STUDIES = {
     ),
     "fejes2019": ("Fejes et al. 2019", "CUBIC and BBRv2 over TailDrop/PIE/GSP/PPV: buffer factor × N × C × RTT"),
     "fejes2020": ("Fejes et al. 2020", "DCTCP and BBRv2 (ECN) over STEP/PI2/CSAQM: K × N × C × RTT"),
+    "l4s": (
+        "RFC 9330–9332 (L4S)",
+        "TCP Prague beside CUBIC (ECN) through DualPI2, single-queue Classic-ECN AQMs, FQ-CoDel and TailDrop at 5, 20 and 80 ms, and two Prague flows at two RTTs",
+    ),
 }
 
 
