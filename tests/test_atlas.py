@@ -254,3 +254,36 @@ def test_a_cell_without_a_valid_scenario_is_marked_not_run(tmp_path):
     html = write_atlas_report(tmp_path / "out").read_text()
     assert "grey cells have no valid scenario" in html
     assert len(re.findall(r'<a xlink:href="cells/', html)) == 3 * len(large)
+
+
+def test_the_atlas_says_its_runs_and_wall_time_before_starting_and_writes_nothing_on_a_dry_run(tmp_path, tiny):
+    f = tmp_path / "spec.toml"
+    f.write_text(SPEC)
+    r = CliRunner().invoke(app, ["atlas", str(f), "-o", str(tmp_path / "out"), "--dry-run", "-j", "2"])
+    assert r.exit_code == 0, r.output
+    # 1 pair × 2 AQMs × 2 × 2 cells = 8 cells, each the pair's run and its two solo baselines
+    # (the baselines of one place are shared between pairs: here there is one pair): 24 runs.
+    # One refinement round splits at most every cell into four: 32 more cells.
+    assert "24 runs to simulate (the first round's 8 cells)" in r.stdout and "estimate from the engine's estimator" in r.stdout, r.stdout
+    assert "on 2 workers" in r.stdout and "at most 32 more cells" in r.stdout, r.stdout
+    assert "warning" not in r.stderr and not (tmp_path / "out").exists()
+    # The finished atlas of the fixture: its first round is all stored.
+    r = CliRunner().invoke(app, ["atlas", str(tiny / "spec.toml"), "-o", str(tiny / "out"), "--dry-run"])
+    assert r.exit_code == 0 and "no run to simulate (the first round's 8 cells, 24 already stored)" in r.stdout, r.stdout
+    # Three hours at 10 Gbit/s a run: over an hour, said once.
+    f.write_text(SPEC.replace('rate = "10Mbps"', 'rate = "10Gbps"').replace('duration = "6s"', 'duration = "10800s"'))
+    r = CliRunner().invoke(app, ["atlas", str(f), "-o", str(tmp_path / "out"), "--dry-run", "-j", "2"])
+    assert r.exit_code == 0, r.output
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "this atlas is expected to take over an hour" in warnings[0], r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_atlas_whose_runs_cannot_fit_in_memory_is_refused_before_anything_runs(tmp_path):
+    f = tmp_path / "spec.toml"
+    f.write_text(SPEC.replace("seeds = [1]", "seeds = [1]\ncount = 3000000"))
+    r = CliRunner().invoke(app, ["atlas", str(f), "-o", str(tmp_path / "out")])
+    msg = r.stderr.strip()
+    assert r.exit_code == 2 and len(msg.splitlines()) == 1, (r.exit_code, r.output)
+    assert str(f) in msg and "needs an estimated" in msg and "of memory" in msg and "pair=cubic-bbr" in msg, msg
+    assert not (tmp_path / "out").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -462,3 +463,60 @@ def test_a_search_interrupted_after_its_design_resumes_without_repeating_a_desig
     pts = [{"b": b, "r": r} for b, r in zip(got["b"], got["r"])]
     assert list(got["round"][:5]) == [0] * 5 and pts[:5] == design
     assert all(p not in design for p in pts[5:]) and len(ref.points) == 9
+
+
+# ------------------------------------------------------------------------------------------
+# The estimate printed before a search starts
+# ------------------------------------------------------------------------------------------
+
+
+def _hours(line: str, workers: int) -> float:
+    m = re.search(rf"([0-9.]+) (h|min) on {workers} worker", line)
+    assert m, line
+    return float(m.group(1)) / (60 if m.group(2) == "min" else 1)
+
+
+def test_the_search_says_its_runs_and_wall_time_before_starting_and_warns_once_above_an_hour(tmp_path, reno):
+    f = tmp_path / "s.toml"
+    # Runs: budget × seeds, and a solo baseline beside each run for a harm objective.
+    for text, runs, what in [
+        (RENO, 12, "12 points × 1 seed"),
+        (_sub("seeds = [1]", "seeds = [1, 2, 3]"), 36, "12 points × 3 seeds"),
+        (_sub('objective = "min jain"', 'objective = "max harm:long"'), 24, "12 points × 1 seed, each with its solo baseline"),
+    ]:
+        f.write_text(text)
+        r = CliRunner().invoke(app, ["search", str(f), "-o", str(tmp_path / "out"), "--dry-run"])
+        assert r.exit_code == 0, r.output
+        assert f"{runs} runs to simulate ({what})" in r.stdout and "estimate from the engine's estimator" in r.stdout, r.stdout
+        assert "warning" not in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
+    # A search stored already has nothing left to run (the shrink's runs are still ahead).
+    r = CliRunner().invoke(app, ["search", str(reno[0] / "reno.toml"), "-o", str(reno[0] / "out"), "--dry-run"])
+    assert r.exit_code == 0 and "no run to simulate (12 points × 1 seed, 12 already stored)" in r.stdout, r.stdout
+
+    # At 10 Gbit/s for 3 h a run carries C·T/1500 B = 9·10⁹ packets, ≈ 32 min at the engine's
+    # 4.71 M packets/s (bench/README.md §Estimates): 12 runs, one after the other, ≈ 6.4 h.
+    f.write_text(_sub('rate = "10Mbps"', 'rate = "10Gbps"').replace('duration = "20s"', 'duration = "10800s"'))
+    by_hand = 12 * 10e9 * 10800 / (1500 * 8) / 4.71e6 / 3600
+    r = CliRunner().invoke(app, ["search", str(f), "-o", str(tmp_path / "out"), "--dry-run", "-j", "1", "--no-shrink"])
+    assert r.exit_code == 0, r.output
+    assert by_hand / 2 < _hours(r.stdout, 1) < by_hand * 2, (by_hand, r.stdout)
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "expected to take over an hour" in warnings[0] and str(f) in warnings[0], r.stderr
+    # On 4 workers: three rounds of 4 points (the first the design's three — the centre and
+    # both bounds of r — and one sampled), each round's runs at once: 3 runs' time of 12.
+    r4 = CliRunner().invoke(app, ["search", str(f), "-o", str(tmp_path / "out"), "--dry-run", "-j", "4", "--no-shrink"])
+    assert _hours(r4.stdout, 4) == pytest.approx(_hours(r.stdout, 1) * 3 / 12, rel=0.05), r4.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_search_whose_runs_cannot_fit_in_memory_is_refused_before_anything_runs(tmp_path):
+    # Three million flows in one class, a time-series row per flow and interval: hundreds of GB
+    # by the estimator, more than a test machine has (the check `aqmlab sweep` makes per run).
+    f = tmp_path / "s.toml"
+    f.write_text(_sub('cc = "reno"\ncount = 2\nrtt = "10ms"', 'cc = "reno"\ncount = 3000000\nrtt = "10ms"'))
+    r = CliRunner().invoke(app, ["search", str(f), "-o", str(tmp_path / "out")])
+    msg = r.stderr.strip()
+    assert r.exit_code == 2 and len(msg.splitlines()) == 1, (r.exit_code, r.output)
+    assert str(f) in msg and "needs an estimated" in msg and "of memory" in msg and "the run at r = " in msg, msg
+    assert not (tmp_path / "out").exists()

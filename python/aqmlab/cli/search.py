@@ -17,6 +17,7 @@ from aqmlab.store.atomic import write_text
 
 if TYPE_CHECKING:
     # Imported where used: the search pulls in optuna, which `aqmlab --help` need not load.
+    from aqmlab.search.cost import Cost
     from aqmlab.search.runner import Evaluator
     from aqmlab.search.spec import Search
 
@@ -29,27 +30,55 @@ def search(
     cluster: Annotated[str | None, typer.Option("--cluster", help="Dask scheduler address, e.g. tcp://host:8786")] = None,
     no_shrink: Annotated[bool, typer.Option("--no-shrink", help="Stop after the search: no shrinking, no seed check")] = False,
     replay_emu: Annotated[bool, typer.Option("--replay-emu", help="Re-run the shrunk worst case on the emulator (root, kernel CCs)")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the estimate (runs, wall time) and stop: nothing run, nothing written")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Search a scenario space for its worst case; writes DIR/trials.parquet, best.toml, shrunk.toml, report.html."""
+    from aqmlab.search.cost import cluster_workers, local_workers, search_cost  # start-up time: the estimator loads the engine
+    from aqmlab.search.interrupt import exit_status, signals_interrupt
     from aqmlab.search.runner import Evaluator, SearchError, load_search  # start-up time: optuna, pandas, the scenario model
+    from aqmlab.store.lock import hold
+    from aqmlab.sweep.runner import start_workers
 
-    try:
-        s = load_search(file)
-        if budget is not None:
-            if budget < 1:
-                raise SearchError(f"{budget}: the budget is a number of points, at least 1", key="--budget")
-            s.budget = budget
-        if replay_emu:
-            _emu_preflight(s)
-    except ScenarioError as e:
-        fail(e)
-        raise
-    show = not quiet and err.is_terminal
-    t0 = time.perf_counter()
-    output.mkdir(parents=True, exist_ok=True)
-    with Evaluator(s, output, jobs=jobs, cluster=cluster) as ev:
-        _search_and_shrink(s, output, ev, quiet, show, t0, no_shrink, replay_emu)
+    with signals_interrupt() as got:
+        try:
+            try:
+                s = load_search(file)
+                if budget is not None:
+                    if budget < 1:
+                        raise SearchError(f"{budget}: the budget is a number of points, at least 1", key="--budget")
+                    s.budget = budget
+                if replay_emu:
+                    _emu_preflight(s)
+                if cluster is None and not dry_run:
+                    start_workers()  # while the search is estimated, as `sweep` does while planning
+                workers = cluster_workers(cluster) if cluster is not None else local_workers(jobs)
+                cost = search_cost(s, output, workers=workers, on_cluster=cluster is not None, shrink=not no_shrink)
+            except ScenarioError as e:
+                fail(e)
+            say_cost(cost, quiet=quiet, dry_run=dry_run)
+            if dry_run:
+                return
+            show = not quiet and err.is_terminal
+            t0 = time.perf_counter()
+            # The lock spans the workers' stopping too: nothing else writes here until they are gone.
+            with hold(output), Evaluator(s, output, jobs=jobs, cluster=cluster) as ev:
+                _search_and_shrink(s, output, ev, quiet, show, t0, no_shrink, replay_emu)
+        except KeyboardInterrupt:
+            err.print("interrupted: evaluated points are kept; run the same command again to resume")
+            raise typer.Exit(exit_status(got)) from None
+
+
+def say_cost(cost: Cost, *, quiet: bool, dry_run: bool) -> None:
+    """The estimate before a search or an atlas starts (on stdout for --dry-run, whose answer it
+    is; else on stderr, beside the progress), and its warning, once, whatever --quiet says."""
+    if dry_run:
+        out.print(cost.line(), highlight=False, soft_wrap=True, markup=False)
+    elif not quiet:
+        err.print(cost.line(), highlight=False, soft_wrap=True, markup=False)
+    warning = cost.warning()
+    if warning:
+        err.print(warning, highlight=False, soft_wrap=True, markup=False)
 
 
 def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
@@ -79,9 +108,6 @@ def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show
     except RuntimeError as e:
         fail(e, 1)
         raise
-    except KeyboardInterrupt:
-        err.print("interrupted: evaluated points are kept; run the same command again to resume")
-        raise typer.Exit(130) from None
     b = res.best
     where = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in b.params.items())
     if not quiet:

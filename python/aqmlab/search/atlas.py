@@ -42,6 +42,7 @@ import copy
 import itertools
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,13 +59,14 @@ from aqmlab.inputs.loader import InputModel, located, read_toml, validate
 from aqmlab.inputs.locate import split_path
 from aqmlab.scenario import Scenario, available, check_with_engine, error_from_validation
 from aqmlab.scenario.units import parse_rate, parse_time
+from aqmlab.search.interrupt import remove_leftovers, stop_workers
 from aqmlab.search.runner import RunList, scenario_toml
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import writes_directory
 from aqmlab.sweep.runner import local_pool, run_sweep
 from aqmlab.sweep.spec import Run
 
-__all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_path", "run_atlas"]
+__all__ = ["AtlasSpec", "AtlasError", "load_spec", "parse_spec", "default_spec_path", "run_atlas", "first_round", "max_refined_cells"]
 
 
 class AtlasError(ScenarioError):
@@ -459,6 +461,57 @@ def _values(runs_dir: Path, triples: list[tuple[Scenario, Scenario, Scenario]]) 
     return {m: sum(v) / len(v) for m, v in acc.items()}
 
 
+Maps = dict[tuple[tuple[str, str], str], list[Cell]]
+Triples = dict[int, list[tuple[Scenario, Scenario, Scenario]]]
+
+
+def initial_maps(spec: AtlasSpec) -> Maps:
+    """The `levels × levels` initial cells of every (pair, AQM) map."""
+    xe, ye = spec.buffer.edges(), spec.ratio.edges()
+    maps: Maps = {}
+    for pair in spec.pairs():
+        for label in spec.aqm_labels():
+            maps[(pair, label)] = [Cell(pair, label, xe[i], xe[i + 1], ye[j], ye[j + 1], 0) for i in range(len(xe) - 1) for j in range(len(ye) - 1)]
+    return maps
+
+
+def _plan_round(spec: AtlasSpec, todo: list[Cell], all_runs: dict[str, Run]) -> Triples:
+    """The runs of the cells `todo` (added to `all_runs`, shared between pairs), by cell; a cell
+    without a valid scenario is marked instead."""
+    aqm_by_label = dict(zip(spec.aqm_labels(), spec.aqms))
+    triples: Triples = {}
+    for c in todo:
+        try:
+            triples[id(c)] = _cell_runs(spec, c, aqm_by_label[c.aqm])
+        except ScenarioError as e:
+            # A discipline whose parameters do not exist at this cell (RED's tc derivation
+            # below a minimum buffer): the cell is marked, not run.
+            c.values, c.error = {m: math.nan for m in METRICS}, f"{e.key + ': ' if e.key else ''}{e.detail}"
+    for c in todo:
+        for s, b0, b1 in triples.get(id(c), []):
+            params = {"pair": f"{c.pair[0]}-{c.pair[1]}", "aqm": c.aqm, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "seed": s.seed}
+            all_runs.setdefault(s.hash(), Run({**params, "role": "mixed"}, s))
+            all_runs.setdefault(b0.hash(), Run({**params, "role": f"solo-{c.pair[0]}"}, b0))
+            all_runs.setdefault(b1.hash(), Run({**params, "role": f"solo-{c.pair[1]}"}, b1))
+    return triples
+
+
+def first_round(spec: AtlasSpec) -> tuple[list[Run], int]:
+    """The runs of the initial cells and the number of cells: what `run_atlas` runs first, for
+    an estimate made before it starts."""
+    maps = initial_maps(spec)
+    all_runs: dict[str, Run] = {}
+    todo = [c for cells in maps.values() for c in cells]
+    _plan_round(spec, todo, all_runs)
+    return list(all_runs.values()), len(todo)
+
+
+def max_refined_cells(spec: AtlasSpec, cells: int) -> int:
+    """At most how many cells refinement adds to `cells` initial ones: every cell split at
+    every depth below `rounds`, four children each."""
+    return cells * sum(4**k for k in range(1, spec.rounds + 1))
+
+
 @writes_directory
 def run_atlas(
     spec: AtlasSpec,
@@ -468,40 +521,30 @@ def run_atlas(
     cluster: str | None = None,
     on_round: Callable[[int, int, int], None] | None = None,
     on_runs: Callable[[int, int, int, int], None] | None = None,
+    on_plan: Callable[[list[Run], int], None] | None = None,
 ) -> pd.DataFrame:
     """Evaluate the initial cells of every (pair, AQM) map, then refine round by round; write
     DIR/atlas.parquet (one row per final cell), DIR/cells/<hash>.toml and return the cells.
-    `on_round(round, cells_this_round, runs_simulated)` after each round."""
+    `on_plan(runs, cells)` once the initial cells' runs are known, before any starts;
+    `on_round(round, cells_this_round, runs_simulated)` after each round. Interrupted
+    (KeyboardInterrupt), the local workers are ended at once and their half-written runs
+    removed."""
 
     d = Path(directory)
+    maps = initial_maps(spec)
+    all_runs: dict[str, Run] = {}
+    todo = [c for cells in maps.values() for c in cells]
+    triples = _plan_round(spec, todo, all_runs)
+    if on_plan:
+        on_plan(list(all_runs.values()), len(todo))  # before anything is written: it may refuse
     d.mkdir(parents=True, exist_ok=True)
     (d / "cells").mkdir(exist_ok=True)
-    aqm_by_label = dict(zip(spec.aqm_labels(), spec.aqms))
-    xe, ye = spec.buffer.edges(), spec.ratio.edges()
-    maps: dict[tuple[tuple[str, str], str], list[Cell]] = {}
-    for pair in spec.pairs():
-        for label in spec.aqm_labels():
-            maps[(pair, label)] = [Cell(pair, label, xe[i], xe[i + 1], ye[j], ye[j + 1], 0) for i in range(len(xe) - 1) for j in range(len(ye) - 1)]
-    all_runs: dict[str, Run] = {}
-    pool = local_pool(jobs or __import__("os").cpu_count() or 1) if cluster is None else None
+    pool = local_pool(jobs or os.cpu_count() or 1) if cluster is None else None
     simulated = 0
     try:
-        todo = [c for cells in maps.values() for c in cells]
         for rnd in range(spec.rounds + 1):
-            triples = {}
-            for c in todo:
-                try:
-                    triples[id(c)] = _cell_runs(spec, c, aqm_by_label[c.aqm])
-                except ScenarioError as e:
-                    # A discipline whose parameters do not exist at this cell (RED's tc
-                    # derivation below a minimum buffer): the cell is marked, not run.
-                    c.values, c.error = {m: math.nan for m in METRICS}, f"{e.key + ': ' if e.key else ''}{e.detail}"
-            for c in todo:
-                for s, b0, b1 in triples.get(id(c), []):
-                    params = {"pair": f"{c.pair[0]}-{c.pair[1]}", "aqm": c.aqm, "buffer_bdp": c.buffer, "rtt_ratio": c.ratio, "seed": s.seed}
-                    all_runs.setdefault(s.hash(), Run({**params, "role": "mixed"}, s))
-                    all_runs.setdefault(b0.hash(), Run({**params, "role": f"solo-{c.pair[0]}"}, b0))
-                    all_runs.setdefault(b1.hash(), Run({**params, "role": f"solo-{c.pair[1]}"}, b1))
+            if rnd > 0:
+                triples = _plan_round(spec, todo, all_runs)
             res = run_sweep(RunList(f"atlas-{spec.name}", list(all_runs.values()), spec.file), d, jobs=jobs, cluster=cluster, on_progress=on_runs, pool=pool)
             simulated += res.ran
             if res.failed:
@@ -535,9 +578,13 @@ def run_atlas(
                 todo += new
             if not todo:
                 break
-    finally:
+    except BaseException:
         if pool is not None:
-            pool.shutdown()
+            stop_workers(pool)
+            remove_leftovers(d / "runs")
+        raise
+    if pool is not None:
+        pool.shutdown()
     return pd.read_parquet(d / "atlas.parquet")
 
 

@@ -39,6 +39,7 @@ import pyarrow as pa
 from aqmlab.scenario import Scenario
 from aqmlab.scenario.units import parse_time
 from aqmlab.search.design import initial_design
+from aqmlab.search.interrupt import remove_leftovers, stop_workers
 from aqmlab.search.spec import Objective, Search, SearchError, Var, load_search, parse_search
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import writes_directory
@@ -216,16 +217,22 @@ class Evaluator:
         self.simulated = 0
         self.pool: Any = None
 
-    def close(self) -> None:
+    def close(self, stop: bool = False) -> None:
+        """Shut the local workers down; `stop`: end them at once (an interrupted search), not
+        after the runs already handed to them, and remove what they left half-written."""
         if self.pool is not None:
-            self.pool.shutdown()
+            if stop:
+                stop_workers(self.pool)
+                remove_leftovers(self.dir / "runs")
+            else:
+                self.pool.shutdown()
             self.pool = None
 
     def __enter__(self) -> Evaluator:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: Any) -> None:
+        self.close(stop=exc_type is not None)
 
     def add(self, p: Point, role: str = "point") -> None:
         if not p.runs:
@@ -340,12 +347,10 @@ def run_search(
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     points = _load_state(d, search)
-    ev = evaluator or Evaluator(search, d, jobs=jobs, cluster=cluster, on_runs=on_runs)
-    try:
+    if evaluator is not None:
+        return _search_loop(search, d, points, evaluator, on_points)
+    with Evaluator(search, d, jobs=jobs, cluster=cluster, on_runs=on_runs) as ev:
         return _search_loop(search, d, points, ev, on_points)
-    finally:
-        if evaluator is None:
-            ev.close()
 
 
 def _search_loop(search: Search, d: Path, points: list[Point], ev: Evaluator, on_points: Callable[[int, int], None] | None) -> SearchResult:
@@ -422,12 +427,10 @@ def shrink(
     DIR/shrink.json."""
 
     d = Path(directory)
-    ev = evaluator or Evaluator(search, d, jobs=jobs, cluster=cluster)
-    try:
+    if evaluator is not None:
+        return _shrink(search, d, best, evaluator, on_step)
+    with Evaluator(search, d, jobs=jobs, cluster=cluster) as ev:
         return _shrink(search, d, best, ev, on_step)
-    finally:
-        if evaluator is None:
-            ev.close()
 
 
 def _shrink(search: Search, d: Path, best: Point, ev: Evaluator, on_step: Callable[[str], None] | None) -> dict[str, Any]:
