@@ -595,3 +595,30 @@ def test_the_delay_example_keeps_the_queue_short_where_reno_fills_it(tmp_path: P
     # slow-start overshoot at 4 s); Reno fills the 200-packet buffer (120 ms) again and again.
     assert mine["sojourn_ms"]["mean"] < reno["sojourn_ms"]["mean"] / 2, (mine["sojourn_ms"], reno["sojourn_ms"])
     assert mine["utilization"] > 0.95 and mine["drop_ratio"] == 0
+
+
+def test_plugin_build_writes_the_kernels_object_beside_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aqmlab.emu import bpfcc
+
+    shutil.copy(RENO, tmp_path / "reno.bpf.c")
+    why = bpfcc.kernel_build_missing()
+    code, stdout, stderr = _cli(["plugin", "build", "reno.bpf.c"], tmp_path, monkeypatch)
+    assert code == 0, stderr
+    if why is not None:
+        pytest.fail(f"the kernel's side builds with what `make build` sets up: {why}")
+    # An eBPF ELF object (EM_BPF = 247, include/uapi/linux/elf-em.h) with the struct_ops section.
+    obj = (tmp_path / "reno.bpf.o").read_bytes()
+    assert obj[:4] == b"\x7fELF" and int.from_bytes(obj[18:20], "little") == 247 and b".struct_ops" in obj
+    assert f"kernel object: {Path('reno.bpf.o')}" in stdout
+    # Without the kernel's headers only the module is written, and the output says why.
+    monkeypatch.setenv("AQMLAB_BPF_DIR", str(tmp_path / "unbuilt"))
+    code, stdout, stderr = _cli(["plugin", "build", "reno.bpf.c", "-o", "other.wasm"], tmp_path, monkeypatch)
+    assert code == 0 and (tmp_path / "other.wasm").is_file() and not (tmp_path / "other.bpf.o").exists(), stderr
+    assert "kernel object: not built (" in " ".join(stdout.split()) and "make build" in stdout
+    # A file that builds for the simulator but not for the kernel: refused, nothing written.
+    monkeypatch.delenv("AQMLAB_BPF_DIR")
+    src = RENO.read_text().replace('#include "vmlinux.h"', '#include "vmlinux.h"\n#ifndef __wasm32__\n#error "no kernel side"\n#endif')
+    _write(tmp_path / "half.bpf.c", src)
+    code, _, stderr = _cli(["plugin", "build", "half.bpf.c"], tmp_path, monkeypatch)
+    assert code == 2 and "no kernel side" in stderr
+    assert not (tmp_path / "half.wasm").exists() and not (tmp_path / "half.bpf.o").exists()

@@ -130,8 +130,14 @@ def tunables_text(info: dict[str, Any]) -> str:
 
 
 def build_cc(file: Path, output: Path | None) -> None:
-    """`plugin build` of a congestion control: compile, check, write FILE's module (default:
-    beside it, `x.bpf.c` → `x.wasm`), print what it declares."""
+    """`plugin build` of a congestion control: compile, check, write FILE's two artifacts —
+    the simulator's module (default: beside it, `x.bpf.c` → `x.wasm`) and the kernel's object
+    beside that (`x.bpf.o`, as `aqmlab emulate` builds it) — and print what it declares. The
+    kernel's object needs `make build`'s vmlinux.h and clang; without them only the module is
+    written, and a line says why."""
+    import tempfile
+
+    from aqmlab.emu import bpfcc
     from aqmlab.inputs.errors import ScenarioError
     from aqmlab.scenario import plugin  # start-up time: as in `build`
     from aqmlab.store.atomic import replacing
@@ -141,14 +147,28 @@ def build_cc(file: Path, output: Path | None) -> None:
     except ValueError as e:
         fail(ScenarioError(str(e)))
     target = output if output is not None else file.with_name(plugin.cc_stem(file) + ".wasm")
-    if target.exists() and target.resolve() == file.resolve():
-        fail(ScenarioError(f"{target}: the module would overwrite its own source; give another -o"))
-    try:
-        with replacing(target) as tmp:
-            tmp.write_bytes(module.wasm.read_bytes())
-    except OSError as e:
-        fail(ScenarioError(f"cannot write {target} ({e.strerror})"))
-    lines = [*cc_lines(file, module), f"module: {target} ({module.ref}: the module and its source)", f'in a scenario: cc = {{ plugin = "{file}" }}']
+    kernel_target = target.with_suffix(".bpf.o")
+    for t, what in ((target, "module"), (kernel_target, "kernel object")):
+        if t.exists() and t.resolve() == file.resolve():
+            fail(ScenarioError(f"{t}: the {what} would overwrite its own source; give another -o"))
+    missing = bpfcc.kernel_build_missing()
+    with tempfile.TemporaryDirectory(prefix="aqmlab-cc-") as d:
+        kernel_obj = Path(d) / "cc.bpf.o"
+        if missing is None:
+            try:
+                bpfcc.compile_kernel_object(file, kernel_obj)
+            except bpfcc.CompileError as e:
+                fail(ScenarioError(str(e)))
+        try:
+            with replacing(target) as tmp:
+                tmp.write_bytes(module.wasm.read_bytes())
+            if missing is None:
+                with replacing(kernel_target) as tmp:
+                    tmp.write_bytes(kernel_obj.read_bytes())
+        except OSError as e:
+            fail(ScenarioError(f"cannot write {e.filename} ({e.strerror})"))
+    kernel = f"kernel object: {kernel_target}" if missing is None else f"kernel object: not built ({missing})"
+    lines = [*cc_lines(file, module), f"module: {target} ({module.ref}: the module and its source)", kernel, f'in a scenario: cc = {{ plugin = "{file}" }}']
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 

@@ -44,6 +44,7 @@ __all__ = [
     "remove_stale",
     "stale_loaders",
     "unique_kernel_name",
+    "kernel_build_missing",
     "user_cc",
     "user_run_untrusted",
 ]
@@ -163,6 +164,16 @@ class CompileError(RuntimeError):
 _DEPS = "apt-get install clang llvm libbpf-dev bpftool (`make deps` installs them)"
 
 
+def kernel_build_missing() -> str | None:
+    """Why a CC file cannot be built for the kernel here (None: it can): no clang, or no
+    vmlinux.h (`make build` writes it from the running kernel's BTF)."""
+    if shutil.which("clang") is None:
+        return f"compiling for the kernel needs clang: {_DEPS}"
+    if not (bpf_dir() / "vmlinux.h").is_file():
+        return f"{bpf_dir() / 'vmlinux.h'} is missing: run `make build` (or `make bpf`), which writes it from the running kernel's BTF ({KERNEL_BTF})"
+    return None
+
+
 def compile_kernel_object(source: Path, out: Path) -> None:
     """Compile a struct_ops CC's C file for the running kernel, as `make bpf` compiles ours
     (clang -target bpf -O2 -g -Wall against bpf_dir()'s vmlinux.h: CO-RE, its field offsets
@@ -171,12 +182,10 @@ def compile_kernel_object(source: Path, out: Path) -> None:
     source, out = Path(source), Path(out)
     if not source.is_file():
         raise CompileError(f"{source}: no such file")
-    clang = shutil.which("clang")
-    if clang is None:
-        raise CompileError(f"compiling {source} for the kernel needs clang: {_DEPS}")
-    inc = bpf_dir()
-    if not (inc / "vmlinux.h").is_file():
-        raise CompileError(f"{inc / 'vmlinux.h'} is missing: run `make build` (or `make bpf`), which writes it from the running kernel's BTF ({KERNEL_BTF})")
+    why = kernel_build_missing()
+    if why is not None:
+        raise CompileError(f"{source}: {why}")
+    clang, inc = shutil.which("clang") or "clang", bpf_dir()
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     os.close(fd)
