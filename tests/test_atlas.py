@@ -287,3 +287,24 @@ def test_an_atlas_whose_runs_cannot_fit_in_memory_is_refused_before_anything_run
     assert r.exit_code == 2 and len(msg.splitlines()) == 1, (r.exit_code, r.output)
     assert str(f) in msg and "needs an estimated" in msg and "of memory" in msg and "pair=cubic-bbr" in msg, msg
     assert not (tmp_path / "out").exists()
+
+
+def test_a_plugin_discipline_maps_as_its_builtin_twin(tmp_path, monkeypatch):
+    # examples/plugins/step.c gives every verdict of the built-in STEP (tests/test_plugin.py):
+    # its maps are the built-in's, cell for cell. The module's path is relative to the spec's
+    # directory, and it is labelled by its file name.
+    monkeypatch.setenv("AQMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "plugins" / "step.c", specs / "step.c")
+    aqms = 'aqms = [{ kind = "plugin", module = "step.c", threshold_bytes = "20KB" }, { kind = "step", threshold = "20KB" }]'
+    text = SPEC.replace('aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]', aqms).replace("rounds = 1", "rounds = 0")
+    text = text.replace('duration = "6s"', 'duration = "3s"').replace('warmup = "2s"', 'warmup = "1s"')
+    (specs / "atlas.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    df = run_atlas(load_spec("specs/atlas.toml"), tmp_path / "out", jobs=2)
+    assert sorted(df["aqm"].unique()) == ["step", "step.c"]
+    cols = ["first", "second", "buffer_bdp", "rtt_ratio", "jain", "harm_first", "harm_second"]
+    mine = df[df["aqm"] == "step.c"][cols].reset_index(drop=True)
+    theirs = df[df["aqm"] == "step"][cols].reset_index(drop=True)
+    assert len(mine) == 4 and mine.equals(theirs)

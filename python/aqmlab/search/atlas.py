@@ -59,10 +59,10 @@ from aqmlab.inputs.loader import InputModel, located, read_toml, validate
 from aqmlab.inputs.locate import split_path
 from aqmlab.scenario import Scenario, available, check_with_engine, error_from_validation
 from aqmlab.scenario.units import parse_rate, parse_time
-from aqmlab.search.interrupt import remove_leftovers, stop_workers
 from aqmlab.search.runner import RunList, scenario_toml
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import writes_directory
+from aqmlab.sweep.interrupt import remove_leftovers, stop_workers
 from aqmlab.sweep.runner import local_pool, run_sweep
 from aqmlab.sweep.spec import Run
 
@@ -127,7 +127,21 @@ class AtlasSpec:
 
 
 def aqm_label(aqm: dict[str, Any]) -> str:
-    return str(aqm.get("label") or aqm["kind"])
+    """An AQM's name on the page and in atlas.parquet: its `label`, a plugin's file name (every
+    plugin's kind is "plugin", as a sweep labels them), else its kind."""
+    if aqm.get("label"):
+        return str(aqm["label"])
+    if aqm.get("kind") == "plugin" and isinstance(aqm.get("module"), str):
+        return Path(aqm["module"]).name
+    return str(aqm["kind"])
+
+
+def _plugin_beside(aqm: dict[str, Any], file: str | None) -> dict[str, Any]:
+    """A plugin's `module` relative to the spec's directory, as a scenario's is to its file."""
+    m = aqm.get("module")
+    if aqm.get("kind") != "plugin" or not isinstance(m, str) or file is None or m.startswith("sha256:") or Path(m).expanduser().is_absolute():
+        return aqm
+    return {**aqm, "module": str(Path(file).parent / m)}
 
 
 def _ms(t: str) -> float:
@@ -340,7 +354,7 @@ def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> At
         count=t.count,
         ccs=list(t.ccs),
         ecn=list(t.ecn),
-        aqms=[{k: v for k, v in a.items() if k != "label"} | ({"label": a["label"]} if "label" in a else {}) for a in t.aqms],
+        aqms=[_plugin_beside({k: v for k, v in a.items() if k != "label"}, file) | ({"label": a["label"]} if "label" in a else {}) for a in t.aqms],
         buffer=t.buffer.axis(),
         ratio=t.ratio.axis(),
         threshold=float(t.refine.threshold),
