@@ -308,3 +308,23 @@ def test_a_plugin_discipline_maps_as_its_builtin_twin(tmp_path, monkeypatch):
     mine = df[df["aqm"] == "step.c"][cols].reset_index(drop=True)
     theirs = df[df["aqm"] == "step"][cols].reset_index(drop=True)
     assert len(mine) == 4 and mine.equals(theirs)
+
+
+def test_a_plugin_cc_pairs_with_its_builtin_twin_without_harm(tmp_path, monkeypatch):
+    # examples/plugins/reno.bpf.c is made of the kernel's Reno functions and gives the built-in
+    # Reno's results bit for bit (crates/sim/tests/cc_plugin.rs): paired with Reno, each side
+    # does exactly what its solo baseline (two flows of itself) does, so both harms are 0 in
+    # every cell. The file is relative to the spec; the maps name it by its struct_ops name.
+    monkeypatch.setenv("AQMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "plugins" / "reno.bpf.c", specs / "mine.bpf.c")
+    text = SPEC.replace('ccs = ["cubic", "bbr"]', 'ccs = ["reno", { plugin = "mine.bpf.c" }]').replace("rounds = 1", "rounds = 0")
+    text = text.replace('aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]', 'aqms = [{ kind = "taildrop" }]')
+    text = text.replace('duration = "6s"', 'duration = "3s"').replace('warmup = "2s"', 'warmup = "1s"')
+    (specs / "atlas.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    df = run_atlas(load_spec("specs/atlas.toml"), tmp_path / "out", jobs=2)
+    assert len(df) == 4 and set(zip(df["first"], df["second"])) == {("reno", "aqmlab_reno")}
+    assert (df["harm_first"] == 0).all() and (df["harm_second"] == 0).all(), df
+    assert df["jain"].between(0.5, 1).all()

@@ -57,7 +57,8 @@ from aqmlab.analysis.harm import solo_baseline
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, located, read_toml, validate
 from aqmlab.inputs.locate import split_path
-from aqmlab.scenario import Scenario, available, check_with_engine, error_from_validation
+from aqmlab.scenario import Scenario, available, cc_label, check_with_engine, error_from_validation, plugin_cc
+from aqmlab.scenario.parts import CcName
 from aqmlab.scenario.units import parse_rate, parse_time
 from aqmlab.search.runner import RunList, scenario_toml
 from aqmlab.store.atomic import write_parquet, write_text
@@ -252,7 +253,9 @@ class _AtlasKeys(InputModel):
     warmup: Annotated[str, _parses(_time)] = "5s"
     seeds: list[int] = Field(default_factory=lambda: [1])
     count: int = 1
-    ccs: list[str]
+    #: Built-ins by name; a plugin CC as a scenario writes it, ``{ plugin = "x.bpf.c" }``
+    #: (relative to the spec), held as the scenario model's string for it.
+    ccs: list[CcName]
     ecn: list[str] = Field(default_factory=list)
     aqms: list[dict[str, Any]]
     buffer: AxisSpec = Field(default_factory=lambda: AxisSpec.model_validate(AXIS_DEFAULTS["buffer"]))
@@ -285,8 +288,8 @@ class _AtlasKeys(InputModel):
             raise ValueError('needs at least two congestion controls, e.g. ["cubic", "bbr"]')
         known = _ccs()
         for c in v:
-            if c not in known:
-                raise ValueError(f"{c!r} is not a congestion control (ccs: {', '.join(known)})")
+            if c not in known and plugin_cc(c) is None:
+                raise ValueError(f"{c!r} is not a congestion control (ccs: {', '.join(known)}; or your own: {{ plugin = 'my_cc.bpf.c' }})")
         if len(set(v)) != len(v):
             raise ValueError("a congestion control is listed twice")
         return v
@@ -336,14 +339,15 @@ def _from_quick(key: str, q: dict[str, Any]) -> str:
 
 def parse_spec(text: str, *, file: str | None = None, quick: bool = False) -> AtlasSpec:
     d = read_toml(text, file=file, error=AtlasError)
-    t = validate(AtlasFile, d, text=text, file=file, error=AtlasError)
+    context = {"base_dir": str(Path(file).parent)} if file is not None else None
+    t = validate(AtlasFile, d, text=text, file=file, error=AtlasError, context=context)
     if quick:
         q = d.pop("quick", None)
         if q is None:
             raise AtlasError("this spec has no [quick] form", file=file)
         for k, v in q.items():
             d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
-        t = validate(AtlasFile, d, text=text, file=file, error=AtlasError, key_of=lambda key: _from_quick(key, q))
+        t = validate(AtlasFile, d, text=text, file=file, error=AtlasError, context=context, key_of=lambda key: _from_quick(key, q))
     spec = AtlasSpec(
         name=t.name,
         rate=t.rate,
@@ -611,8 +615,9 @@ def _write_cells(d: Path, spec: AtlasSpec, maps: dict[tuple[tuple[str, str], str
         for c in cells:
             rows.append(
                 {
-                    "first": pair[0],
-                    "second": pair[1],
+                    # A plugin CC by its struct_ops name, as the runs' results call it.
+                    "first": cc_label(pair[0]),
+                    "second": cc_label(pair[1]),
                     "aqm": label,
                     "buffer_bdp": c.buffer,
                     "rtt_ratio": c.ratio,
@@ -635,7 +640,7 @@ def _write_cells(d: Path, spec: AtlasSpec, maps: dict[tuple[tuple[str, str], str
         "duration": spec.duration,
         "seeds": spec.seeds,
         "count": spec.count,
-        "ccs": spec.ccs,
+        "ccs": [cc_label(c) for c in spec.ccs],
         "aqms": spec.aqm_labels(),
         "threshold": spec.threshold,
         "rounds": rnd,
