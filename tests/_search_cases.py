@@ -1,5 +1,6 @@
 """What the search and atlas interruption and cluster tests share: a small search, a small
-atlas, and how to read a store (tests/test_search_signals.py, tests/test_search_cluster.py)."""
+atlas, and how to read a store (tests/test_search_signals.py, tests/test_search_cluster.py;
+the atlas also tests/test_atlas.py)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _search_cases import ATLAS
 from typer.testing import CliRunner
 
 import aqmlab
@@ -21,30 +22,7 @@ from aqmlab.search.atlas import Cell, _to_split, load_spec, parse_spec, run_atla
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-SPEC = """\
-name = "tiny"
-rate = "10Mbps"
-rtt = "20ms"
-duration = "6s"
-warmup = "2s"
-seeds = [1]
-ccs = ["cubic", "bbr"]
-aqms = [{ kind = "taildrop" }, { kind = "fq_codel" }]
-
-[buffer]
-low = 0.25
-high = 4.0
-levels = 2
-
-[ratio]
-low = 0.5
-high = 2.0
-levels = 2
-
-[refine]
-threshold = 0.2
-rounds = 1
-"""
+SPEC = ATLAS
 
 
 def test_a_cell_is_split_when_an_edge_neighbour_differs_by_more_than_the_threshold():

@@ -4,15 +4,14 @@ worker is killed mid-sweep; the results must equal a local run's, every run exac
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pandas as pd
 import pytest
+from _dask import DASK, free_port, wait_port
 
 import aqmlab
 from aqmlab.sweep.spec import parse_sweep
@@ -37,24 +36,6 @@ N = [1, 2, 3, 4]
 f = [0.5, 1, 2]
 """
 
-DASK = shutil.which("dask")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing listens on {port}")
-
 
 def _metrics(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop(columns=["wall_time_s"]).sort_values(["run", "class"]).reset_index(drop=True)
@@ -65,7 +46,7 @@ def test_a_sweep_on_a_real_dask_cluster_survives_a_dead_worker_and_equals_a_loca
     local = tmp_path / "local"
     aqmlab.run_sweep(parse_sweep(SWEEP), local, jobs=2)
 
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     procs: list[subprocess.Popen] = []
     try:
@@ -78,7 +59,7 @@ def test_a_sweep_on_a_real_dask_cluster_survives_a_dead_worker_and_equals_a_loca
                 env=env,
             )
         )
-        _wait_port(port)
+        wait_port(port)
         for _ in range(2):
             procs.append(
                 subprocess.Popen(

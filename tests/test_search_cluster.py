@@ -7,9 +7,7 @@ is the local atlas, run for run."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,42 +15,25 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _dask import DASK, free_port, wait_port
 from _search_cases import ATLAS, SEARCH, leftovers, stored
 
 from aqmlab.search.atlas import load_spec, run_atlas
 from aqmlab.search.runner import load_search, run_search
 
-DASK = shutil.which("dask")
-
 pytestmark = pytest.mark.skipif(DASK is None, reason="needs the dask command (make test installs distributed)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing listens on {port}")
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """The scheduler's address, with two single-threaded workers connected."""
     assert DASK is not None
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True, "env": env}
     procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"], **quiet)]
     try:
-        _wait_port(port)
+        wait_port(port)
         for _ in range(2):
             worker = [DASK, "worker", f"tcp://127.0.0.1:{port}", "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]
             procs.append(subprocess.Popen(worker, **quiet))
