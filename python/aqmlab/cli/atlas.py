@@ -32,7 +32,7 @@ def atlas(
     from aqmlab.report.atlas import write_atlas_report  # start-up time: matplotlib
     from aqmlab.search.atlas import first_round, load_spec, run_atlas  # start-up time: pandas, pyarrow, the scenario model
     from aqmlab.search.cost import atlas_cost, cluster_workers, local_workers  # start-up time: the estimator loads the engine
-    from aqmlab.search.interrupt import exit_status, signals_interrupt
+    from aqmlab.sweep.interrupt import exit_status, signals_interrupt
     from aqmlab.sweep.runner import start_workers
 
     with signals_interrupt() as got:

@@ -35,9 +35,9 @@ def search(
 ) -> None:
     """Search a scenario space for its worst case; writes DIR/trials.parquet, best.toml, shrunk.toml, report.html."""
     from aqmlab.search.cost import cluster_workers, local_workers, search_cost  # start-up time: the estimator loads the engine
-    from aqmlab.search.interrupt import exit_status, signals_interrupt
     from aqmlab.search.runner import Evaluator, SearchError, load_search  # start-up time: optuna, pandas, the scenario model
     from aqmlab.store.lock import hold
+    from aqmlab.sweep.interrupt import exit_status, signals_interrupt
     from aqmlab.sweep.runner import start_workers
 
     with signals_interrupt() as got:

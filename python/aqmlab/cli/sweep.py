@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -71,9 +73,6 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
     except ScenarioError as e:
         fail(e)
         raise
-    except KeyboardInterrupt:
-        err.print("interrupted: finished runs are kept; run the same command again to resume")
-        raise typer.Exit(130) from None
     if not quiet:
         out.print(
             f"{sw.name}: {res.total} runs — {res.ran} ran, {res.skipped} already done, {len(res.failed)} failed ({res.wall_s:.1f} s); index: {output / 'index.parquet'}",
@@ -93,6 +92,21 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
     if res.failed:
         raise typer.Exit(1)
     return res
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM end the block at once: the local workers are ended, not
+    after the runs already handed to them, the runs they were writing removed (`run_sweep`);
+    then one line, and exit status 130 or 143. The runs stored stay: the same command resumes."""
+    from aqmlab.sweep.interrupt import exit_status, signals_interrupt
+
+    with signals_interrupt() as got:
+        try:
+            yield
+        except KeyboardInterrupt:
+            err.print("interrupted: finished runs are kept; run the same command again to resume")
+            raise typer.Exit(exit_status(got)) from None
 
 
 def _check_estimates(sw: Sweep, runs: list[Run]) -> None:
@@ -132,12 +146,13 @@ def sweep(
     """Run every point of a sweep; resumable; writes DIR/index.parquet."""
     from aqmlab.sweep.spec import load_sweep  # start-up time: sweep files load pydantic and the scenario model
 
-    try:
-        sw = load_sweep(file, quick=quick)
-    except ScenarioError as e:
-        fail(e)
-        raise
-    _execute(sw, output, jobs, cluster, dry_run, quiet)
+    with _stopped_by_signals():
+        try:
+            sw = load_sweep(file, quick=quick)
+        except ScenarioError as e:
+            fail(e)
+            raise
+        _execute(sw, output, jobs, cluster, dry_run, quiet)
 
 
 def reproduce(
@@ -153,14 +168,16 @@ def reproduce(
     """Run a seed study's sweep and write its report (DIR/report.html)."""
     from aqmlab.sweep.spec import load_sweep  # start-up time: as in `sweep`
 
-    try:
-        path = study_path(study)
-        sw = load_sweep(path, quick=quick)
-    except (ScenarioError, KeyError) as e:
-        fail(e if isinstance(e, ScenarioError) else ValueError(e.args[0]))
-        raise
-    target = output or Path("out") / (study + ("-quick" if quick else ""))
-    res = _execute(sw, target, jobs, cluster, dry_run, quiet)
+    # The sweep stops on SIGINT and SIGTERM as `sweep` does; the report after it as before.
+    with _stopped_by_signals():
+        try:
+            path = study_path(study)
+            sw = load_sweep(path, quick=quick)
+        except (ScenarioError, KeyError) as e:
+            fail(e if isinstance(e, ScenarioError) else ValueError(e.args[0]))
+            raise
+        target = output or Path("out") / (study + ("-quick" if quick else ""))
+        res = _execute(sw, target, jobs, cluster, dry_run, quiet)
     if res is None:
         return
     from aqmlab.report.study import write_report  # start-up time: reports load matplotlib and pandas

@@ -39,10 +39,10 @@ import pyarrow as pa
 from aqmlab.scenario import Scenario
 from aqmlab.scenario.units import parse_time
 from aqmlab.search.design import initial_design
-from aqmlab.search.interrupt import remove_leftovers, stop_workers
 from aqmlab.search.spec import Objective, Search, SearchError, Var, load_search, parse_search
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import writes_directory
+from aqmlab.sweep.interrupt import remove_leftovers, stop_workers
 from aqmlab.sweep.runner import is_complete, local_pool, run_sweep
 from aqmlab.sweep.spec import Axis, Run, Sweep, SweepError, substitute
 

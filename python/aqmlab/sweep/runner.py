@@ -22,11 +22,11 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import nullcontext
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any
 
 import pandas as pd
@@ -38,6 +38,7 @@ from aqmlab.simulate.run import run
 from aqmlab.store.atomic import write_json, write_parquet
 from aqmlab.store.lock import writes_directory
 from aqmlab.store.result import TABLES
+from aqmlab.sweep.interrupt import deferred, remove_leftovers, stop_workers
 from aqmlab.sweep.spec import Run, Sweep, SweepError
 
 __all__ = ["SweepResult", "plan", "run_sweep", "load", "is_complete", "build_index", "local_pool", "start_workers"]
@@ -147,8 +148,7 @@ def run_sweep(
     runs_dir.mkdir(parents=True, exist_ok=True)
     _write_sweep_json(d, sweep, runs)
     # Leftovers of runs killed mid-write.
-    for tmp in runs_dir.glob(".*.tmp-*"):
-        shutil.rmtree(tmp, ignore_errors=True)
+    remove_leftovers(runs_dir)
     unique: dict[str, Run] = {}
     for r in runs:
         unique.setdefault(r.hash, r)
@@ -172,8 +172,7 @@ def run_sweep(
             _run_local(todo, runs_dir, result.workers, result, on_progress, pool, first)
     result.wall_s = time.time() - t0
     # A worker killed mid-write leaves its temporary directory (its run was redone elsewhere).
-    for tmp in runs_dir.glob(".*.tmp-*"):
-        shutil.rmtree(tmp, ignore_errors=True)
+    remove_leftovers(runs_dir)
     build_index(d)
     if first:
         result.startup_s = min(first) - t0
@@ -222,20 +221,46 @@ def _run_local(
     given: ProcessPoolExecutor | None = None,
     started: list[float] | None = None,
 ) -> None:
+    """Run `todo` on local workers: `given`'s (its owner shuts them down, and ends them when
+    interrupted), else a pool of `jobs` started here. Interrupted (`KeyboardInterrupt`, which
+    `interrupt.signals_interrupt` makes of SIGTERM too), the pool started here is ended at once,
+    not after the runs already handed to it, and the runs it was writing are removed.
 
+    Finished runs come through a queue their futures put themselves in, and a signal wakes the
+    loop through it (`interrupt.deferred`): it raises there, holding none of concurrent.futures'
+    locks, which a `KeyboardInterrupt` raised inside `wait()` could leave held, the pool's thread
+    then blocked on it and `stop_workers` waiting for that thread for ever."""
     jobs = max(1, min(jobs, len(todo)))
-    with nullcontext(given) if given is not None else local_pool(jobs) as pool:
-        pending = {pool.submit(execute, r.scenario.canonical_json(), r.hash, str(runs_dir / r.hash)): r for r in todo}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                r = pending.pop(fut)
+    finished: SimpleQueue[Future[dict[str, Any]] | None] = SimpleQueue()
+    pool = given
+    with deferred(lambda: finished.put(None)) as signals:
+        try:
+            if pool is None:
+                pool = local_pool(jobs)
+            pending: dict[Future[dict[str, Any]], Run] = {}
+            for r in todo:
+                fut = pool.submit(execute, r.scenario.canonical_json(), r.hash, str(runs_dir / r.hash))
+                pending[fut] = r
+                fut.add_done_callback(finished.put)
+            while pending:
+                got = finished.get()
+                signals.check()
+                if got is None:
+                    continue
+                r = pending.pop(got)
                 try:
-                    _count(fut.result(), result, started)
+                    _count(got.result(), result, started)
                 except Exception as e:  # noqa: BLE001 - reported per run, the sweep goes on
                     result.failed.append((r.hash, f"{type(e).__name__}: {e}"))
                 if on_progress:
                     on_progress(result.ran, len(result.failed), len(todo), result.total)
+            if given is None:
+                pool.shutdown()
+        except BaseException:
+            if given is None and pool is not None:
+                stop_workers(pool)
+                remove_leftovers(runs_dir)
+            raise
 
 
 def _count(done: dict[str, Any], result: SweepResult, started: list[float] | None) -> None:

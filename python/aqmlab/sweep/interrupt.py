@@ -1,7 +1,7 @@
-"""Stopping `aqmlab search` and `aqmlab atlas` on SIGINT or SIGTERM.
+"""Stopping `aqmlab sweep`, `reproduce`, `search` and `atlas` on SIGINT or SIGTERM.
 
-Both signals end the command the way Ctrl-C ends a sweep (`KeyboardInterrupt`, "finished runs
-are kept"), with what a clean stop also needs when the command runs its own local workers:
+Both signals end the command as Ctrl-C in the foreground does (`KeyboardInterrupt`, "finished
+runs are kept"), with what a clean stop also needs when the command runs its own local workers:
 
 - SIGTERM (what `kill`, `timeout` and batch schedulers send) is Python's default otherwise: the
   process dies at once, its workers run on as orphans, and multiprocessing's resource tracker
@@ -10,25 +10,53 @@ are kept"), with what a clean stop also needs when the command runs its own loca
   to it; `stop_workers` ends the workers at once instead.
 - A worker ended while writing a run leaves the run's temporary directory: removed, so that the
   directory holds only complete runs, as after a finished command.
+- A `KeyboardInterrupt` raised where it lands can leave a lock held: one of concurrent.futures'
+  (a future's, taken in `wait()` or `Future.result()`, or the pool's), raised between its
+  acquisition and the `with` block that would release it. The pool's thread then blocks on it
+  for ever, and so does `stop_workers`, which waits for that thread (a sweep stopped this way
+  hung, once in a few stops). Where the main thread waits for a pool, `deferred` takes the
+  signal instead, and the waiting loop raises at a point where it holds no lock.
 
 What stays is what the store keeps after any stop, `kill -9` included: each complete run under
 its hash, the search's asked points, the atlas's map of its last finished round. The same
-command run again resumes from there.
+command run again resumes from there (a sweep runs what its directory lacks).
 """
 
 from __future__ import annotations
 
 import shutil
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["SIGNALS", "signals_interrupt", "stop_workers", "remove_leftovers", "exit_status"]
+__all__ = ["SIGNALS", "signals_interrupt", "Deferral", "deferred", "stop_workers", "remove_leftovers", "exit_status"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Deferral:
+    """A signal taken by a `deferred` block: recorded, the block woken, raised by `check`."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self.wake = wake
+        self.signalled = False
+
+    def take(self) -> None:
+        self.signalled = True
+        self.wake()
+
+    def check(self) -> None:
+        """Raise `KeyboardInterrupt` if a signal has come: to be called where no lock is held."""
+        if self.signalled:
+            raise KeyboardInterrupt
+
+
+#: The `deferred` blocks open in the main thread, innermost last.
+_deferrals: list[Deferral] = []
 
 
 @contextmanager
@@ -44,7 +72,10 @@ def signals_interrupt() -> Iterator[list[int]]:
         got.append(signum)
         for s in SIGNALS:
             signal.signal(s, signal.SIG_IGN)
-        raise KeyboardInterrupt
+        if _deferrals:
+            _deferrals[-1].take()
+        else:
+            raise KeyboardInterrupt
 
     try:
         old = {s: signal.signal(s, handler) for s in SIGNALS}
@@ -58,9 +89,35 @@ def signals_interrupt() -> Iterator[list[int]]:
             signal.signal(s, h)
 
 
+@contextmanager
+def deferred(wake: Callable[[], None]) -> Iterator[Deferral]:
+    """For the block, a signal that would raise `KeyboardInterrupt` (in `signals_interrupt`, or
+    Ctrl-C under Python's default handler, as in a program calling `run_sweep`) calls `wake`
+    instead, which must return at once and must not raise (`SimpleQueue.put`); the block
+    raises by calling the `Deferral`'s `check` where it holds no lock, and a signal it has not
+    raised on is raised when it ends. Later signals at most wake it again: the block may stop
+    its workers undisturbed. Outside the main thread, signals are never taken here."""
+    d = Deferral(wake)
+    if threading.current_thread() is not threading.main_thread():
+        yield d
+        return
+    old = signal.getsignal(signal.SIGINT)
+    own = old is signal.default_int_handler
+    if own:
+        signal.signal(signal.SIGINT, lambda signum, frame: d.take())
+    _deferrals.append(d)
+    try:
+        yield d
+    finally:
+        _deferrals.remove(d)
+        if own:
+            signal.signal(signal.SIGINT, old)
+    d.check()
+
+
 def exit_status(got: list[int]) -> int:
-    """The shell's status for a command ended by a signal: 128 + its number (130 for SIGINT, as
-    `aqmlab sweep` exits on Ctrl-C; 143 for SIGTERM)."""
+    """The shell's status for a command ended by a signal: 128 + its number (130 for SIGINT,
+    and for a `KeyboardInterrupt` no signal of the block raised; 143 for SIGTERM)."""
     return 128 + (got[0] if got else signal.SIGINT)
 
 
