@@ -472,8 +472,10 @@ mod tests {
         let mut v = input();
         v["class_ports"] = json!([5202, 5202]);
         let flows = v["router"]["flows"].as_array_mut().unwrap();
-        flows.push(json!({"proto": 6, "src": "10.0.1.2", "sport": 40000, "dst": "10.0.0.2",
-            "dport": 5202, "arrived_bytes": 7000, "dropped_bytes": 0, "marked_bytes": 0}));
+        flows.push(
+            json!({"proto": 6, "src": "10.0.1.2", "sport": 40000, "dst": "10.0.0.2",
+            "dport": 5202, "arrived_bytes": 7000, "dropped_bytes": 0, "marked_bytes": 0}),
+        );
         let r = record(&v).unwrap();
         assert_eq!(
             (r.flows[0].arrived_bytes, r.flows[2].arrived_bytes),
