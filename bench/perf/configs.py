@@ -7,9 +7,11 @@ the study's numbers. Every config has ideal hosts (`host = {offloads: false, ide
 the hosts every earlier build modelled), since Linux hosts change results by design; a build
 that predates `ideal` (where `offloads: false` meant ideal hosts) reads them without that key
 (`identical.sh`, `OLD_WITHOUT_IDEAL=1`), one that predates `[host]` without the host
-(`OLD_WITHOUT_HOST=1`).
+(`OLD_WITHOUT_HOST=1`). `--linux-hosts` gives them Linux hosts instead (`host = {offloads:
+true}`, every knob at its default), for a change to the host model's speed, which must leave
+those results bit-identical too.
 
-    python3 bench/perf/configs.py OUTDIR [--max-secs 4] [--grid-every 7]
+    python3 bench/perf/configs.py OUTDIR [--max-secs 4] [--grid-every 7] [--linux-hosts]
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ def main() -> None:
     ap.add_argument("--max-secs", type=float, default=4.0)
     ap.add_argument("--grid-every", type=int, default=7, help="take every k-th run of the 1 Gbit/s grid")
     ap.add_argument("--bench", type=Path, default=ROOT / "target/release/examples/bench")
+    ap.add_argument("--linux-hosts", action="store_true", help="Linux hosts with offloads instead of ideal ones")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     n = 0
 
     def put(name: str, cfg: dict) -> None:
         nonlocal n
-        cfg["host"] = {"offloads": False, "ideal": True}
+        cfg["host"] = {"offloads": True} if a.linux_hosts else {"offloads": False, "ideal": True}
         (a.out / f"{name}.json").write_text(json.dumps(shorten(cfg, a.max_secs)))
         n += 1
 
