@@ -38,12 +38,8 @@ RENO_SRC = REPO / "examples" / "plugins" / "reno.bpf.c"
 
 
 def _kernel_build_missing() -> str | None:
-    """Why a real compile cannot run here (None: it can)."""
-    if shutil.which("clang") is None:
-        return "no clang"
-    if not (B.bpf_dir() / "vmlinux.h").is_file():
-        return f"no {B.bpf_dir() / 'vmlinux.h'} (`make bpf`)"
-    return None
+    """Why a real compile cannot run here (None: it can): what `compile_kernel_object` checks."""
+    return B.kernel_build_missing()
 
 
 def _root_missing() -> str | None:

@@ -705,9 +705,9 @@ class Receiver:
         # own port, and one with the namespace's default CC on `port`: a connection is
         # negotiated by its listener's CC (net/ipv4/tcp_input.c tcp_ecn_create_request: a
         # listener whose CC needs ECN or AccECN accepts it, whatever tcp_ecn says) and its
-        # child inherits that CC (net/ipv4/tcp_cong.c tcp_ca_openreq_child). Sharing one
-        # listener across CCs let a classic-ECN CUBIC flow's child be negotiated by Prague's
-        # and ignore its marks.
+        # child inherits that CC (net/ipv4/tcp_cong.c tcp_ca_openreq_child). A listener shared
+        # by CCs would have a classic-ECN CUBIC connection negotiated by Prague's, after which
+        # it answers none of its marks.
         self.lsocks: list[socket.socket] = []
         for ln in spec.get("listeners") or [{"port": spec["port"], "cc": None}]:
             lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

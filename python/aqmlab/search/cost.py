@@ -35,8 +35,8 @@ from aqmlab.sweep.spec import Run
 __all__ = ["POOL_RUN_S", "Cost", "search_cost", "atlas_cost", "cluster_workers", "local_workers"]
 
 #: What the sweep runner adds to a run once its workers are up (hand-off, validation and
-#: lowering, tables, the store's fsyncs): bench/README.md §"Where users wait", "A sweep's
-#: overhead per run", 32–58 ms on the 2-core VM depending on its load.
+#: lowering, tables, the store's fsyncs), rounded up from its measurement (bench/README.md
+#: §"Where users wait", "A sweep's overhead per run").
 POOL_RUN_S = 0.05
 
 
