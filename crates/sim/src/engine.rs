@@ -19,11 +19,10 @@
 //!
 //! Linux hosts (`[host]` without `ideal`) add an event per packet (its NIC's `NicTxDone`) and
 //! one per GRO poll, each microseconds ahead. In the timers' heap — a few entries per flow,
-//! mostly RTOs and delayed ACKs far ahead: ≈ 50 on scenario (a), ≈ 200 on (b) — each paid a
-//! sift through all its levels: half of the instructions that Linux hosts added
-//! (bench/README.md, "The host model"). They have a heap of their own
-//! ([`Scheduler::schedule`] sorts by kind), which holds one entry per busy NIC or pending poll
-//! (≈ 2 on (a), ≈ 8 on (b)); a pop takes the earliest of the three stores by the same
+//! mostly RTOs and delayed ACKs far ahead — each would pay a sift through all its levels, the
+//! largest part of what Linux hosts add (bench/README.md, "The host model"). They have a heap
+//! of their own ([`Scheduler::schedule`] sorts by kind), which holds one entry per busy NIC or
+//! pending poll, a few at a time; a pop takes the earliest of the three stores by the same
 //! `(time, seq)`, so the order of events is still the one heap's.
 
 use std::cmp::Ordering;
