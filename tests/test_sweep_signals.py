@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pandas as pd
@@ -104,6 +105,21 @@ def test_a_signal_in_a_deferred_block_is_raised_where_the_block_checks_or_when_i
             time.sleep(0.05)
             woken.append(2)
     assert woken == [1, 2] and got == [signal.SIGINT]
+
+
+def test_a_failure_after_a_taken_signal_is_the_interruption_and_without_one_stays_itself() -> None:
+    # A signal sent to the process group ends the pool's workers too: the block's next submit
+    # raises BrokenProcessPool (a RuntimeError) before the block has checked for the signal.
+    with pytest.raises(KeyboardInterrupt), signals_interrupt() as got:
+        with deferred(lambda: None):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            raise BrokenProcessPool("A child process terminated abruptly")
+    assert got == [signal.SIGTERM]
+    with pytest.raises(BrokenProcessPool), signals_interrupt() as got:
+        with deferred(lambda: None):
+            raise BrokenProcessPool("A child process terminated abruptly")
+    assert got == []
 
 
 def test_ctrl_c_in_a_program_calling_run_sweep_stops_its_workers_at_once(tmp_path: Path, sweep_ref: Path) -> None:

@@ -95,7 +95,7 @@ def deferred(wake: Callable[[], None]) -> Iterator[Deferral]:
     Ctrl-C under Python's default handler, as in a program calling `run_sweep`) calls `wake`
     instead, which must return at once and must not raise (`SimpleQueue.put`); the block
     raises by calling the `Deferral`'s `check` where it holds no lock, and a signal it has not
-    raised on is raised when it ends. Later signals at most wake it again: the block may stop
+    raised on is raised when it ends, in place of any exception the block raises after it. Later signals at most wake it again: the block may stop
     its workers undisturbed. Outside the main thread, signals are never taken here."""
     d = Deferral(wake)
     if threading.current_thread() is not threading.main_thread():
@@ -108,6 +108,12 @@ def deferred(wake: Callable[[], None]) -> Iterator[Deferral]:
     _deferrals.append(d)
     try:
         yield d
+    except Exception:
+        # What fails once a signal has been taken is the stop's doing (a signal sent to the
+        # process group ends the workers too, and the next `submit` finds the pool broken).
+        if d.signalled:
+            raise KeyboardInterrupt from None
+        raise
     finally:
         _deferrals.remove(d)
         if own:
