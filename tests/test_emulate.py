@@ -624,6 +624,15 @@ def test_ppv_shares_cubic_and_bbr_more_equally_than_shallow_taildrop(tmp_path: P
     # Two flows' Jain ≥ 0.9 ⇔ the smaller share ≥ 1/3 (J = 1/(2(s² + (1−s)²))).
     assert j_ppv >= 0.9, seen
     assert ppv.summary["metrics"]["utilization"] >= 0.90, seen
+    # The kernel BBR's state in the time series (TCP_CC_INFO): it starts in STARTUP, spends
+    # most of the run in PROBE_BW, and its bandwidth estimate, a windowed maximum of delivery
+    # rates, cannot exceed what the link delivers by more than a burst's measurement error.
+    bbr = td.timeseries[(td.timeseries["class"] == "bbr-20ms") & td.timeseries["cc_phase"].notna()]
+    phases = bbr["cc_phase"].tolist()
+    assert phases[0] == "startup", phases[:5]
+    assert sum(p.startswith("probe_bw") for p in phases) > 0.8 * len(phases), phases
+    assert 0 < bbr["cc_bw_bps"].max() <= 1.25 * 30e6, bbr["cc_bw_bps"].describe()
+    assert td.timeseries.loc[td.timeseries["class"] == "cubic-20ms", "cc_phase"].isna().all(), "CUBIC reports no state"
 
 
 #: Agreement scenarios. `make test` runs the richest (10 CUBIC flows, mixed RTTs, RED); the
@@ -859,6 +868,27 @@ def test_cbr_flows_keep_their_rate_when_uncongested(tmp_path: Path, aqm: str) ->
     assert f["cc"].tolist() == sim["cc"].tolist() == ["cbr", "cbr"]
     assert sim["delivered_bytes"][1] == 100_000 and sim["segs_sent"].tolist() == f["segs_sent"].tolist()
     assert sim["fct_s"][1] == pytest.approx(0.402)
+
+
+@needs_testbed
+def test_an_ect1_flood_reaches_dualpi2_as_l4s_and_meets_its_overload_drop(tmp_path: Path) -> None:
+    # 24 Mbit/s of ECT(1) datagrams (the TOS byte set on the UDP socket) into 20 Mbit/s through
+    # the router's DualPI2: classified L4S and marked (a Not-ECT datagram is never marked), the
+    # excess, a sixth, dropped, and the queue held at the 15 ms target by the overload drop
+    # (sch_dualpi2.c must_drop before do_step_aqm), not at the 40 ms the 2-BDP buffer allows.
+    text = (
+        'duration = "5s"\nwarmup = "2s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "2bdp"\naqm = { kind = "dualpi2" }\n'
+        '[[flows]]\ncc = "cbr"\nrate = "24Mbps"\necn = "ect1"\nrtt = "20ms"\n'
+    )
+    s = aqmlab.load_scenario(scenario(text, tmp_path, "ect1-flood"))
+    emu, sim = E.emulate(s), aqmlab.run(s)
+    for name, r in (("emulator", emu), ("simulator", sim)):
+        c = r.classes.iloc[0]
+        m = r.summary["metrics"]
+        print(json.dumps({name: {"mark_ratio": c["mark_ratio"], "drop_ratio": c["drop_ratio"], "sojourn_mean_ms": m["sojourn_ms"]["mean"]}}))
+        assert c["mark_ratio"] > 0.5, name
+        assert c["drop_ratio"] == pytest.approx(1 - 20 / 24, abs=0.03), name
+        assert 10.0 <= m["sojourn_ms"]["mean"] <= 20.0, name
 
 
 def _priorities(env: dict[str, str]) -> dict[str, list[str]]:

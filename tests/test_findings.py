@@ -230,6 +230,7 @@ rtt = [20]
 "codel-1q" = { "bottleneck.aqm" = { kind = "fq_codel", flows = 1 } }
 [sweep.cases.traffic]
 "prague+cubic" = {}
+"ect1 flood" = { only = { aqm = "dualpi2" }, flows = [{ cc = "cubic", ecn = true, rtt = "20ms" }, { cc = "cbr", rate = "48Mbps", ecn = "ect1", rtt = "20ms", name = "flood" }] }
 """
 
 
@@ -245,6 +246,10 @@ def test_the_l4s_findings_are_judged_on_the_runs(tmp_path: Path) -> None:
     assert verdicts["dualq-l4s-low-delay"].verdict == ("reproduced" if delay < 1 else "differs")
     share = by.loc[("codel-1q", "cubic"), "rel_throughput"] / by.loc[("codel-1q", "prague"), "rel_throughput"]
     assert verdicts["classic-ecn-codel-1q"].verdict == ("reproduced" if share >= 0.5 else "differs")
+    # The ECT(1) flood's queueing delay under DualPI2's overload protection (< 20 ms).
+    flood = df[(df["traffic"] == "ect1 flood") & (df["class"] == "flood")]["class_sojourn_mean_ms"].item()
+    assert verdicts["overload-drop"].verdict == ("reproduced" if flood < 20 else "differs")
+    assert verdicts["overload-control"].verdict == "not comparable"
     # The settings this grid lacks are not judged.
     assert verdicts["fq-isolation"].verdict == "not comparable"
     assert verdicts["prague-rtt-independence"].verdict == "not comparable"

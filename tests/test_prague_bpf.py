@@ -167,9 +167,22 @@ class Run:
     receiver: dict[str, Any]
     stats: dict[str, Any]
     packets: list[Packet]
+    #: The CE marker's own counters (its .bss): ECN-capable data packets seen, and marked.
+    marker: dict[str, int]
 
     def alpha(self, key: str) -> float:
         return self.stats[key] / ALPHA_ONE
+
+
+def _marker_counts() -> dict[str, int]:
+    """The attached CE marker's counters, read with bpftool from its .bss map."""
+    progs = json.loads(_sh("bpftool", "-j", "prog", "show", "name", "aqmlab_cemark").stdout)
+    progs = progs if isinstance(progs, list) else [progs]
+    if len(progs) != 1:
+        raise RuntimeError(f"expected one aqmlab_cemark program, found {len(progs)}")
+    (map_id,) = progs[0]["map_ids"]
+    (entry,) = json.loads(_sh("bpftool", "-j", "map", "dump", "id", str(map_id)).stdout)
+    return {k: v for field in entry["formatted"]["value"][".bss"] for k, v in field.items()}
 
 
 def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -292,6 +305,7 @@ def _run(tmp: Path, marked: bool, seconds: float) -> Run:
         dump.wait(timeout=5)
         sender = json.loads(send.stdout.strip().splitlines()[-1])
         receiver = json.loads(rout.strip().splitlines()[-1])
+        marker = _marker_counts() if marked else {}
     finally:
         for p in procs:
             if p.poll() is None:
@@ -314,7 +328,7 @@ def _run(tmp: Path, marked: bool, seconds: float) -> Run:
         loader.wait()
     last = out.strip().splitlines()[-1] if out.strip() else "{}"
     stats = json.loads(last) if last.startswith("{") else {}
-    return Run(marked, sender, receiver, stats, _parse_pcap(pcap))
+    return Run(marked, sender, receiver, stats, _parse_pcap(pcap), marker)
 
 
 @pytest.fixture(scope="module")
@@ -414,17 +428,23 @@ def test_without_marks_alpha_stays_zero(clean: Run) -> None:
 
 @needs_testbed
 def test_the_ace_counter_feeds_delivered_ce(marked: Run) -> None:
-    # The marker sets CE on packets 4, 8, 12, ... of the ECN-capable data segments it sees,
-    # so the receiver counts floor(n/4) CE in its n data segments (nothing was lost or
-    # retransmitted: checked first). AccECN's ACE field (and option) carries that count
-    # back: the sender's delivered_ce equals it, and so does the sum of the per-ACK
-    # increases the port saw (its rebuilt rs->ece_delta, note 2 of the port).
-    s, r = marked.sender, marked.receiver
+    # The marker sets CE on packets 4, 8, 12, ... of the ECN-capable data packets it sees; the
+    # receiver counts every one of those CE (nothing is lost on the veth: the sender's data
+    # segments are the receiver's). AccECN's ACE field (and option) carries that count back:
+    # the sender's delivered_ce equals it, and so does the sum of the per-ACK increases the
+    # port saw (its rebuilt rs->ece_delta, note 2 of the port).
+    s, r, m = marked.sender, marked.receiver, marked.marker
     n = r["data_segs_in"]
     assert s["unacked"] == 0 and s["notsent_bytes"] == 0  # the sender's figures are final
     assert s["data_segs_out"] == n
-    assert r["received_ce"] == n // 4 > 100
+    assert m["ce_marked"] == m["ect_data_packets"] // 4 > 100
+    assert r["received_ce"] == m["ce_marked"]
     assert s["delivered_ce"] == r["received_ce"]
+    # With gso_max_segs 1 the marker sees one packet per segment: all n, or in a rare run a
+    # few fewer (seen twice, once 8011 or fewer of 8012: 2002 marks), which would be skbs of
+    # two segments or packets it could not parse; not investigated further, as the exactness
+    # of the feedback checked above does not depend on it.
+    assert n - 4 <= m["ect_data_packets"] <= n, (n, m)
     assert marked.stats["ce_segments"] == s["delivered_ce"]
     # The capture shows the marks as they left (clsact egress runs before the taps:
     # net/core/dev.c __dev_queue_xmit, sch_handle_egress, then xmit_one's dev_queue_xmit_nit).

@@ -68,8 +68,9 @@ def test_each_study_expands_to_the_runs_its_paper_describes():
     assert aqmlab.load_sweep(study_path("fejes2019"), quick=True).size() == 2 * 2 * 3 * 4
     assert aqmlab.load_sweep(study_path("fejes2020"), quick=True).size() == 2 * 3 * 3 * 3
     # l4s (RFC 9330-9332): 3 RTTs × 5 AQMs of Prague + CUBIC, + two Prague flows at RTT and
-    # 4 × RTT through DualPI2 at 5 and 20 ms; the quick form runs the same grid shorter.
-    assert aqmlab.load_sweep(study_path("l4s")).size() == aqmlab.load_sweep(study_path("l4s"), quick=True).size() == 3 * 5 + 2
+    # 4 × RTT through DualPI2 at 5 and 20 ms, + an ECT(1) and a Not-ECT flood through DualPI2 at
+    # 20 and 80 ms; the quick form runs the same grid shorter.
+    assert aqmlab.load_sweep(study_path("l4s")).size() == aqmlab.load_sweep(study_path("l4s"), quick=True).size() == 3 * 5 + 2 + 2 * 2
 
 
 def test_expressions_only_exclude_and_zero_count_classes():

@@ -306,6 +306,9 @@ pub fn record(input: &Value) -> Result<RunRecord, String> {
             ca_state: u(x, "ca_state")
                 .and_then(|c| CA_STATES.get(c as usize))
                 .map(|c| c.to_string()),
+            // The kernel BBR's bandwidth estimate (bytes/s) and mode, from TCP_CC_INFO.
+            cc_bw_bps: u(x, "bbr_bw").map(|b| b as f64 * 8.0),
+            cc_phase: bbr_phase(u(x, "bbr_pacing_gain"), u(x, "bbr_cwnd_gain")),
             ..SampleRecord::default()
         });
     }
@@ -408,6 +411,31 @@ fn start_lateness<'a>(snd_flows: impl Iterator<Item = &'a Value>) -> Map<String,
     m
 }
 
+/// BBR's mode from the gains tcp_bbr.c `bbr_update_gains` gives each (×256, BBR_UNIT): STARTUP
+/// pacing and cwnd `bbr_high_gain` (739), DRAIN pacing `bbr_drain_gain` (88) with cwnd 739,
+/// PROBE_BW cwnd `bbr_cwnd_gain` (512) with the cycle's pacing gain (or 256 when it uses its
+/// long-term bw), PROBE_RTT both 256; named as the simulator's BBRv1 names them
+/// (crates/sim/src/cc/bbr/v1.rs `phase_name`).
+fn bbr_phase(pacing_gain: Option<u64>, cwnd_gain: Option<u64>) -> Option<String> {
+    const UNIT: u64 = 256;
+    const CWND_GAIN: u64 = 2 * UNIT;
+    let (pacing, cwnd) = (pacing_gain?, cwnd_gain?);
+    let phase = if cwnd == CWND_GAIN {
+        match pacing.cmp(&UNIT) {
+            std::cmp::Ordering::Greater => "probe_bw:up",
+            std::cmp::Ordering::Less => "probe_bw:down",
+            std::cmp::Ordering::Equal => "probe_bw:cruise",
+        }
+    } else if cwnd == UNIT && pacing == UNIT {
+        "probe_rtt"
+    } else if pacing > UNIT {
+        "startup"
+    } else {
+        "drain"
+    };
+    Some(phase.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +490,21 @@ mod tests {
             ],
             "sources": ["10.0.1.2", "10.0.2.2"], "receiver_addr": "10.0.0.2", "port": 5201,
         })
+    }
+
+    #[test]
+    fn bbr_modes_are_read_from_the_gains_bbr_update_gains_sets() {
+        // tcp_bbr.c: bbr_high_gain = 256·2885/1000 + 1 = 739, bbr_drain_gain = 256·1000/2885
+        // = 88, bbr_cwnd_gain = 2·256, bbr_pacing_gain[] = {320, 192, 256, …}.
+        let p = |pacing, cwnd| bbr_phase(Some(pacing), Some(cwnd));
+        assert_eq!(p(739, 739).as_deref(), Some("startup"));
+        assert_eq!(p(88, 739).as_deref(), Some("drain"));
+        assert_eq!(p(320, 512).as_deref(), Some("probe_bw:up"));
+        assert_eq!(p(192, 512).as_deref(), Some("probe_bw:down"));
+        assert_eq!(p(256, 512).as_deref(), Some("probe_bw:cruise"));
+        assert_eq!(p(256, 256).as_deref(), Some("probe_rtt"));
+        // A CC that reports no gains (every CC but the kernel's BBR) has no phase.
+        assert_eq!(bbr_phase(None, None), None);
     }
 
     #[test]

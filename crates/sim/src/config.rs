@@ -47,6 +47,11 @@ pub struct ClassConfig {
     /// at this rate, bit/s, whatever happens to them.
     #[serde(default)]
     pub cbr_rate_bps: Option<u64>,
+    /// A CBR class's ECN codepoint, carried by every datagram; the source ignores CE as it
+    /// ignores loss (an unresponsive ECN-capable flow: RFC 9331 §4.3's unresponsive L4S
+    /// traffic, RFC 9332 §4.1's overload). None = Not-ECT.
+    #[serde(default)]
+    pub cbr_ecn: Option<CbrEcn>,
     pub count: u32,
     /// Base (propagation) RTT of the class, ns.
     pub rtt_ns: u64,
@@ -69,6 +74,24 @@ pub struct ClassConfig {
     /// Poisson process (`count`, `start` and `size_bytes` are then unused and must be 0/fixed/None).
     #[serde(default)]
     pub workload: Option<WorkloadConfig>,
+}
+
+/// The ECN codepoint of an unresponsive CBR class (RFC 3168 §5: ECT(0); RFC 9331 §4.1: ECT(1)
+/// identifies L4S traffic).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CbrEcn {
+    Ect0,
+    Ect1,
+}
+
+impl CbrEcn {
+    pub fn codepoint(self) -> aqm::Ecn {
+        match self {
+            CbrEcn::Ect0 => aqm::Ecn::Ect0,
+            CbrEcn::Ect1 => aqm::Ecn::Ect1,
+        }
+    }
 }
 
 /// Poisson arrivals of finite flows (as the dynamic case of De Schepper et al. (DualQ): 10 or
@@ -282,6 +305,11 @@ impl EngineConfig {
                 (Some(cc), None) => cc
                     .validate()
                     .map_err(|e| format!("flows[{i}].cc_params.{e}"))?,
+                (Some(_), _) if c.cbr_ecn.is_some() => {
+                    return Err(format!(
+                        "flows[{i}].cbr_ecn: a codepoint is for CBR classes (a TCP class's CC chooses its own)"
+                    ))
+                }
                 (None, Some(r)) if r > 0 => {}
                 (None, Some(_)) => return Err(format!("flows[{i}].rate: must be positive")),
                 _ => {

@@ -365,3 +365,33 @@ fn dualpi2_keeps_prague_in_a_far_shorter_queue_than_cubic_with_comparable_throug
         g[0] / g[1]
     );
 }
+
+#[test]
+fn dctcp_alpha_in_the_time_series_follows_the_marked_fraction() {
+    // RFC 8257 §3.3: α is a moving average (g = 1/16 per window) of the fraction of marked
+    // packets, so under Bernoulli marking with p = 0.1 it settles at about 0.1; the time series
+    // shows it (as `ss -ti` does, dctcp_get_info) as a fraction. Mean over 10–30 s within ±0.02.
+    let marker = json!({"kind": "bernoulli", "drop": 0.0, "mark": 0.1});
+    let r = run(&config(
+        100 * MBPS,
+        Some(4 * bdp_bytes(100 * MBPS, 20.0)),
+        None,
+        marker,
+        &[class("dctcp", 1, 20.0)],
+        30.0,
+        10.0,
+        1,
+    ));
+    let t = col_f64(&r, "timeseries", "t_s");
+    let alpha = col_opt(&r, "timeseries", "cc_alpha");
+    let late: Vec<f64> = (0..t.len())
+        .filter(|&i| t[i] >= 10.0)
+        .map(|i| alpha[i].expect("DCTCP reports α"))
+        .collect();
+    let mean = late.iter().sum::<f64>() / late.len() as f64;
+    println!(
+        "dctcp α under 10 % Bernoulli marking: mean {mean:.4} over {} samples",
+        late.len()
+    );
+    assert!((mean - 0.1).abs() <= 0.02, "mean α {mean:.4}");
+}

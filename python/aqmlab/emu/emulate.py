@@ -865,8 +865,10 @@ def _run_traffic(
     _wait_ready(recv, "the traffic receiver", deadline_ready, work / "recv.log")
     senders = []
     for i, c in enumerate(config["classes"]):
-        # A CBR class has no cc but its rate; a TCP flow gets the kernel's name of its CC.
-        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"]} if c.get("cc") is None else {"cc": ccs[class_cc[i]]["kernel_name"]}
+        # A CBR class has no cc but its rate and its datagrams' ECN codepoint (the IP header's
+        # TOS byte: RFC 3168 §5, ECT(1) = 01, ECT(0) = 10); a TCP flow gets the kernel's name of its CC.
+        tos = {None: 0, "ect1": 0b01, "ect0": 0b10}[c.get("cbr_ecn")]
+        kind = {"cc": "cbr", "rate_bps": c["cbr_rate_bps"], "tos": tos} if c.get("cc") is None else {"cc": ccs[class_cc[i]]["kernel_name"]}
         flows = [{**{k: p[k] for k in ("flow", "start_ns", "stop_ns", "size_bytes")}, **kind} for p in plan if p["class"] == i]
         spec = {
             "t0_ns": t0,

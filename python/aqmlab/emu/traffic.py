@@ -29,7 +29,8 @@ t0 + k·interval (a done flow shows once more, from its last reading, as the sim
 series). A CBR flow is a connected UDP socket sending the simulator's datagrams
 (crates/sim/src/tcp/cbr.rs `CbrSender::transmit`): 1472 payload bytes (1500 on the wire), datagram
 k due at start + ⌊k·1500·8·10⁹ / rate⌋ ns, every datagram whose time has come sent at once, none
-due at or after its stop or the run's end; a finite one's last datagram carries the rest.
+due at or after its stop or the run's end; a finite one's last datagram carries the rest. Its
+socket's TOS byte carries the class's ECN codepoint (`ecn = "ect0"`/`"ect1"`).
 
 Receiver: accepts every TCP connection and counts each one's payload bytes exactly — in total,
 and those returned by ``recv`` at a time inside the window [t0 + warmup, t0 + duration) — and
@@ -167,6 +168,25 @@ def tcp_info(sock: socket.socket) -> dict[str, int]:
     raw = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, TCP_INFO_SIZE)
     n = len(raw)
     return {name: st.unpack_from(raw, off)[0] for name, off, end, st in _TCP_INFO_LAYOUT if end <= n}
+
+
+#: TCP_CC_INFO is 26 in include/uapi/linux/tcp.h: the CC's own `get_info` (union tcp_cc_info,
+#: include/uapi/linux/inet_diag.h). The kernel's BBR (tcp_bbr.c `bbr_get_info`) answers
+#: struct tcp_bbr_info: bw_lo, bw_hi (bytes/s), min_rtt (µs), pacing_gain, cwnd_gain (<< 8).
+#: An eBPF CC has no get_info: it answers nothing.
+TCP_CC_INFO = 26
+_BBR_INFO = struct.Struct("=IIIII")
+
+
+def cc_info(sock: socket.socket, cc: str) -> dict[str, int]:
+    """The CC's state where the kernel reports it (`ss -ti`'s `bbr:(bw:…,pacing_gain:…)`)."""
+    if cc != "bbr":
+        return {}
+    raw = sock.getsockopt(socket.IPPROTO_TCP, TCP_CC_INFO, _BBR_INFO.size)
+    if len(raw) < _BBR_INFO.size:
+        return {}
+    bw_lo, bw_hi, _, pacing_gain, cwnd_gain = _BBR_INFO.unpack(raw)
+    return {"bbr_bw": bw_hi << 32 | bw_lo, "bbr_pacing_gain": pacing_gain, "bbr_cwnd_gain": cwnd_gain}
 
 
 #: The simulator's CBR datagram (crates/sim/src/packet.rs): MTU_BYTES 1500 on the wire,
@@ -319,6 +339,8 @@ class CbrFlow(_Flow):
     def __init__(self, spec: dict[str, Any]):
         super().__init__(spec)
         self.rate_bps: int = spec["rate_bps"]
+        #: The IP header's TOS byte, whose low two bits are the datagrams' ECN codepoint.
+        self.tos: int = spec["tos"]
         #: Datagrams of a finite flow, and its last one's payload (the simulator's CbrSender::new).
         self.total: int | None = None
         self.last_payload = CBR_PAYLOAD_BYTES
@@ -442,7 +464,7 @@ class Sender:
         if s is None:
             return
         try:
-            f.final_info = tcp_info(s)
+            f.final_info = tcp_info(s) | cc_info(s, f.cc)
         except OSError:
             pass
         try:
@@ -468,6 +490,8 @@ class Sender:
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             f.sock = s
             s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, UDP_BUF)
+            # A UDP socket's datagrams carry the ECN bits set here (TCP's the kernel sets itself).
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, f.tos)
             s.bind((self.src, 0))
             f.connect_ns = now_ns()
             s.connect((self.dst, self.port))
@@ -540,7 +564,7 @@ class Sender:
                 if f.connected_ns is None:
                     continue
                 try:
-                    info = tcp_info(f.sock)
+                    info = tcp_info(f.sock) | cc_info(f.sock, f.cc)
                 except OSError:
                     continue
             elif f.done_ns is not None and f.done_ns + self.iv > t and f.final_info is not None:
@@ -630,7 +654,7 @@ def sender(spec: dict[str, Any], out: str) -> int:
     return 0
 
 
-#: The TCP_INFO fields kept in each time-series sample.
+#: The TCP_INFO (and TCP_CC_INFO) fields kept in each time-series sample.
 SAMPLED = (
     "ca_state",
     "snd_cwnd",
@@ -659,6 +683,10 @@ SAMPLED = (
     "busy_time",
     "rwnd_limited",
     "sndbuf_limited",
+    # The kernel BBR's own state (TCP_CC_INFO, `cc_info`).
+    "bbr_bw",
+    "bbr_pacing_gain",
+    "bbr_cwnd_gain",
 )
 
 

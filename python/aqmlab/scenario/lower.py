@@ -141,11 +141,13 @@ def flow_class(f: Flows, name: str) -> dict[str, Any]:
         "cbr_rate_bps": u.parse_rate(f.rate) if cbr and f.rate is not None else None,
         "count": f.count,
         "rtt_ns": u.parse_time(f.rtt),
-        "ecn": f.ecn,
+        "ecn": f.ecn is True,
         "start": schedule(f.start),
         "size_bytes": _payload_bytes(f.size) if f.size is not None else None,
         "fq_pacing": f.fq_pacing,
     }
+    if isinstance(f.ecn, str):
+        cls["cbr_ecn"] = f.ecn
     if f.stop is not None:
         cls["stop"] = schedule(f.stop)
     return cls

@@ -495,7 +495,9 @@ class Flows(Model):
     #: it starts and refuses a stop for finite flows.
     stop: Stop | None = Field(None, json_schema_extra=ADDED_LATER)
     size: Size | None = None
-    ecn: bool = False
+    #: A TCP class: whether it negotiates ECN (its CC chooses the codepoint). A CBR class: the
+    #: codepoint every datagram carries, "ect0" or "ect1" (an unresponsive ECN-capable source).
+    ecn: bool | Literal["ect0", "ect1"] = False
     fq_pacing: bool = False
     name: str | None = None
     cc_params: dict[str, Any] = Field(default_factory=dict)
@@ -507,16 +509,27 @@ class Flows(Model):
     def _known_cc(cls, v: str) -> str:
         return _check_cc(v, cbr=True)
 
+    @field_validator("ecn", mode="before")
+    @classmethod
+    def _ecn_value(cls, v: Any) -> Any:
+        if isinstance(v, bool) or v in ("ect0", "ect1"):
+            return v
+        raise ValueError(f'{v!r}: expected true or false (a TCP class), or a cbr class\'s codepoint, "ect0" or "ect1"')
+
     @model_validator(mode="after")
     def _cbr_needs_a_rate(self) -> Flows:
         _check_plugin_tunables(self.cc, self.cc_params)
         if self.cc == "cbr":
             if self.rate is None:
                 raise ValueError('cc = "cbr" (unresponsive constant bit rate) needs rate, e.g. rate = "50Mbps"')
-            if self.cc_params or self.ecn or self.fq_pacing:
-                raise ValueError("a cbr class takes no cc_params, ecn or fq_pacing")
+            if self.cc_params or self.fq_pacing:
+                raise ValueError("a cbr class takes no cc_params or fq_pacing")
+            if self.ecn is True:
+                raise ValueError('a cbr class negotiates nothing: its ecn is the codepoint its datagrams carry, "ect0" or "ect1"')
         elif self.rate is not None:
             raise ValueError(f'rate is for cc = "cbr" classes; a {cc_label(self.cc)} flow sets its own rate')
+        elif isinstance(self.ecn, str):
+            raise ValueError(f'ecn = "{self.ecn}" is for cbr classes; a {cc_label(self.cc)} flow negotiates ECN (ecn = true) and its CC chooses the codepoint')
         return self
 
     @field_validator("size")

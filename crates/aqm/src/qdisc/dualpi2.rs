@@ -6,10 +6,11 @@
 //! controller (the PI2 law of [`crate::pi2`]: α, β every `tupdate`, on the larger of the two
 //! head-of-queue ages, as dualpi2's `get_queue_delays`) produces the base probability p′. At
 //! dequeue, a C packet is signalled with p′² (drop, or CE for ECN packets unless overloaded);
-//! an L packet is CE-marked if its sojourn reaches the step threshold (`step`, 1 ms, applied
-//! once the L queue holds `min_qlen_step` packets) or else with the coupled probability
-//! min(k·p′, 1); when k·p′ ≥ 1 (overload) L packets are dropped with p′² before marking.
-//! No signal while less than two MTUs are queued in all. The scheduler is dualpi2's
+//! an L packet is CE-marked with the coupled probability min(k·p′, 1), and when k·p′ ≥ 1
+//! (overload) dropped with p′² first, every survivor marked; no signal while less than two
+//! MTUs are queued in all. Then (sch_dualpi2.c `dualpi2_qdisc_dequeue`: `must_drop` before
+//! `do_step_aqm`) an L packet not yet marked is CE-marked if its sojourn reaches the step
+//! threshold (`step`, 1 ms, applied once the L queue holds `min_qlen_step` packets). The scheduler is dualpi2's
 //! credit-based WRR: L has priority while the credit is ≤ 0; serving L while C waits adds
 //! `wc`·len, serving C while L waits subtracts (100 − `wc`)·len, so a backlogged C queue gets
 //! at least `wc` % (10 %) of the link.
@@ -309,31 +310,36 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
         loop {
             let backlog_before = self.l.bytes() + self.c.bytes();
             let l_qlen_before = self.l.len() as u64;
-            let (mut pkt, from_l) = self.pick()?;
-            let sojourn = now - pkt.enqueue_ns();
+            let (pkt, from_l) = self.pick()?;
+            // dualpi2_qdisc_dequeue: must_drop (the PI2 law, overload drops included) first,
+            // then the L queue's step; a packet the law has marked is not marked again.
+            let pkt = if backlog_before < 2 * self.params.mtu_bytes {
+                pkt
+            } else {
+                match self.vars.mark_or_drop(
+                    &mut self.rng,
+                    self.params.k,
+                    self.stats.class(from_l),
+                    pkt,
+                    now,
+                    out,
+                ) {
+                    Some(pkt) => pkt,
+                    None => continue,
+                }
+            };
+            let mut pkt = pkt;
             if from_l
+                && pkt.ecn() != Ecn::Ce
                 && l_qlen_before >= self.params.min_qlen_step
-                && sojourn >= self.params.step_ns
+                && now - pkt.enqueue_ns() >= self.params.step_ns
             {
                 // The native L4S step AQM.
                 pkt.set_ce();
                 self.stats.l_step_mark += 1;
                 out.marked(&pkt, MarkReason::Step, now);
-                return Some(pkt);
             }
-            if backlog_before < 2 * self.params.mtu_bytes {
-                return Some(pkt);
-            }
-            if let Some(pkt) = self.vars.mark_or_drop(
-                &mut self.rng,
-                self.params.k,
-                self.stats.class(from_l),
-                pkt,
-                now,
-                out,
-            ) {
-                return Some(pkt);
-            }
+            return Some(pkt);
         }
     }
 
@@ -453,6 +459,44 @@ mod tests {
         let f = r.marks.len() as f64 / n as f64;
         assert!((f - 0.2).abs() < 0.006, "coupled mark fraction {f}");
         assert!(r.marks.iter().all(|(_, w)| *w == MarkReason::Coupled));
+    }
+
+    #[test]
+    fn overload_drops_l_packets_before_the_step_can_mark_them() {
+        // sch_dualpi2.c dualpi2_qdisc_dequeue calls must_drop before do_step_aqm: overloaded
+        // (k·p′ = 1.2 ≥ 1), an L packet that waited 10 ms, far above the step, is dropped with
+        // p′² = 0.36 and every survivor is marked by the law, not by the step (σ over 9000
+        // ≈ 0.005; ±0.02).
+        let mut q = dq();
+        q.vars.next_update_ns = u64::MAX;
+        q.vars.prob = 0.6;
+        let mut r = Recorder::default();
+        let n = 9_000;
+        for i in 0..n {
+            q.enqueue(pkt(i, 1500, Ecn::Ect1), 0, &mut r);
+        }
+        let mut delivered = 0;
+        while let Some(p) = q.dequeue(10 * MS, &mut r) {
+            assert_eq!(p.ecn, Ecn::Ce);
+            delivered += 1;
+        }
+        let f = r.drops.len() as f64 / n as f64;
+        assert_eq!(r.drops.len() + delivered, n as usize);
+        assert!((f - 0.36).abs() < 0.02, "overload drop fraction {f}");
+        assert!(r.drops.iter().all(|(_, w)| *w == DropReason::Overload));
+        // The last two packets leave with less than two MTUs (2 · 1514 B, psched_mtu) queued,
+        // where the law is silent: the step marks them.
+        let step: Vec<u64> = r
+            .marks
+            .iter()
+            .filter(|(_, w)| *w != MarkReason::Coupled)
+            .map(|(p, w)| {
+                assert_eq!(*w, MarkReason::Step);
+                p.flow
+            })
+            .collect();
+        assert_eq!(step, [n - 2, n - 1]);
+        assert_eq!(q.stats.l_step_mark, 2);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{reno, AckEvent, CaEvent, CaState, CongestionControl, EcnUse, TcpState};
+use super::{reno, AckEvent, CaEvent, CaState, CcProbe, CongestionControl, EcnUse, TcpState};
 
 /// `DCTCP_MAX_ALPHA` = 1024 (α = 1.0).
 pub const DCTCP_MAX_ALPHA: u32 = 1024;
@@ -161,6 +161,15 @@ impl CongestionControl for Dctcp {
 
     fn ecn_use(&self) -> EcnUse {
         EcnUse::Dctcp
+    }
+
+    /// α as `dctcp_get_info` reports it (`ss -ti`'s `dctcp:(…,alpha:…)`, in 1/1024), here as a
+    /// fraction.
+    fn probe(&self, _tp: &TcpState) -> CcProbe {
+        CcProbe {
+            alpha: Some(self.alpha as f64 / DCTCP_MAX_ALPHA as f64),
+            ..CcProbe::default()
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! An unresponsive constant-bit-rate (UDP-like) source: 1500-byte datagrams (1472 B of
 //! payload behind 28 B of IP and UDP headers) at a fixed rate, exactly spaced from the flow's
-//! start, never retransmitted, deaf to loss and ECN. It is the traffic an AQM must contain
+//! start, never retransmitted, deaf to loss and ECN (its datagrams may carry an ECN-capable
+//! codepoint: CE marks on them change nothing). It is the traffic an AQM must contain
 //! without the sender's help (CHOKe, RFC 7567 §2.1's unresponsive flows; Liu et al. (CKCD);
 //! PPV); its receiver sends no ACKs ([`crate::tcp::Receiver::new_cbr`]).
 
@@ -27,13 +28,15 @@ pub struct CbrSender {
     timer: TimerSlot,
     /// The path's base RTT, µs: what the time series shows as the flow's srtt.
     base_rtt_us: u64,
+    /// Every datagram's ECN codepoint.
+    ecn: Ecn,
     pub report: SenderReport,
 }
 
 impl CbrSender {
-    /// A source of `cfg.size_bytes` (None = unbounded) at `rate_bps`; `cfg`'s ECN and pacing
-    /// options do not apply.
-    pub fn new(cfg: &SenderConfig, rate_bps: u64) -> Self {
+    /// A source of `cfg.size_bytes` (None = unbounded) at `rate_bps`, its datagrams carrying
+    /// `ecn`; `cfg`'s ECN and pacing options do not apply.
+    pub fn new(cfg: &SenderConfig, rate_bps: u64, ecn: Ecn) -> Self {
         let (total, last_payload) = match cfg.size_bytes {
             Some(b) => {
                 let per = CBR_PAYLOAD_BYTES as u64;
@@ -50,6 +53,7 @@ impl CbrSender {
             next: 0,
             timer: TimerSlot::default(),
             base_rtt_us: (cfg.handshake_rtt_ns / 1000).max(1),
+            ecn,
             report: SenderReport::default(),
         }
     }
@@ -122,7 +126,7 @@ impl CbrSender {
                 seq,
                 payload,
                 wire_len,
-                ecn: Ecn::NotEct,
+                ecn: self.ecn,
                 flags: 0,
                 hop: 0,
                 enqueue_ns: 0,
@@ -155,6 +159,7 @@ mod tests {
                 tso: None,
             },
             rate_bps,
+            Ecn::NotEct,
         )
     }
 

@@ -239,7 +239,11 @@ impl World {
                     )
                 }
                 (None, Some(rate)) => (
-                    AnySender::Cbr(CbrSender::new(&scfg, rate)),
+                    AnySender::Cbr(CbrSender::new(
+                        &scfg,
+                        rate,
+                        class.cbr_ecn.map_or(aqm::Ecn::NotEct, |e| e.codepoint()),
+                    )),
                     Receiver::new_cbr(id, size_bytes, class.rtt_ns),
                 ),
                 (None, None) => unreachable!("checked by EngineConfig::check"),
