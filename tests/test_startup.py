@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import aqmlab
 
+BENCH_TINY = Path(__file__).resolve().parents[1] / "bench" / "startup" / "tiny.toml"
 HEAVY = ("pandas", "pyarrow", "matplotlib", "optuna", "dask", "distributed")
 
 
@@ -49,3 +51,17 @@ def test_fidelity_help_shows_the_suites_default_run_count() -> None:
 
     r = CliRunner().invoke(app, ["fidelity", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and f"EMU_RUNS, {EMU_RUNS}" in r.stdout, r.stdout
+
+
+def test_a_run_and_its_store_need_no_pandas(tmp_path: Path) -> None:
+    # The engine hands its tables over as Arrow buffers: pyarrow alone builds and writes them
+    # (Python lists would make pyarrow import pandas to check each one).
+    loaded = _loaded_after(f"import aqmlab\nr = aqmlab.run(aqmlab.load_scenario({str(BENCH_TINY)!r}))\nr.save({str(tmp_path / 'out')!r})")
+    assert "pyarrow" in loaded and "pandas" not in loaded
+    # What was written reads back as the run: a bulk flow's completion time is null (it never
+    # completes), its class a string, its counters integers.
+    r = aqmlab.load_result(tmp_path / "out")
+    flows = r.arrow["flows"]
+    assert flows.column("fct_s").null_count == flows.num_rows == 1
+    assert flows.column("class").to_pylist() == ["cubic-10ms"]
+    assert flows.schema.field("segs_sent").type == "int64" and flows.column("segs_sent")[0].as_py() > 0

@@ -1,11 +1,11 @@
 //! `aqmlab._native`: the Python package's bridge to the simulator. Thin by design: it takes
 //! the engine config as JSON (the Python front validates and lowers scenarios), runs the
-//! simulator with the GIL released, and returns the summary and tables as plain Python
-//! objects (dicts and lists) that the front turns into DataFrames and Parquet.
+//! simulator with the GIL released, and returns the summary as plain Python objects and the
+//! tables as Arrow buffers (`column_to_py`) that the front turns into Arrow tables and Parquet.
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict};
 
 use sim::results::Column;
 
@@ -14,16 +14,75 @@ fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py
     json.call_method1("loads", (v.to_string(),))
 }
 
+/// A column as the buffers of an Arrow array (the Arrow columnar format: a validity bitmap,
+/// least significant bit first, absent when every value is there; little-endian int64 or
+/// float64 values, bit-packed booleans, or int32 offsets into UTF-8 data): `(type, length,
+/// validity, offsets, data)`, which the front hands to `pyarrow.Array.from_buffers`. Python
+/// lists would make pyarrow import pandas (≈ 0.5 s) to check each input: a run's start-up.
 fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match c {
-        Column::F64(v) => PyList::new(py, v)?.into_any(),
-        Column::OptF64(v) => PyList::new(py, v)?.into_any(),
-        Column::U64(v) => PyList::new(py, v)?.into_any(),
-        Column::OptU64(v) => PyList::new(py, v)?.into_any(),
-        Column::Str(v) => PyList::new(py, v)?.into_any(),
-        Column::OptStr(v) => PyList::new(py, v)?.into_any(),
-        Column::Bool(v) => PyList::new(py, v)?.into_any(),
-    })
+    fn validity<T>(v: &[Option<T>]) -> Vec<u8> {
+        let mut bits = vec![0u8; v.len().div_ceil(8)];
+        for (i, x) in v.iter().enumerate() {
+            if x.is_some() {
+                bits[i / 8] |= 1 << (i % 8);
+            }
+        }
+        bits
+    }
+    fn strings<'a>(v: impl Iterator<Item = &'a str>) -> PyResult<(Vec<u8>, Vec<u8>)> {
+        let (mut offsets, mut data) = (vec![0u8; 4], Vec::new());
+        for x in v {
+            data.extend_from_slice(x.as_bytes());
+            let end = i32::try_from(data.len())
+                .map_err(|_| PyMemoryError::new_err("a string column above 2 GiB"))?;
+            offsets.extend_from_slice(&end.to_le_bytes());
+        }
+        Ok((offsets, data))
+    }
+    let le = |v: &mut dyn Iterator<Item = [u8; 8]>| v.flatten().collect::<Vec<u8>>();
+    let (valid, offsets, data): (Option<Vec<u8>>, Option<Vec<u8>>, Vec<u8>) = match c {
+        Column::F64(v) => (None, None, le(&mut v.iter().map(|x| x.to_le_bytes()))),
+        Column::OptF64(v) => (
+            Some(validity(v)),
+            None,
+            le(&mut v.iter().map(|x| x.unwrap_or(0.0).to_le_bytes())),
+        ),
+        Column::U64(v) => (
+            None,
+            None,
+            le(&mut v.iter().map(|&x| (x as i64).to_le_bytes())),
+        ),
+        Column::OptU64(v) => (
+            Some(validity(v)),
+            None,
+            le(&mut v.iter().map(|x| (x.unwrap_or(0) as i64).to_le_bytes())),
+        ),
+        Column::Str(v) => {
+            let (o, d) = strings(v.iter().map(String::as_str))?;
+            (None, Some(o), d)
+        }
+        Column::OptStr(v) => {
+            let (o, d) = strings(v.iter().map(|x| x.as_deref().unwrap_or("")))?;
+            (Some(validity(v)), Some(o), d)
+        }
+        Column::Bool(v) => {
+            let mut bits = vec![0u8; v.len().div_ceil(8)];
+            for (i, &x) in v.iter().enumerate() {
+                bits[i / 8] |= u8::from(x) << (i % 8);
+            }
+            (None, None, bits)
+        }
+    };
+    let bytes = |b: Option<Vec<u8>>| b.map(|b| PyBytes::new(py, &b));
+    Ok((
+        c.arrow_type(),
+        c.len(),
+        bytes(valid),
+        bytes(offsets),
+        PyBytes::new(py, &data),
+    )
+        .into_pyobject(py)?
+        .into_any())
 }
 
 /// A run error as Python sees it: MemoryError for an allocation that failed, ValueError
@@ -164,26 +223,14 @@ fn result_to_py<'py>(py: Python<'py>, result: &sim::RunResult) -> PyResult<Bound
 /// The emulator's summary and tables, computed by the simulator's own code (`results::collect`)
 /// from its records (`results::emu::record`: the engine config, the router's report, the
 /// receiver's and senders' measurements and the testbed's addresses, as one JSON object).
-/// Returns what `run` returns, plus `types` (table → column → Arrow type name), since a
-/// column the emulator cannot fill is all null and carries no type of its own.
-/// Raises ValueError for records it cannot read.
+/// Returns what `run` returns; a column the emulator cannot fill is all null, typed as the
+/// simulator's. Raises ValueError for records it cannot read.
 #[pyfunction]
 fn tables_from_records<'py>(py: Python<'py>, records_json: &str) -> PyResult<Bound<'py, PyDict>> {
     let input: serde_json::Value = serde_json::from_str(records_json)
         .map_err(|e| PyValueError::new_err(format!("emulator records: {e}")))?;
     let record = results::emu::record(&input).map_err(PyValueError::new_err)?;
-    let result = results::collect(record);
-    let out = result_to_py(py, &result)?;
-    let types = PyDict::new(py);
-    for (name, table) in &result.tables {
-        let t = PyDict::new(py);
-        for (col, c) in &table.columns {
-            t.set_item(col, c.arrow_type())?;
-        }
-        types.set_item(name, t)?;
-    }
-    out.set_item("types", types)?;
-    Ok(out)
+    result_to_py(py, &results::collect(record))
 }
 
 /// Names of the congestion controls this build provides.

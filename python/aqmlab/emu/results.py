@@ -17,7 +17,7 @@ from aqmlab import engine
 from aqmlab.scenario import Scenario
 from aqmlab.simulate.run import VERSION, json_safe
 from aqmlab.store.atomic import write_parquet
-from aqmlab.store.result import Result
+from aqmlab.store.result import Result, frames_from_native
 
 __all__ = ["assemble", "save_extra", "PORT"]
 
@@ -31,15 +31,6 @@ RECEIVER_ADDR = "10.77.200.2"
 
 def sender_addr(i: int) -> str:
     return f"10.77.{i + 1}.2"
-
-
-_ARROW = {"int64": pa.int64(), "double": pa.float64(), "string": pa.string(), "bool": pa.bool_()}
-
-
-def _frames(tables: dict[str, dict[str, list[Any]]], types: dict[str, dict[str, str]]) -> dict[str, pa.Table]:
-    """Arrow tables with the types the native code gives each column (a column the emulator
-    cannot fill is all null and would otherwise carry no type)."""
-    return {name: pa.Table.from_arrays([pa.array(v, type=_ARROW[types[name][c]]) for c, v in cols.items()], names=list(cols)) for name, cols in tables.items()}
 
 
 def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_time_s: float) -> Result:
@@ -77,7 +68,7 @@ def assemble(s: Scenario, config: dict[str, Any], raw: dict[str, Any], *, wall_t
             "stalls": raw.get("stalls"),
         },
     }
-    res = Result(summary, _frames(out["tables"], out["types"]))
+    res = Result(summary, frames_from_native(out["tables"]))
     res.extra = {"tcp_info": _tcpinfo_table(raw, [c["name"] for c in config["classes"]])}  # type: ignore[attr-defined]
     return res
 

@@ -114,5 +114,22 @@ def load_result(directory: str | Path) -> Result:
     return Result(summary, tables)
 
 
-def frames_from_native(tables: dict[str, dict[str, list[Any]]]) -> dict[str, pa.Table]:
-    return {name: pa.table(tables[name]) for name in TABLES}
+#: The engine's column types (crates/results `Column::arrow_type`).
+_ARROW = {"double": pa.float64(), "int64": pa.int64(), "string": pa.string(), "bool": pa.bool_()}
+
+#: A column as the engine hands it over: its Arrow buffers (crates/py `column_to_py`).
+NativeColumn = tuple[str, int, bytes | None, bytes | None, bytes]
+
+
+def _array(col: NativeColumn) -> pa.Array:
+    kind, n, validity, offsets, data = col
+    buffers = [None if validity is None else pa.py_buffer(validity)]
+    if offsets is not None:
+        buffers.append(pa.py_buffer(offsets))
+    buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(_ARROW[kind], n, buffers)
+
+
+def frames_from_native(tables: dict[str, dict[str, NativeColumn]]) -> dict[str, pa.Table]:
+    """The engine's tables (`_native.run`, `_native.tables_from_records`) as Arrow tables."""
+    return {name: pa.Table.from_arrays([_array(c) for c in tables[name].values()], names=list(tables[name])) for name in TABLES}
