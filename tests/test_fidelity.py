@@ -140,6 +140,33 @@ def test_unknown_case_and_non_root_are_refused(tmp_path: Path, monkeypatch: pyte
     assert r.exit_code == 2 and "needs root" in r.output and not (tmp_path / "f").exists()
 
 
+def test_a_scenario_file_of_ones_own_is_a_case_beside_the_suites(tmp_path: Path) -> None:
+    # A user's design (here the Reno-functions CC plugin, found relative to the file) runs
+    # as a case named by its file, after the suite's cases named before it, scored alike.
+    reno = Path(__file__).resolve().parents[1] / "examples" / "plugins" / "reno.bpf.c"
+    mine = tmp_path / "my-reno.toml"
+    mine.write_text(f'duration = "3s"\n[bottleneck]\nrate = "20Mbps"\nbuffer = "1bdp"\n[[flows]]\ncc = {{ plugin = "{reno}" }}\ncount = 2\nrtt = "20ms"\n')
+    suite = F.load_manifest()
+    chosen = F.select(suite, ["reno-taildrop-short", str(mine)], quick=False)
+    assert [c.name for c in chosen] == ["reno-taildrop-short", "my-reno"]
+    assert chosen[1].scenario.flows[0].count == 2 and chosen[1].file == mine.resolve() and not chosen[1].quick
+    # Refused, each in one message naming the file: a missing file, a name the suite has, an
+    # invalid scenario (located as any scenario's error), a case named twice.
+    with pytest.raises(F.FidelityError, match="nope.toml: no such scenario file"):
+        F.select(suite, [str(tmp_path / "nope.toml")], quick=False)
+    clash = tmp_path / "reno-taildrop-short.toml"
+    clash.write_text(mine.read_text())
+    with pytest.raises(F.FidelityError, match="is one of the suite's cases; rename the file"):
+        F.select(suite, [str(clash)], quick=False)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(mine.read_text().replace('rtt = "20ms"', 'rtt = "-20ms"'))
+    r = CliRunner().invoke(app, ["fidelity", "--cases", str(bad), "-o", str(tmp_path / "f")])
+    assert r.exit_code == 2 and f"{bad}:8: flows[0].rtt" in " ".join(r.output.split()), r.output
+    with pytest.raises(F.FidelityError, match="'my-reno' named twice"):
+        F.select(suite, [str(mine), str(mine)], quick=False)
+    assert not (tmp_path / "f").exists()
+
+
 def test_a_malformed_sim_stall_is_refused_before_anything_runs(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["fidelity", "--quick", "-o", str(tmp_path / "f"), "--sim-stall", "1.5ms"])
     assert r.exit_code == 2 and "host.stall_every: a stall needs both its length" in r.output, r.output

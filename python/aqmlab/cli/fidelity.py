@@ -17,7 +17,13 @@ from aqmlab.inputs.errors import ScenarioError
 def fidelity(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Suite directory (resumes if it exists; default out/fidelity[-quick])")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="The short subset (cases marked quick: a few seconds each)")] = False,
-    cases: Annotated[str | None, typer.Option("--cases", help="Comma-separated case names (see --list)")] = None,
+    cases: Annotated[
+        str | None,
+        typer.Option(
+            "--cases",
+            help="Comma-separated case names (see --list), or scenario files of yours (FILE.toml: your own CC or discipline, scored with the same bands)",
+        ),
+    ] = None,
     emu_runs: Annotated[
         int | None, typer.Option("--emu-runs", min=1, help="Emulator runs per case (their mean is scored)", show_default="the suite's EMU_RUNS, 3")
     ] = None,

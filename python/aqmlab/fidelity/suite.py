@@ -196,13 +196,31 @@ def load_manifest(directory: Path = _DIR) -> list[Case]:
     return cases
 
 
+def user_case(path: Path, suite: list[Case]) -> Case:
+    """A scenario file of the user's as a case, named by its file's stem and scored with the
+    suite's bands: a design of one's own (a plugin CC or discipline) on both backends."""
+    if not path.is_file():
+        raise FidelityError(f"--cases: {path}: no such scenario file")
+    text = read_utf8(path, FidelityError)
+    s = parse_scenario(text, file=str(path), default_name=path.stem, base_dir=path.parent)
+    if path.stem in {c.name for c in suite}:
+        raise FidelityError(f"--cases: {path}: its name {path.stem!r} is one of the suite's cases; rename the file")
+    return Case(path.stem, path.resolve(), f"your case ({path})", False, s, text)
+
+
 def select(cases: list[Case], names: list[str] | None, quick: bool) -> list[Case]:
+    """The cases to run: the suite's named ones and scenario files (`*.toml`), in the order
+    given; none named: every case, or the quick ones."""
     if names:
-        known = {c.name for c in cases}
-        bad = [n for n in names if n not in known]
+        known = {c.name: c for c in cases}
+        bad = [n for n in names if n not in known and not n.endswith(".toml")]
         if bad:
-            raise FidelityError(f"--cases: unknown case {', '.join(map(repr, bad))} (cases: {', '.join(c.name for c in cases)})")
-        return [c for c in cases if c.name in names]
+            raise FidelityError(f"--cases: unknown case {', '.join(map(repr, bad))} (cases: {', '.join(known)}; or a scenario file of yours, FILE.toml)")
+        chosen = [known[n] if n in known else user_case(Path(n), cases) for n in names]
+        dup = sorted({c.name for c in chosen if [x.name for x in chosen].count(c.name) > 1})
+        if dup:
+            raise FidelityError(f"--cases: {', '.join(map(repr, dup))} named twice")
+        return chosen
     return [c for c in cases if c.quick] if quick else cases
 
 
