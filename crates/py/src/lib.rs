@@ -20,14 +20,15 @@ fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py
 /// validity, offsets, data)`, which the front hands to `pyarrow.Array.from_buffers`. Python
 /// lists would make pyarrow import pandas (≈ 0.5 s) to check each input: a run's start-up.
 fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>> {
-    fn validity<T>(v: &[Option<T>]) -> Vec<u8> {
+    fn bitmap(v: impl ExactSizeIterator<Item = bool>) -> Vec<u8> {
         let mut bits = vec![0u8; v.len().div_ceil(8)];
-        for (i, x) in v.iter().enumerate() {
-            if x.is_some() {
-                bits[i / 8] |= 1 << (i % 8);
-            }
+        for (i, x) in v.enumerate() {
+            bits[i / 8] |= u8::from(x) << (i % 8);
         }
         bits
+    }
+    fn validity<T>(v: &[Option<T>]) -> Vec<u8> {
+        bitmap(v.iter().map(Option::is_some))
     }
     fn strings<'a>(v: impl Iterator<Item = &'a str>) -> PyResult<(Vec<u8>, Vec<u8>)> {
         let (mut offsets, mut data) = (vec![0u8; 4], Vec::new());
@@ -65,13 +66,7 @@ fn column_to_py<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyAny>>
             let (o, d) = strings(v.iter().map(|x| x.as_deref().unwrap_or("")))?;
             (Some(validity(v)), Some(o), d)
         }
-        Column::Bool(v) => {
-            let mut bits = vec![0u8; v.len().div_ceil(8)];
-            for (i, &x) in v.iter().enumerate() {
-                bits[i / 8] |= u8::from(x) << (i % 8);
-            }
-            (None, None, bits)
-        }
+        Column::Bool(v) => (None, None, bitmap(v.iter().copied())),
     };
     let bytes = |b: Option<Vec<u8>>| b.map(|b| PyBytes::new(py, &b));
     Ok((

@@ -48,8 +48,8 @@ pub struct ClassConfig {
     #[serde(default)]
     pub cbr_rate_bps: Option<u64>,
     /// A CBR class's ECN codepoint, carried by every datagram; the source ignores CE as it
-    /// ignores loss (an unresponsive ECN-capable flow: RFC 9331 §4.3's unresponsive L4S
-    /// traffic, RFC 9332 §4.1's overload). None = Not-ECT.
+    /// ignores loss (an unresponsive ECN-capable flow, what RFC 9332 §4.2 asks a DualQ to
+    /// withstand). None = Not-ECT.
     #[serde(default)]
     pub cbr_ecn: Option<CbrEcn>,
     pub count: u32,

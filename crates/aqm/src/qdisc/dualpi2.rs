@@ -10,7 +10,8 @@
 //! (overload) dropped with p′² first, every survivor marked; no signal while less than two
 //! MTUs are queued in all. Then (sch_dualpi2.c `dualpi2_qdisc_dequeue`: `must_drop` before
 //! `do_step_aqm`) an L packet not yet marked is CE-marked if its sojourn reaches the step
-//! threshold (`step`, 1 ms, applied once the L queue holds `min_qlen_step` packets). The scheduler is dualpi2's
+//! threshold (`step`, 1 ms, applied once the L queue holds `min_qlen_step` packets).
+//! The scheduler is dualpi2's
 //! credit-based WRR: L has priority while the credit is ≤ 0; serving L while C waits adds
 //! `wc`·len, serving C while L waits subtracts (100 − `wc`)·len, so a backlogged C queue gets
 //! at least `wc` % (10 %) of the link.
@@ -313,7 +314,7 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
             let (pkt, from_l) = self.pick()?;
             // dualpi2_qdisc_dequeue: must_drop (the PI2 law, overload drops included) first,
             // then the L queue's step; a packet the law has marked is not marked again.
-            let pkt = if backlog_before < 2 * self.params.mtu_bytes {
+            let mut pkt = if backlog_before < 2 * self.params.mtu_bytes {
                 pkt
             } else {
                 match self.vars.mark_or_drop(
@@ -328,7 +329,6 @@ impl<P: Packet> Qdisc<P> for DualPi2<P> {
                     None => continue,
                 }
             };
-            let mut pkt = pkt;
             if from_l
                 && pkt.ecn() != Ecn::Ce
                 && l_qlen_before >= self.params.min_qlen_step
