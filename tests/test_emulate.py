@@ -585,13 +585,11 @@ def test_cubic_with_ecn_through_step_is_marked_not_dropped(tmp_path: Path) -> No
     res = E.emulate(scen)
     f = res.flows
     assert int(f["marks_step"].sum()) > 0 and int(f["marked_bytes"].sum()) > 0
-    # No drop inside the measured window. Over the whole run (handshake, warm-up, teardown)
-    # STEP may drop what is sent Not-ECT when it meets the queue above the threshold, and only
-    # that (ECT packets are marked): an ECN sender's retransmissions (RFC 3168 §6.1.5; the
-    # kernel's tcpi_total_retrans counts them) and its control segments, SYN, the handshake's
-    # ACK, FIN and the ACK of the receiver's FIN (§6.1.1, §6.1.4). CI runs have seen 1 and 4.
+    # No drop inside the measured window. Over the whole run STEP also drops Not-ECT packets
+    # that meet the queue above its threshold: CI runs saw 1, 4 and 6 such drops, the last with
+    # no retransmission, so not (only) the sender's data; which packets, the counters do not
+    # say. The whole-run count is not asserted.
     assert int(f["dropped_bytes"].sum()) == 0
-    assert res.summary["counters"]["qdisc_drops"] <= int(f["retrans_segs"].sum()) + 4, (res.summary["counters"]["qdisc_drops"], int(f["retrans_segs"].sum()))
     # The sender saw the CE marks echoed (tcpi_delivered_ce) and reacted: the queue stays
     # near STEP's threshold, far below the buffer.
     assert res.extra["tcp_info"].to_pandas()["delivered_ce"].max() > 0
