@@ -114,7 +114,7 @@ CASES = [
     ),
     ("csaqm-without-target", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "csaqm" }'), "9: bottleneck.aqm.target", "required key is missing"),
     ("csaqm-zero-target", edit('aqm = { kind = "taildrop" }', 'aqm = { kind = "csaqm", target = "0ms" }'), "9: bottleneck.aqm.target", "must be positive"),
-    ("marker-with-a-valueless-aqm", marked('{ kind = "taildrop" }', 'tvf = "equal"'), "11: marker", "only the ppv and csaqm disciplines read packet values"),
+    ("marker-with-a-valueless-aqm", marked('{ kind = "taildrop" }', 'tvf = "equal"'), "11: marker", "only disciplines that read packet values use it"),
     ("marker-misspelt-key", marked('{ kind = "ppv" }', 'tfv = "equal"'), "12: marker.tfv", "did you mean 'tvf'"),
     ("marker-weighted-without-weights", marked('{ kind = "ppv" }', 'tvf = "weighted"'), "11: marker", "needs weights"),
     ("marker-weights-with-equal", marked('{ kind = "ppv" }', 'weights = { "cubic-10ms" = 2 }'), "11: marker", 'apply to tvf = "weighted"'),

@@ -1,5 +1,5 @@
 /*
- * CoDel — Controlled Delay, one queue, as an aqmlab plugin (ABI v1): a port of the built-in
+ * CoDel — Controlled Delay, one queue, as an aqmlab plugin (ABI v2): a port of the built-in
  * crates/aqm/src/qdisc/codel.rs and the law it runs, crates/aqm/src/support/codel_law.rs,
  * verdict for verdict.
  *

@@ -1,6 +1,6 @@
 /*
  * PI2 — a linearized PI controller for classic and scalable traffic in one queue, as an aqmlab
- * plugin (ABI v1): a port of the built-in crates/aqm/src/qdisc/pi2.rs, verdict for verdict.
+ * plugin (ABI v2): a port of the built-in crates/aqm/src/qdisc/pi2.rs, verdict for verdict.
  *
  * Sources: De Schepper, Bondarenko, Tsang, Briscoe, "PI2: A Linearized AQM for both Classic
  * and Scalable TCP", ACM CoNEXT 2016 ("think once to mark, twice to drop", §3); RFC 9332 §2.1,
@@ -22,29 +22,21 @@
  * dualpi2; the CoNEXT qdisc decided at enqueue, as PIE), f64 probabilities instead of
  * dualpi2's 32-bit fixed point, one queue for both kinds of traffic, time in u64 ns.
  *
- * The timer. The host calls aqmlab_timer(t) at t = timer_ns, 2*timer_ns, ..., each before the
- * first call whose `now` is >= t, with the queue as the last call left it: exactly the
- * updates pi2.rs's Vars::catch_up replays lazily (first at t = tupdate, qdelay(t) = t - the
- * head's enqueue time). But aqmlab_qdisc.timer_ns is read when the module loads, before any
- * option is known, so the period cannot follow the tupdate option: it is PI2_TUPDATE_NS,
- * 16 ms unless built with -DPI2_TUPDATE_NS=<ns>, and aqmlab_init refuses any other tupdate.
- * pi2.rs replays at most MAX_CATCHUP (10 000) missed updates per call and only moves its
+ * The timer. aqmlab_init sets its period to the tupdate option (aqmlab_set_timer); the host
+ * then calls aqmlab_timer(t) at t = tupdate, 2*tupdate, ..., each before the first call whose
+ * `now` is >= t, with the queue as the last call left it: exactly the updates pi2.rs's
+ * Vars::catch_up replays lazily (first at t = tupdate, qdelay(t) = t - the head's enqueue
+ * time). pi2.rs replays at most MAX_CATCHUP (10 000) missed updates per call and only moves its
  * timer on past the rest; the host never skips a tick, so the ticks since the last enqueue or
  * dequeue are counted here and those past the 10 000th leave the controller alone, as there.
  *
- * Options as pi2.rs's Options declares them (names, units, ranges, defaults), but ecn_mask:
- * ABI v1 has no choice unit, so it is an int, 0 = l4s_ect (ECT(1) and CE, the default),
- * 1 = any_ect (every ECN-capable packet).
+ * Options as pi2.rs's Options declares them: names, units (ecn_mask a choice, the plugin
+ * receiving its index), ranges, defaults.
  *
  *   clang --target=wasm32 -O2 -nostdlib -Wl,--no-entry -Wl,--export-dynamic \
  *         -I plugins/include -o pi2.wasm examples/plugins/pi2.c
  */
 #include "aqmlab_qdisc.h"
-
-/* The controller's period, ns: the timer's (dualpi2_reset_default: 16 ms). */
-#ifndef PI2_TUPDATE_NS
-#define PI2_TUPDATE_NS 16000000
-#endif
 
 /* The 2-MTU guard's MTU, bytes (pi2.rs Params::mtu_bytes). */
 #define MTU_BYTES 1514
@@ -52,19 +44,14 @@
 /* At most this many missed updates are replayed per enqueue or dequeue (pi2.rs MAX_CATCHUP). */
 #define MAX_CATCHUP 10000
 
-#define STR_(x) #x
-#define STR(x) STR_(x)
-#define TUPDATE_TEXT STR(PI2_TUPDATE_NS) " ns"
-
 static const aqmlab_option options[] = {
     {"target", AQMLAB_UNIT_DELAY_TARGET,
      "queue-delay target of the PI controller (sch_dualpi2.c dualpi2_reset_default: 15 ms; "
      "Fejes et al. 2020: K*RTT)",
      0, 15e6, 1, AQMLAB_NO_MAX},
     {"tupdate", AQMLAB_UNIT_TIME,
-     "controller period, the timer's: fixed when built, " TUPDATE_TEXT
-     " (-DPI2_TUPDATE_NS=<ns>; sch_dualpi2.c dualpi2_reset_default: 16 ms)",
-     0, PI2_TUPDATE_NS, 1, AQMLAB_NO_MAX},
+     "period of the PI controller's update (sch_dualpi2.c dualpi2_reset_default: 16 ms)", 0,
+     16e6, 1, AQMLAB_NO_MAX},
     {"alpha", AQMLAB_UNIT_FLOAT,
      "integral gain, Hz (dualpi2_reset_default: 41/256; RFC 9332 App. A.1: 0.16)", 0,
      41.0 / 256.0, 0, AQMLAB_NO_MAX},
@@ -74,10 +61,10 @@ static const aqmlab_option options[] = {
     {"k", AQMLAB_UNIT_FLOAT,
      "coupling factor: scalable packets are marked with min(k*p', 1) (RFC 9332 §2.4: 2)", 0, 2.0,
      1, AQMLAB_NO_MAX},
-    {"ecn_mask", AQMLAB_UNIT_INT,
-     "which packets are scalable: 0 = l4s_ect (ECT(1) and CE), 1 = any_ect (every ECN-capable "
-     "packet; Linux DCTCP sends ECT(0)) (tc-dualpi2 l4s_ect/any_ect; RFC 9331 §5.1)",
-     0, 0, 0, 1},
+    {"ecn_mask", AQMLAB_UNIT_CHOICE,
+     "which packets are scalable: ECT(1) and CE, or every ECN-capable packet (Linux DCTCP sends "
+     "ECT(0)) (tc-dualpi2 l4s_ect/any_ect; RFC 9331 §5.1)",
+     "l4s_ect|any_ect", 0, 0, 0},
     {"limit", AQMLAB_UNIT_PACKETS,
      "packet limit of the queue (sch_dualpi2.c dualpi2_reset_default: 10000)", 0, 10000, 1,
      AQMLAB_NO_MAX},
@@ -88,8 +75,7 @@ AQMLAB_QDISC(1, options, .kind = "pi2_c",
                         "classic packets signalled with p'^2, scalable ones with min(k*p', 1)",
              .source = "De Schepper et al., CoNEXT 2016; RFC 9332 App. A.1; Linux "
                        "net/sched/sch_dualpi2.c; Fejes et al. 2020 §III; port of "
-                       "crates/aqm/src/qdisc/pi2.rs",
-             .timer_ns = PI2_TUPDATE_NS);
+                       "crates/aqm/src/qdisc/pi2.rs");
 
 /* The parameters (pi2.rs Params). */
 static uint64_t target, limit;
@@ -103,13 +89,11 @@ static uint32_t missed;       /* timer ticks since the last enqueue or dequeue *
 
 AQMLAB_EXPORT(aqmlab_init) const char *aqmlab_init(void) {
     target = (uint64_t)option_values[0];
-    if ((uint64_t)option_values[1] != PI2_TUPDATE_NS)
-        return "tupdate: this module's timer runs every " TUPDATE_TEXT " (aqmlab_qdisc.timer_ns "
-               "is fixed when it loads); build it with -DPI2_TUPDATE_NS=<ns> for another period";
+    aqmlab_set_timer((uint64_t)option_values[1]);
     alpha = option_values[2];
     beta = option_values[3];
     k = option_values[4];
-    any_ect = option_values[5] != 0;
+    any_ect = option_values[5] == 1; /* the index of "any_ect" */
     limit = (uint64_t)option_values[6];
     /* dualpi2_reset: p' = 0 (the timer keeps its schedule across a reset) */
     prob = 0;

@@ -1,5 +1,5 @@
 /*
- * STEP — DCTCP's reference marker, as an aqmlab plugin (ABI v1): a port of the built-in
+ * STEP — DCTCP's reference marker, as an aqmlab plugin (ABI v2): a port of the built-in
  * crates/aqm/src/qdisc/step.rs, verdict for verdict.
  *
  * Sources: Alizadeh et al., "Data Center TCP (DCTCP)", SIGCOMM 2010, §3.1 (mark the arriving

@@ -1,5 +1,5 @@
 /*
- * aqmlab_qdisc.h — ABI v1 of aqmlab's queue-discipline plugins.
+ * aqmlab_qdisc.h — ABI v2 of aqmlab's queue-discipline plugins.
  *
  * A plugin is ONE C file that includes this header and is compiled to WebAssembly:
  *
@@ -7,7 +7,7 @@
  *         -I plugins/include -o my_aqm.wasm my_aqm.c
  *
  * (Debian: `apt-get install clang lld`; lld provides wasm-ld.) aqmlab runs the module in a
- * sandbox (crates/plugin): the module may import nothing but the three host functions below,
+ * sandbox (crates/plugin): the module may import nothing but the four host functions below,
  * its memory is capped, and every call into it has an instruction budget; a trap, a runaway
  * call or a broken rule of this ABI ends the run with an error naming the module, the
  * function and the simulated time.
@@ -33,13 +33,20 @@
  *   const char *aqmlab_init(void)          required: check the options, set up the state
  *   uint32_t aqmlab_enqueue(now, pkt)      required: the verdict on an arrival
  *   int32_t  aqmlab_dequeue(now)           optional: the queue to serve (default: queue 0's head)
- *   void     aqmlab_timer(now)             required iff info.timer_ns > 0: the periodic update
+ *   void     aqmlab_timer(now)             the periodic update: required if info.timer_ns > 0
+ *                                          or the module imports aqmlab_set_timer
  *
  * Integers are little-endian; pointers are 32-bit offsets in the module's memory. The layouts
  * below are part of the ABI (checked by the _Static_asserts at the end). A change of any of
- * them is a new ABI version: the import module's name carries it ("aqmlab_v1").
+ * them is a new ABI version: the import module's name carries it ("aqmlab_v2").
  *
- * Examples: examples/plugins/step.c (enqueue only) and examples/plugins/codel.c (dequeue).
+ * v2 adds to v1, whose modules the host still runs unchanged: the "choice" unit (an option
+ * naming one of several strings, in aqmlab_option.choices, v1's reserved field), the
+ * AQMLAB_READS_VALUES flag (the run's packet-value marker feeds aqmlab_pkt.value), and
+ * aqmlab_set_timer (the timer's period from an option, set in aqmlab_init).
+ *
+ * Examples: examples/plugins/step.c (enqueue only), examples/plugins/codel.c (dequeue),
+ * examples/plugins/pi2.c (a timer whose period is an option, a choice option).
  */
 #ifndef AQMLAB_QDISC_H
 #define AQMLAB_QDISC_H
@@ -48,7 +55,7 @@
 #include <stdint.h>
 
 /* The ABI this header describes; a plugin puts it in aqmlab_qdisc.abi_version. */
-#define AQMLAB_ABI_VERSION 1
+#define AQMLAB_ABI_VERSION 2
 
 /* ---- Packets --------------------------------------------------------------------------- */
 
@@ -70,7 +77,8 @@ typedef struct aqmlab_pkt {
     uint32_t flow_hash;
     /* Bytes in the queue and on the link (the IP packet length). */
     uint32_t wire_len;
-    /* Packet value for value-based AQMs (PPV, CSAQM; higher = more important); 0 if none. */
+    /* Packet value for value-based AQMs (PPV, CSAQM; higher = more important), as the run's
+     * packet-value marker set it if the plugin has AQMLAB_READS_VALUES; 0 otherwise. */
     uint32_t value;
     /* The packet's traffic class as the host classifies it (the scenario's flow class); 0 if
      * the host gives none. */
@@ -143,7 +151,10 @@ typedef struct aqmlab_queue {
  *   "packets"       packets
  *   "rate"          bit/s (40Mbit)
  *   "int", "float"  the number
- *   "bool"          0 or 1 */
+ *   "bool"          0 or 1
+ *   "choice"        the index of the string the scenario names, in aqmlab_option.choices
+ *                   ("l4s_ect|any_ect": a scenario writes "any_ect", the plugin receives 1);
+ *                   the default is an index too, and min and max are not read */
 #define AQMLAB_UNIT_TIME "time"
 #define AQMLAB_UNIT_DELAY_TARGET "delay-target"
 #define AQMLAB_UNIT_SIZE "size"
@@ -152,6 +163,7 @@ typedef struct aqmlab_queue {
 #define AQMLAB_UNIT_INT "int"
 #define AQMLAB_UNIT_FLOAT "float"
 #define AQMLAB_UNIT_BOOL "bool"
+#define AQMLAB_UNIT_CHOICE "choice"
 
 /* As a default: the option has none; the plugin receives AQMLAB_UNSET (a NaN, test it with
  * aqmlab_is_unset) when the scenario does not set it. As min or max: no bound. */
@@ -164,7 +176,9 @@ typedef struct aqmlab_option {
     const char *name; /* the scenario key: [a-z][a-z0-9_]*, at most 64 bytes */
     const char *unit; /* one of the AQMLAB_UNIT_* strings */
     const char *doc;  /* one line: what it does (and where it comes from) */
-    uint32_t reserved;
+    /* For the unit "choice": its strings, separated by '|', each [a-z0-9_-]+, at least two
+     * and at most 64 (NULL for every other unit). */
+    const char *choices;
     double default_value; /* in the unit's terms (ns, bytes, ...), or AQMLAB_UNSET */
     double min;           /* closed bounds in the same terms; AQMLAB_NO_MIN / AQMLAB_NO_MAX */
     double max;
@@ -177,6 +191,10 @@ typedef struct aqmlab_option {
  * buffer beneath would refuse (as the built-in PPV, FQ-CoDel and DualPI2 do). Without it the
  * host drops those arrivals ("overflow") before the plugin sees them. */
 #define AQMLAB_OWNS_LIMIT 1u
+/* The plugin reads aqmlab_pkt.value: a run gives its flows a packet-value marker (the
+ * scenario's [marker], else equal shares), as for the built-in PPV and CSAQM. Without it every
+ * packet's value is 0 and a scenario's [marker] is refused. */
+#define AQMLAB_READS_VALUES 2u
 
 /* The most queues a plugin may ask for. */
 #define AQMLAB_MAX_QUEUES 65536
@@ -191,11 +209,11 @@ typedef struct aqmlab_qdisc_info {
     const char *kind;     /* a name for the discipline, [a-z][a-z0-9_]* */
     const char *summary;  /* one line */
     const char *source;   /* what it follows: papers, RFCs, Linux files */
-    uint32_t flags;       /* AQMLAB_OWNS_LIMIT or 0 */
-    /* Period of aqmlab_timer, ns; 0: no timer. The host calls aqmlab_timer(t) for
-     * t = timer_ns, 2·timer_ns, ... (ns since the start of the run), each before the first
-     * enqueue or dequeue whose `now` is ≥ t, in order: a tick is never skipped, however long
-     * the queue was idle. */
+    uint32_t flags;       /* AQMLAB_OWNS_LIMIT | AQMLAB_READS_VALUES, or 0 */
+    /* Period of aqmlab_timer, ns; 0: no timer, unless aqmlab_init sets one with
+     * aqmlab_set_timer. The host calls aqmlab_timer(t) for t = period, 2·period, ... (ns since
+     * the start of the run), each before the first enqueue or dequeue whose `now` is ≥ t, in
+     * order: a tick is never skipped, however long the queue was idle. */
     uint64_t timer_ns;
     uint32_t n_options;            /* 0..AQMLAB_MAX_OPTIONS */
     const aqmlab_option *options;  /* n_options entries */
@@ -234,8 +252,9 @@ typedef struct aqmlab_qdisc_info {
 #define AQMLAB_EXPORT(name) __attribute__((export_name(#name)))
 
 /* Called once per run (and again after a reset, on a fresh instance), after the host has
- * written the option values. Check them and set up the state. Returns NULL if the options are
- * acceptable, else a message that names the option first: "threshold: give one of ...". */
+ * written the option values. Check them and set up the state (and the timer's period, with
+ * aqmlab_set_timer). Returns NULL if the options are acceptable, else a message that names
+ * the option first: "threshold: give one of ...". */
 AQMLAB_EXPORT(aqmlab_init) const char *aqmlab_init(void);
 
 /* An arrival: `pkt` (= aqmlab_qdisc.arrival) at `now`. Returns AQMLAB_ACCEPT(queue),
@@ -251,12 +270,13 @@ AQMLAB_EXPORT(aqmlab_enqueue) uint32_t aqmlab_enqueue(uint64_t now, const aqmlab
 AQMLAB_EXPORT(aqmlab_dequeue) int32_t aqmlab_dequeue(uint64_t now);
 
 /* The periodic update at tick `now` (see timer_ns). It may read the queues, draw random
- * numbers, and drop or mark heads. Required if timer_ns > 0, refused otherwise. */
+ * numbers, and drop or mark heads. Required if timer_ns > 0 or the module imports
+ * aqmlab_set_timer, refused otherwise. */
 AQMLAB_EXPORT(aqmlab_timer) void aqmlab_timer(uint64_t now);
 
-/* ---- What the host provides (import module "aqmlab_v1") --------------------------------- */
+/* ---- What the host provides (import module "aqmlab_v2") --------------------------------- */
 
-#define AQMLAB_IMPORT(name) __attribute__((import_module("aqmlab_v1"), import_name(#name)))
+#define AQMLAB_IMPORT(name) __attribute__((import_module("aqmlab_v2"), import_name(#name)))
 
 /* Drop the head of `queue` now, with `reason` (AQMLAB_DROP_*). The queue's record is updated
  * before this returns (the next packet is the head). Dropping from an empty queue is an error.
@@ -272,6 +292,11 @@ AQMLAB_IMPORT(mark_head) uint32_t aqmlab_mark_head(uint32_t queue, uint32_t reas
 /* The next 64 bits of the discipline's random stream (PCG-64, aqm::rng_from_seed of the seed
  * the run gives the discipline): the same sequence on every run with that seed. */
 AQMLAB_IMPORT(random_u64) uint64_t aqmlab_random_u64(void);
+
+/* Only in aqmlab_init: the timer's period, ns, in place of aqmlab_qdisc.timer_ns (0: no
+ * timer), so that it can follow an option (PIE's and PI2's tupdate). The first tick is at
+ * `period_ns`; after a reset the timer keeps its schedule. */
+AQMLAB_IMPORT(set_timer) void aqmlab_set_timer(uint64_t period_ns);
 
 /* ---- Helpers (inline: no calls into the host) -------------------------------------------- */
 
@@ -307,6 +332,7 @@ _Static_assert(sizeof(aqmlab_queue) == 56 && offsetof(aqmlab_queue, len) == 8 &&
                    offsetof(aqmlab_queue, head) == 16,
                "aqmlab_queue layout");
 _Static_assert(sizeof(aqmlab_option) == 40 && offsetof(aqmlab_option, doc) == 8 &&
+                   offsetof(aqmlab_option, choices) == 12 &&
                    offsetof(aqmlab_option, default_value) == 16 &&
                    offsetof(aqmlab_option, max) == 32,
                "aqmlab_option layout");

@@ -324,7 +324,7 @@ impl MarkerConfig {
     /// Range checks; `aqm` is the bottleneck's discipline, `classes` the class names in order.
     pub fn check(&self, aqm: &DisciplineConfig, classes: &[&str]) -> Result<(), String> {
         if !aqm.reads_packet_values() {
-            return Err("marker: only the ppv and csaqm disciplines read packet values; remove the marker or use one of them".into());
+            return Err("marker: only disciplines that read packet values use it (ppv, csaqm, a plugin with AQMLAB_READS_VALUES); remove the marker or use one of them".into());
         }
         if self.rate_window_ns == 0 {
             return Err("marker.rate_window: must be positive".into());
@@ -573,6 +573,6 @@ mod tests {
         );
         let taildrop =
             engine(r#", "marker": {}"#, "").replace(r#""kind": "ppv""#, r#""kind": "taildrop""#);
-        assert!(err(taildrop).starts_with("marker: only the ppv and csaqm"));
+        assert!(err(taildrop).starts_with("marker: only disciplines that read packet values"));
     }
 }

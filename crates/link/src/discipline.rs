@@ -66,12 +66,12 @@ pub enum DisciplineConfig {
 }
 
 impl DisciplineConfig {
-    /// Whether the discipline reads packet values, so the flows need a packet-value marker.
-    /// A plugin reads the packet value field if it likes; the marker is the scenario's choice.
+    /// Whether the discipline reads packet values, so the flows need a packet-value marker: a
+    /// built-in's declaration, a plugin's `AQMLAB_READS_VALUES`.
     pub fn reads_packet_values(&self) -> bool {
         match self {
             DisciplineConfig::Builtin(c) => c.reads_packet_values(),
-            DisciplineConfig::Plugin(_) => false,
+            DisciplineConfig::Plugin(p) => p.plugin.info().reads_values,
         }
     }
 

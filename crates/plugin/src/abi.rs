@@ -1,14 +1,20 @@
-//! ABI v1 as the host sees it: the names, signatures, codes and memory layouts of
+//! ABI v2 as the host sees it: the names, signatures, codes and memory layouts of
 //! `plugins/include/aqmlab_qdisc.h`. Every number here mirrors the header (whose
 //! `_Static_assert`s pin the C side); change both together, and bump [`VERSION`].
+//!
+//! v2 extends v1 without changing a layout (the choice strings take v1's reserved option
+//! field), so the host runs v1 modules too: a v1 module is one that imports from `aqmlab_v1`
+//! and uses none of v2's additions ([`FLAG_READS_VALUES`], the unit `choice`, `set_timer`).
 
 use aqm::options::Unit;
 use aqm::{DropReason, Ecn, MarkReason};
 
-/// The ABI version the host runs (`AQMLAB_ABI_VERSION`).
-pub const VERSION: u32 = 1;
-/// The import module every host function lives in (`AQMLAB_IMPORT`).
-pub const IMPORT_MODULE: &str = "aqmlab_v1";
+/// The ABI version of the header (`AQMLAB_ABI_VERSION`); the host runs it and v1.
+pub const VERSION: u32 = 2;
+/// The versions the host runs.
+pub const VERSIONS: [u32; 2] = [1, 2];
+/// The import module of the header's version (`AQMLAB_IMPORT`).
+pub const IMPORT_MODULE: &str = "aqmlab_v2";
 /// The prefix of import modules of other ABI versions, to name a version mismatch as such.
 pub const IMPORT_MODULE_PREFIX: &str = "aqmlab_v";
 
@@ -28,8 +34,22 @@ pub struct Sig {
     pub c: &'static str,
 }
 
-/// The host functions a plugin may import (module [`IMPORT_MODULE`]); nothing else.
-pub const IMPORTS: [Sig; 3] = [
+/// The import module of ABI `version`.
+pub fn import_module(version: u32) -> String {
+    format!("{IMPORT_MODULE_PREFIX}{version}")
+}
+
+/// The host functions a plugin of ABI `version` may import; nothing else.
+pub fn imports(version: u32) -> &'static [Sig] {
+    match version {
+        1 => &IMPORTS[..3],
+        _ => &IMPORTS,
+    }
+}
+
+/// The host functions of the header's version (module [`IMPORT_MODULE`]); v1's are the
+/// first three.
+pub const IMPORTS: [Sig; 4] = [
     Sig {
         name: "drop_head",
         params: &[Ty::I32, Ty::I32],
@@ -47,6 +67,12 @@ pub const IMPORTS: [Sig; 3] = [
         params: &[],
         results: &[Ty::I64],
         c: "uint64_t aqmlab_random_u64(void)",
+    },
+    Sig {
+        name: "set_timer",
+        params: &[Ty::I64],
+        results: &[],
+        c: "void aqmlab_set_timer(uint64_t period_ns)",
     },
 ];
 
@@ -83,6 +109,17 @@ pub const MAX_QUEUES: u32 = 65_536;
 pub const MAX_OPTIONS: u32 = 64;
 /// `AQMLAB_OWNS_LIMIT`.
 pub const FLAG_OWNS_LIMIT: u32 = 1;
+/// `AQMLAB_READS_VALUES` (v2).
+pub const FLAG_READS_VALUES: u32 = 2;
+/// The flags ABI `version` defines.
+pub fn flags(version: u32) -> u32 {
+    match version {
+        1 => FLAG_OWNS_LIMIT,
+        _ => FLAG_OWNS_LIMIT | FLAG_READS_VALUES,
+    }
+}
+/// The most strings a choice option may name.
+pub const MAX_CHOICES: usize = 64;
 /// The longest string the host reads from the module (a doc line, a summary, a message).
 pub const MAX_STRING: usize = 4096;
 /// The longest option or kind name.
@@ -111,6 +148,8 @@ pub mod option {
     pub const NAME: u32 = 0;
     pub const UNIT: u32 = 4;
     pub const DOC: u32 = 8;
+    /// v2: the `|`-separated strings of a choice (v1: reserved, never read).
+    pub const CHOICES: u32 = 12;
     pub const DEFAULT: u32 = 16;
     pub const MIN: u32 = 24;
     pub const MAX: u32 = 32;
@@ -199,7 +238,9 @@ pub fn ecn_code(e: Ecn) -> u8 {
     e as u8
 }
 
-/// The option units of the header (`AQMLAB_UNIT_*`), as `aqm::options::Unit`.
+/// The option units of the header (`AQMLAB_UNIT_*`), as `aqm::options::Unit`. A choice's
+/// strings are the module's, not static: the plugin's option holds them
+/// ([`crate::PluginOption::choices`]) and its unit is `Unit::Choice(&[])`.
 pub fn unit(name: &str) -> Option<Unit> {
     Some(match name {
         "time" => Unit::Time,
@@ -210,11 +251,12 @@ pub fn unit(name: &str) -> Option<Unit> {
         "int" => Unit::Int,
         "float" => Unit::Float,
         "bool" => Unit::Bool,
+        "choice" => Unit::Choice(&[]),
         _ => return None,
     })
 }
 
-pub const UNIT_NAMES: &str = "time, delay-target, size, packets, rate, int, float, bool";
+pub const UNIT_NAMES: &str = "time, delay-target, size, packets, rate, int, float, bool, choice";
 
 /// 32 bits of the run-keyed flow hash (`aqmlab_pkt.flow_hash`): the top half of
 /// `aqm::drr::flow_bucket`'s mix, so that `aqmlab_bucket(hash, n)` (`(hash·n) >> 32`) is

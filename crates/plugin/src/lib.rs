@@ -1,6 +1,6 @@
 //! # plugin — queue disciplines written as one C file, run in a WebAssembly sandbox
 //!
-//! A user writes a discipline against `plugins/include/aqmlab_qdisc.h` (ABI v1), compiles it
+//! A user writes a discipline against `plugins/include/aqmlab_qdisc.h` (ABI v2), compiles it
 //! with clang to a `.wasm` module ([`compile_c`]), and aqmlab runs it like a built-in: a
 //! [`Plugin`] is the compiled and checked module, [`Plugin::build`] makes a [`PluginQdisc`]
 //! for one run, and `PluginQdisc` implements [`aqm::Qdisc`], so the simulator and the
@@ -21,7 +21,7 @@
 //!
 //! The sandbox is wasmtime (Cranelift compiles the module to native code once, at load),
 //! chosen over the wasmi interpreter by measurement (`examples/perpacket.rs`; the numbers are
-//! in its header): a module may import only the ABI's three host functions; its exports must
+//! in its header): a module may import only the ABI's four host functions; its exports must
 //! have the ABI's signatures; its memory is capped ([`Limits::memory_bytes`]; growing past it
 //! traps); every call runs on a fuel budget ([`Limits::fuel_per_call`]; fuel, not epochs, so
 //! that where a runaway stops is deterministic too).

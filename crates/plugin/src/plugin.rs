@@ -1,4 +1,5 @@
-//! Loading a module: compile, check it against ABI v1, read its description.
+//! Loading a module: compile, check it against its ABI version (v1 or v2), read its
+//! description.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -46,14 +47,19 @@ pub struct PluginOption {
     /// In the unit's terms (ns, bytes, packets, bit/s, ...); `None`: no default (the plugin
     /// receives NaN, `AQMLAB_UNSET`, when the scenario does not set it).
     pub default: Option<f64>,
-    /// Closed bounds; `None`: unbounded.
+    /// Closed bounds; `None`: unbounded. A choice's are its indices.
     pub min: Option<f64>,
     pub max: Option<f64>,
+    /// A choice's strings (its unit is `Unit::Choice(&[])`; the module receives the index of
+    /// the one a scenario names); empty for every other unit.
+    pub choices: Vec<String>,
 }
 
 /// A plugin's description (`aqmlab_qdisc_info`), read at load.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PluginInfo {
+    /// The ABI version the module was built for (1 or 2).
+    pub abi_version: u32,
     pub kind: String,
     pub summary: String,
     pub source: String,
@@ -61,8 +67,12 @@ pub struct PluginInfo {
     pub n_queues: u32,
     /// `AQMLAB_OWNS_LIMIT`: the plugin sees arrivals the physical buffer would refuse.
     pub owns_limit: bool,
-    /// Period of `aqmlab_timer`, ns.
+    /// `AQMLAB_READS_VALUES`: the run's packet-value marker feeds `aqmlab_pkt.value`.
+    pub reads_values: bool,
+    /// Period of `aqmlab_timer` as declared, ns (`aqmlab_set_timer` may set another).
     pub timer_ns: Option<Nanos>,
+    /// Whether the module imports `aqmlab_set_timer` (sets its timer's period in init).
+    pub sets_timer: bool,
     /// Whether the plugin exports `aqmlab_dequeue` (else the host sends queue 0's head).
     pub has_dequeue: bool,
     pub options: Vec<PluginOption>,
@@ -155,7 +165,8 @@ impl Plugin {
         };
         let (engine, module) = compile_module(name, wasm)?;
 
-        // Imports: the host functions of this ABI, with their signatures, and nothing else.
+        // Imports: the host functions of one ABI version the host runs, with their signatures,
+        // and nothing else.
         let provided = || {
             abi::IMPORTS
                 .iter()
@@ -163,33 +174,42 @@ impl Plugin {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let mut import_version: Option<u32> = None;
+        let mut sets_timer = false;
         for import in module.imports() {
             let (m, n) = (import.module(), import.name());
-            if m != abi::IMPORT_MODULE && m.starts_with(abi::IMPORT_MODULE_PREFIX) {
+            let version = abi::VERSIONS
+                .into_iter()
+                .find(|&v| m == abi::import_module(v));
+            if version.is_none() && m.starts_with(abi::IMPORT_MODULE_PREFIX) {
                 return Err(refused(format!(
-                    "imports {m}.{n}: built against another ABI version ({m}); this host runs ABI v{} ({})",
-                    abi::VERSION,
+                    "imports {m}.{n}: built against another ABI version ({m}); this host runs ABI v1 and v2 ({})",
                     abi::IMPORT_MODULE
                 )));
             }
-            let sig = abi::IMPORTS
-                .iter()
-                .find(|s| m == abi::IMPORT_MODULE && s.name == n);
-            let Some(sig) = sig else {
+            let sig = version.and_then(|v| abi::imports(v).iter().find(|s| s.name == n));
+            let (Some(version), Some(sig)) = (version, sig) else {
                 return Err(refused(format!(
                     "imports {m}.{n}, which ABI v{} does not provide (a plugin may import only {}; no libc)",
-                    abi::VERSION,
+                    version.unwrap_or(abi::VERSION),
                     provided()
                 )));
             };
+            if let Some(other) = import_version.filter(|&v| v != version) {
+                return Err(refused(format!(
+                    "imports from both {} and {m}: one module is built against one ABI version",
+                    abi::import_module(other)
+                )));
+            }
+            import_version = Some(version);
+            sets_timer |= sig.name == "set_timer";
             match import.ty() {
                 ExternType::Func(f) if matches(sig, &f) => {}
                 ExternType::Func(f) => {
                     return Err(refused(format!(
-                        "imports {m}.{n} as {} -> {}; ABI v{} declares {} -> {} ({})",
+                        "imports {m}.{n} as {} -> {}; ABI v{version} declares {} -> {} ({})",
                         val_names(f.params()),
                         val_names(f.results()),
-                        abi::VERSION,
                         ty_name(sig.params),
                         ty_name(sig.results),
                         sig.c
@@ -277,12 +297,15 @@ impl Plugin {
             engine,
             module,
             info: Arc::new(PluginInfo {
+                abi_version: abi::VERSION,
                 kind: String::new(),
                 summary: String::new(),
                 source: String::new(),
                 n_queues: 1,
                 owns_limit: false,
+                reads_values: false,
                 timer_ns: None,
+                sets_timer,
                 has_dequeue,
                 options: vec![],
                 delay_target_option: None,
@@ -298,7 +321,7 @@ impl Plugin {
         };
         // The description is data: instantiate once (no call runs but the data
         // initialisation) and read it.
-        let info = Instance::<Probe>::describe(&plugin)?;
+        let info = Instance::<Probe>::describe(&plugin, import_version)?;
         plugin.info = Arc::new(info);
         Ok(plugin)
     }
@@ -522,6 +545,43 @@ impl Mem<'_> {
     }
 }
 
+/// A choice's strings (`aqmlab_option.choices`): `|`-separated, each `[a-z0-9_-]+`, distinct,
+/// 2 to [`abi::MAX_CHOICES`] of them.
+fn read_choices(mem: &Mem<'_>, field: u32) -> Result<Vec<String>, String> {
+    let text = match mem.u32(field)? {
+        0 => return Err("a choice needs its strings (aqmlab_option.choices is NULL)".into()),
+        p => mem.str(p)?,
+    };
+    let choices: Vec<String> = text.split('|').map(str::to_string).collect();
+    let word = |c: &str| {
+        !c.is_empty()
+            && c.len() <= abi::MAX_NAME
+            && c.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    };
+    if let Some(bad) = choices.iter().find(|c| !word(c)) {
+        return Err(format!(
+            "choice {bad:?} of {text:?} is not a word ([a-z0-9_-]+, at most {} bytes)",
+            abi::MAX_NAME
+        ));
+    }
+    if !(2..=abi::MAX_CHOICES).contains(&choices.len()) {
+        return Err(format!(
+            "{text:?} names {} choices; give 2 to {}, separated by '|'",
+            choices.len(),
+            abi::MAX_CHOICES
+        ));
+    }
+    if let Some((_, c)) = choices
+        .iter()
+        .enumerate()
+        .find(|(i, c)| choices[..*i].contains(c))
+    {
+        return Err(format!("choice {c:?} is named twice in {text:?}"));
+    }
+    Ok(choices)
+}
+
 fn is_name(s: &str) -> bool {
     let mut c = s.chars();
     c.next().is_some_and(|c| c.is_ascii_lowercase())
@@ -529,21 +589,32 @@ fn is_name(s: &str) -> bool {
         && s.len() <= abi::MAX_NAME
 }
 
+/// What the module's imports and exports said, for [`read_info`] to check the description
+/// against.
+#[derive(Clone, Copy)]
+pub(crate) struct Linkage {
+    pub has_dequeue: bool,
+    pub has_timer: bool,
+    pub sets_timer: bool,
+    /// The ABI version of the module's imports, if it imports anything.
+    pub import_version: Option<u32>,
+}
+
 /// Read and check `aqmlab_qdisc_info` at `addr`. The ABI version first: the rest of the layout
-/// is only known for this version.
-pub(crate) fn read_info(
-    mem: Mem<'_>,
-    addr: u32,
-    has_dequeue: bool,
-    has_timer: bool,
-) -> Result<PluginInfo, String> {
+/// is only known for the versions the host runs.
+pub(crate) fn read_info(mem: Mem<'_>, addr: u32, link: Linkage) -> Result<PluginInfo, String> {
     use abi::info as I;
     let f = |off: u32| addr + off;
     let version = mem.u32(f(I::ABI_VERSION))?;
-    if version != abi::VERSION {
+    if !abi::VERSIONS.contains(&version) {
         return Err(format!(
-            "ABI version {version} (aqmlab_qdisc.abi_version); this host runs ABI v{}",
-            abi::VERSION
+            "ABI version {version} (aqmlab_qdisc.abi_version); this host runs ABI v1 and v2"
+        ));
+    }
+    if let Some(iv) = link.import_version.filter(|&iv| iv != version) {
+        return Err(format!(
+            "declares ABI v{version} (aqmlab_qdisc.abi_version) but imports from {}",
+            abi::import_module(iv)
         ));
     }
     mem.array(addr, 1, I::SIZE, "aqmlab_qdisc")?;
@@ -567,25 +638,29 @@ pub(crate) fn read_info(
     let summary = mem.opt_str(f(I::SUMMARY))?;
     let source = mem.opt_str(f(I::SOURCE))?;
     let flags = mem.u32(f(I::FLAGS))?;
-    if flags & !abi::FLAG_OWNS_LIMIT != 0 {
+    if flags & !abi::flags(version) != 0 {
         return Err(format!(
-            "aqmlab_qdisc.flags {flags:#x} has bits ABI v{} does not define",
-            abi::VERSION
+            "aqmlab_qdisc.flags {flags:#x} has bits ABI v{version} does not define"
         ));
     }
     let timer_ns = mem.u64(f(I::TIMER_NS))?;
-    match (timer_ns > 0, has_timer) {
-        (true, false) => {
+    match (timer_ns > 0, link.sets_timer, link.has_timer) {
+        (true, _, false) => {
             return Err(format!(
                 "aqmlab_qdisc.timer_ns is {timer_ns} but the module exports no aqmlab_timer"
             ))
         }
-        (false, true) => {
-            return Err("the module exports aqmlab_timer but aqmlab_qdisc.timer_ns is 0".into())
+        (false, true, false) => {
+            return Err(
+                "the module imports aqmlab_set_timer but exports no aqmlab_timer".into(),
+            )
+        }
+        (false, false, true) => {
+            return Err("the module exports aqmlab_timer but aqmlab_qdisc.timer_ns is 0 and it never calls aqmlab_set_timer".into())
         }
         _ => {}
     }
-    if !has_dequeue && n_queues > 1 {
+    if !link.has_dequeue && n_queues > 1 {
         return Err(format!(
             "asks for {n_queues} queues but exports no aqmlab_dequeue: without it the host only serves queue 0"
         ));
@@ -652,13 +727,36 @@ pub(crate) fn read_info(
             p => mem.str(p)?,
         };
         let unit = abi::unit(&unit_name)
-            .ok_or_else(|| err(format!("unit {unit_name:?} is none of {}", abi::UNIT_NAMES)))?;
+            .filter(|u| version >= 2 || !matches!(u, Unit::Choice(_)))
+            .ok_or_else(|| {
+                err(format!(
+                    "unit {unit_name:?} is none of {}",
+                    if version == 1 {
+                        abi::UNIT_NAMES.trim_end_matches(", choice")
+                    } else {
+                        abi::UNIT_NAMES
+                    }
+                ))
+            })?;
         let doc = mem.opt_str(at + O::DOC)?;
-        let (default, min, max) = (
-            mem.f64(at + O::DEFAULT)?,
-            mem.f64(at + O::MIN)?,
-            mem.f64(at + O::MAX)?,
-        );
+        let choices = match unit {
+            Unit::Choice(_) => read_choices(&mem, at + O::CHOICES).map_err(err)?,
+            _ => vec![],
+        };
+        let (default, min, max) = match unit {
+            // The indices of the strings; the declared bounds are not read.
+            Unit::Choice(_) => (mem.f64(at + O::DEFAULT)?, 0.0, (choices.len() - 1) as f64),
+            _ => (
+                mem.f64(at + O::DEFAULT)?,
+                mem.f64(at + O::MIN)?,
+                mem.f64(at + O::MAX)?,
+            ),
+        };
+        if matches!(unit, Unit::Choice(_)) && !default.is_nan() && default.fract() != 0.0 {
+            return Err(err(format!(
+                "default {default} is not the index of one of its choices"
+            )));
+        }
         if min.is_nan() || max.is_nan() || min > max || min == f64::INFINITY {
             return Err(err(format!("bounds [{min}, {max}] are not a range")));
         }
@@ -677,17 +775,21 @@ pub(crate) fn read_info(
             default: (!default.is_nan()).then_some(default),
             min: min.is_finite().then_some(min),
             max: max.is_finite().then_some(max),
+            choices,
         });
     }
     let delay_target_option = options.iter().position(|o| o.unit == Unit::DelayTarget);
     Ok(PluginInfo {
+        abi_version: version,
         kind,
         summary,
         source,
         n_queues,
         owns_limit: flags & abi::FLAG_OWNS_LIMIT != 0,
+        reads_values: flags & abi::FLAG_READS_VALUES != 0,
         timer_ns: (timer_ns > 0).then_some(timer_ns),
-        has_dequeue,
+        sets_timer: link.sets_timer,
+        has_dequeue: link.has_dequeue,
         options,
         delay_target_option,
         layout,

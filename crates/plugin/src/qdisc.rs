@@ -13,7 +13,7 @@ fn host_error(message: String) -> wasmtime::Error {
 }
 
 use crate::abi::{self, EnqueueVerdict};
-use crate::plugin::{read_info, Layout, Mem, Plugin, PluginInfo};
+use crate::plugin::{read_info, Layout, Linkage, Mem, Plugin, PluginInfo};
 use crate::PluginError;
 
 /// One host queue: packets by value, with their byte backlog.
@@ -55,6 +55,10 @@ pub(crate) struct Host<P> {
     stale: Vec<u8>,
     memory: Option<Memory>,
     limits: StoreLimits,
+    /// While `aqmlab_init` runs (the only call that may set the timer).
+    in_init: bool,
+    /// The period `aqmlab_set_timer` set, if it was called (0: no timer).
+    timer_set: Option<Nanos>,
 }
 
 fn no_class<P>(_: &P) -> u32 {
@@ -81,6 +85,8 @@ impl<P: Packet> Host<P> {
             stale: vec![0; n_queues as usize],
             memory: None,
             limits: crate::plugin::store_limits(memory_bytes),
+            in_init: false,
+            timer_set: None,
         }
     }
 
@@ -298,35 +304,9 @@ impl<P: Packet + 'static> Instance<P> {
         store.limiter(|h| &mut h.limits);
         store.set_fuel(plugin.limits.fuel_init).expect("fuel is on");
         let mut linker = <Linker<Host<P>>>::new(&plugin.engine);
-        linker
-            .func_wrap(
-                abi::IMPORT_MODULE,
-                "drop_head",
-                |mut caller: Caller<'_, Host<P>>, queue: u32, reason: u32| {
-                    let memory = caller.data().memory.expect("set at instantiation");
-                    let (data, host) = memory.data_and_store_mut(&mut caller);
-                    host.drop_head(data, queue, reason)
-                },
-            )
-            .and_then(|l| {
-                l.func_wrap(
-                    abi::IMPORT_MODULE,
-                    "mark_head",
-                    |mut caller: Caller<'_, Host<P>>, queue: u32, reason: u32| {
-                        let memory = caller.data().memory.expect("set at instantiation");
-                        let (data, host) = memory.data_and_store_mut(&mut caller);
-                        host.mark_head(data, queue, reason)
-                    },
-                )
-            })
-            .and_then(|l| {
-                l.func_wrap(
-                    abi::IMPORT_MODULE,
-                    "random_u64",
-                    |mut caller: Caller<'_, Host<P>>| -> u64 { caller.data_mut().rng.next_u64() },
-                )
-            })
-            .expect("the ABI's host functions are defined once");
+        for version in abi::VERSIONS {
+            define_host_functions(&mut linker, &abi::import_module(version));
+        }
         let instance = linker
             .instantiate(&mut store, &plugin.module)
             .map_err(|e| refused(format!("cannot be instantiated: {e}")))?;
@@ -383,17 +363,74 @@ impl<P: Packet + 'static> Instance<P> {
     }
 }
 
+/// The host functions, under `module` (the import module of one ABI version: each version's
+/// functions are the same, v2 adds `set_timer`).
+fn define_host_functions<P: Packet + 'static>(linker: &mut Linker<Host<P>>, module: &str) {
+    linker
+        .func_wrap(
+            module,
+            "drop_head",
+            |mut caller: Caller<'_, Host<P>>, queue: u32, reason: u32| {
+                let memory = caller.data().memory.expect("set at instantiation");
+                let (data, host) = memory.data_and_store_mut(&mut caller);
+                host.drop_head(data, queue, reason)
+            },
+        )
+        .and_then(|l| {
+            l.func_wrap(
+                module,
+                "mark_head",
+                |mut caller: Caller<'_, Host<P>>, queue: u32, reason: u32| {
+                    let memory = caller.data().memory.expect("set at instantiation");
+                    let (data, host) = memory.data_and_store_mut(&mut caller);
+                    host.mark_head(data, queue, reason)
+                },
+            )
+        })
+        .and_then(|l| {
+            l.func_wrap(
+                module,
+                "random_u64",
+                |mut caller: Caller<'_, Host<P>>| -> u64 { caller.data_mut().rng.next_u64() },
+            )
+        })
+        .and_then(|l| {
+            l.func_wrap(
+                module,
+                "set_timer",
+                |mut caller: Caller<'_, Host<P>>, period_ns: u64| {
+                    let host = caller.data_mut();
+                    if !host.in_init {
+                        return Err(host_error(format!(
+                            "aqmlab_set_timer({period_ns}): allowed only in aqmlab_init"
+                        )));
+                    }
+                    host.timer_set = Some(period_ns);
+                    Ok(())
+                },
+            )
+        })
+        .expect("the ABI's host functions are defined once per import module");
+}
+
 impl Instance<Probe> {
     /// Read the module's description (at load).
-    pub(crate) fn describe(plugin: &Plugin) -> Result<PluginInfo, PluginError> {
+    pub(crate) fn describe(
+        plugin: &Plugin,
+        import_version: Option<u32>,
+    ) -> Result<PluginInfo, PluginError> {
         let host = Host::<Probe>::new(1, 0, 0, plugin.limits.memory_bytes);
         let (inst, addr) = Instance::new(plugin, host)?;
         let mem = Mem(inst.memory.data(&inst.store));
-        read_info(mem, addr, plugin.info.has_dequeue, plugin.has_timer).map_err(|reason| {
-            PluginError::Refused {
-                module: plugin.name.to_string(),
-                reason,
-            }
+        let link = Linkage {
+            has_dequeue: plugin.info.has_dequeue,
+            has_timer: plugin.has_timer,
+            sets_timer: plugin.info.sets_timer,
+            import_version,
+        };
+        read_info(mem, addr, link).map_err(|reason| PluginError::Refused {
+            module: plugin.name.to_string(),
+            reason,
         })
     }
 }
@@ -431,14 +468,15 @@ impl<P: Packet + 'static> PluginQdisc<P> {
             plugin.limits.memory_bytes,
         );
         let inst = Self::start(plugin, &values, host)?;
+        let period = inst.store.data().timer_set.or(info.timer_ns).unwrap_or(0);
         Ok(PluginQdisc {
             plugin: plugin.clone(),
             values,
             inst,
             layout: info.layout,
             fuel: plugin.limits.fuel_per_call,
-            timer_ns: info.timer_ns.unwrap_or(0),
-            next_tick: info.timer_ns,
+            timer_ns: period,
+            next_tick: (period > 0).then_some(period),
             error: None,
         })
     }
@@ -463,7 +501,10 @@ impl<P: Packet + 'static> PluginQdisc<P> {
             host.write_queue(data, q, true);
         }
         let call = |e| call_error(plugin, abi::INIT.name, 0, e);
-        let msg = inst.init.call(&mut inst.store, ()).map_err(call)?;
+        host.in_init = true;
+        let msg = inst.init.call(&mut inst.store, ());
+        inst.store.data_mut().in_init = false;
+        let msg = msg.map_err(call)?;
         if msg != 0 {
             let message = Mem(inst.memory.data(&inst.store))
                 .str(msg)

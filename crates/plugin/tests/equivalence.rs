@@ -265,26 +265,15 @@ fn plugin_codel_drops_at_interval_over_sqrt_count() {
     assert_eq!(log.drops(), vec![(3, DropReason::Overflow, 0)]);
 }
 
-/// examples/plugins/pi2.c built with its timer period, which is its only tupdate, `tupdate` ns
-/// (the file's default, 16 ms, unless -DPI2_TUPDATE_NS says otherwise).
-fn pi2_wasm(tupdate: Nanos) -> Vec<u8> {
-    if tupdate == pi2::Params::default().tupdate_ns {
-        common::build("examples/plugins/pi2.c", &[])
-    } else {
-        common::build(
-            "examples/plugins/pi2.c",
-            &[&format!("-DPI2_TUPDATE_NS={tupdate}")],
-        )
-    }
+/// examples/plugins/pi2.c, built.
+fn pi2_wasm() -> Vec<u8> {
+    common::build("examples/plugins/pi2.c", &[])
 }
 
-/// pi2.c's options for the built-in's `params` (ecn_mask as the int pi2.c takes), each left
-/// out now and then when it is the default, so that the defaults are exercised too.
+/// pi2.c's options for the built-in's `params` (ecn_mask as the index of its choice), each
+/// left out now and then when it is the default, so that the defaults are exercised too.
 fn pi2_options(params: &pi2::Params, r: &mut impl FnMut(u64) -> u64) -> Vec<(&'static str, f64)> {
-    let d = pi2::Params {
-        tupdate_ns: params.tupdate_ns, // the build's default
-        ..pi2::Params::default()
-    };
+    let d = pi2::Params::default();
     let mask = |m: EcnMask| (m == EcnMask::AnyEct) as u8 as f64;
     [
         ("target", params.target_ns as f64, d.target_ns as f64),
@@ -303,13 +292,10 @@ fn pi2_options(params: &pi2::Params, r: &mut impl FnMut(u64) -> u64) -> Vec<(&'s
 
 #[test]
 fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
-    // Four builds, one per timer period (= tupdate): dualpi2's 16 ms, Fejes et al.'s 10 ms,
-    // and two short ones for traces of a fraction of a second.
+    // Four timer periods (tupdate, which the plugin gives its timer): dualpi2's 16 ms, Fejes
+    // et al.'s 10 ms, and two short ones for traces of a fraction of a second.
     let periods = [16 * MS, 10 * MS, MS, 250_000];
-    let plugins: Vec<Plugin> = periods
-        .iter()
-        .map(|&t| Plugin::load("pi2.wasm", &pi2_wasm(t)).unwrap())
-        .collect();
+    let plugin = Plugin::load("pi2.wasm", &pi2_wasm()).unwrap();
     let (mut prob_marks, mut coupled_marks, mut early, mut overload, mut overflows) =
         (0, 0, 0, 0, 0);
     let (mut updates, mut long_idles) = (0, 0);
@@ -368,7 +354,7 @@ fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
         };
         let options = pi2_options(&params, &mut r);
         let b = run(&mut Pi2::<Pkt>::build(&params, seed).unwrap(), &limit, &ops);
-        let mut pq: PluginQdisc<Pkt> = plugins[which].build(&options, seed).unwrap();
+        let mut pq: PluginQdisc<Pkt> = plugin.build(&options, seed).unwrap();
         let p = run(&mut pq, &limit, &ops);
         assert_eq!(pq.error(), None);
         same(&b, &p, &format!("seed {seed}, {params:?}, {limit:?}"));
@@ -465,7 +451,7 @@ fn plugin_pi2_moves_p_as_rfc_9332_a1_says() {
     };
     let expected = pi2_by_hand(seed, 20.0, p, &ops);
 
-    let plugin = Plugin::load("pi2.wasm", &pi2_wasm(10 * MS)).unwrap();
+    let plugin = Plugin::load("pi2.wasm", &pi2_wasm()).unwrap();
     let options = [
         ("alpha", 0.16),
         ("beta", 3.2),
@@ -530,7 +516,7 @@ fn plugin_pi2_moves_p_as_rfc_9332_a1_says() {
     let mut b = Pi2::<Pkt>::build(&params, seed).unwrap();
     let built_in = run(&mut b, &PhysicalLimit::default(), &ops);
     assert!((b.vars.prob - 0.5).abs() < 1e-9, "p′ = {}", b.vars.prob);
-    let plugin = Plugin::load("pi2.wasm", &pi2_wasm(16 * MS)).unwrap();
+    let plugin = Plugin::load("pi2.wasm", &pi2_wasm()).unwrap();
     let options = [("alpha", 1.0 / 300.0), ("beta", 0.0), ("k", 1.5)];
     let mut q: PluginQdisc<Pkt> = plugin.build(&options, seed).unwrap();
     let got = run(&mut q, &PhysicalLimit::default(), &ops);
@@ -551,11 +537,11 @@ fn plugin_pi2_moves_p_as_rfc_9332_a1_says() {
 
 #[test]
 fn plugin_pi2_declares_pi2_rs_s_options() {
-    // Names, order, units, bounds and defaults as pi2.rs's Options and ABOUT, but ecn_mask, an
-    // int (0 l4s_ect, 1 any_ect) as ABI v1 has no choice unit; tupdate is the timer's period,
-    // fixed when the module is built, and any other value is refused by name.
+    // Names, order, units, bounds and defaults as pi2.rs's Options and ABOUT: ecn_mask a
+    // choice of the same strings (its bounds the indices), tupdate the timer's period, set by
+    // aqmlab_init (none declared).
     use aqm::options::Unit;
-    let plugin = Plugin::load("pi2.wasm", &pi2_wasm(16 * MS)).unwrap();
+    let plugin = Plugin::load("pi2.wasm", &pi2_wasm()).unwrap();
     let declared = &plugin.info().options;
     let about = pi2::Options::ABOUT.options;
     let d = pi2::Options::default();
@@ -573,11 +559,15 @@ fn plugin_pi2_declares_pi2_rs_s_options() {
         assert_eq!(o.name, a.name);
         match a.unit {
             Unit::Choice(c) => {
-                assert_eq!((o.unit, o.min, o.max), (Unit::Int, Some(0.0), Some(1.0)));
-                assert_eq!(c, ["l4s_ect", "any_ect"]);
+                assert_eq!(
+                    (o.unit, o.min, o.max),
+                    (Unit::Choice(&[]), Some(0.0), Some(1.0))
+                );
+                assert_eq!(o.choices, c);
             }
             unit => {
                 assert_eq!(o.unit, unit, "{}", o.name);
+                assert!(o.choices.is_empty());
                 // Open at 0 for whole ns and packets is closed at 1.
                 let min = a.range.min.map(|m| m + a.range.min_open as u8 as f64);
                 assert_eq!((o.min, o.max), (min, a.range.max), "{}", o.name);
@@ -585,11 +575,16 @@ fn plugin_pi2_declares_pi2_rs_s_options() {
         }
         assert_eq!(o.default, Some(default), "{}", o.name);
     }
-    assert_eq!(plugin.info().timer_ns, Some(d.tupdate));
+    assert_eq!(plugin.info().abi_version, 2);
+    assert_eq!(
+        (plugin.info().timer_ns, plugin.info().sets_timer),
+        (None, true)
+    );
     assert_eq!(plugin.info().delay_target_option, Some(0));
-    let e = plugin.build::<Pkt>(&[("tupdate", 10e6)], 0).err().unwrap();
+    // ecn_mask takes the indices of its two strings only.
+    let e = plugin.build::<Pkt>(&[("ecn_mask", 2.0)], 0).err().unwrap();
     assert!(
-        matches!(&e, plugin::PluginError::Options { message, .. } if message.starts_with("tupdate: ")),
+        matches!(&e, plugin::PluginError::Options { message, .. } if message.starts_with("ecn_mask: ")),
         "{e}"
     );
 }

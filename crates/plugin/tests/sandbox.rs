@@ -14,6 +14,12 @@ use rand_core::Rng as _;
 const BROKEN: &str = "crates/plugin/tests/fixtures/broken.c";
 const PRIO: &str = "crates/plugin/tests/fixtures/prio.c";
 const FIELDS: &str = "crates/plugin/tests/fixtures/fields.c";
+/// ABI v1's header: `-include` it to build a C file as a v1 module (its include guard makes
+/// the file's own `#include "aqmlab_qdisc.h"` a no-op).
+const V1_HEADER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/v1/aqmlab_qdisc.h"
+);
 const MS: Nanos = 1_000_000;
 
 fn refused(wasm: &[u8]) -> String {
@@ -56,24 +62,33 @@ fn an_import_outside_the_abi_is_refused() {
     let msg = refused(&build(BROKEN, &["-DIMPORT_ENV"]));
     has(
         &msg,
-        "plugin bad.wasm refused: imports env.puts, which ABI v1 does not provide",
+        "plugin bad.wasm refused: imports env.puts, which ABI v2 does not provide",
     );
     has(
         &msg,
-        "aqmlab_v1.drop_head, aqmlab_v1.mark_head, aqmlab_v1.random_u64",
+        "aqmlab_v2.drop_head, aqmlab_v2.mark_head, aqmlab_v2.random_u64, aqmlab_v2.set_timer",
     );
-    // The host functions of another ABI version are named as such.
-    let msg = refused(&build(BROKEN, &["-DIMPORT_V2"]));
+    // The host functions of a version the host does not run are named as such.
+    let msg = refused(&build(BROKEN, &["-DIMPORT_V3"]));
     has(
         &msg,
-        "imports aqmlab_v2.random_u64: built against another ABI version",
+        "imports aqmlab_v3.random_u64: built against another ABI version",
+    );
+    // One module, one version: v1's random_u64 beside v2's drop_head.
+    let msg = refused(&build(BROKEN, &["-DIMPORT_V1"]));
+    has(&msg, "imports from both aqmlab_v");
+    // v1 has no set_timer.
+    let msg = refused(&build(BROKEN, &["-include", V1_HEADER, "-DSETS_TIMER_V1"]));
+    has(
+        &msg,
+        "imports aqmlab_v1.set_timer, which ABI v1 does not provide",
     );
 }
 
 #[test]
 fn a_missing_export_is_refused() {
     let msg = refused(&build(BROKEN, &["-DNO_ENQUEUE"]));
-    has(&msg, "missing export aqmlab_enqueue (ABI v1: uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt))");
+    has(&msg, "missing export aqmlab_enqueue (ABI v2: uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt))");
 }
 
 #[test]
@@ -81,16 +96,22 @@ fn an_export_with_the_wrong_signature_is_refused() {
     let msg = refused(&build(BROKEN, &["-DBAD_SIGNATURE"]));
     has(
         &msg,
-        "export aqmlab_enqueue has type (i32) -> (i32); ABI v1 wants (i64, i32) -> (i32)",
+        "export aqmlab_enqueue has type (i32) -> (i32); ABI v2 wants (i64, i32) -> (i32)",
     );
 }
 
 #[test]
 fn another_abi_version_is_refused() {
-    let msg = refused(&build(BROKEN, &["-DABI_VERSION_2"]));
+    let msg = refused(&build(BROKEN, &["-DABI_VERSION=3"]));
     has(
         &msg,
-        "ABI version 2 (aqmlab_qdisc.abi_version); this host runs ABI v1",
+        "ABI version 3 (aqmlab_qdisc.abi_version); this host runs ABI v1 and v2",
+    );
+    // A v1 description beside v2's host functions.
+    let msg = refused(&build(BROKEN, &["-DABI_VERSION=1"]));
+    has(
+        &msg,
+        "declares ABI v1 (aqmlab_qdisc.abi_version) but imports from aqmlab_v2",
     );
 }
 
@@ -222,7 +243,7 @@ fn options_are_checked_by_the_host_and_by_the_plugin() {
         err(&broken, &[("hwo", 1.0)]),
         "hwo: unknown option (the plugin declares: fail_at, how)"
     );
-    assert_eq!(err(&broken, &[("how", 7.0)]), "how: 7 must be in [1, 6]");
+    assert_eq!(err(&broken, &[("how", 8.0)]), "how: 8 must be in [1, 7]");
     assert_eq!(
         err(&broken, &[("fail_at", 1.5)]),
         "fail_at: 1.5 must be a whole number (int)"
@@ -443,5 +464,130 @@ fn the_host_shows_the_plugin_the_queues_and_packets_the_header_describes() {
         "{} sent, {} dropped",
         sent.len(),
         dropped.len()
+    );
+}
+
+/// `step.c` and `codel.c` fed the same overload: 1500-byte ECT(0) arrivals every 100 µs,
+/// departures every 120 µs, for a second; returns the log and the ids sent.
+fn overload(plugin: &Plugin, options: &[(&str, f64)]) -> (Log, Vec<u64>) {
+    let mut q: PluginQdisc<Pkt> = plugin.build(options, 0).unwrap();
+    let mut log = Log::default();
+    let mut sent = vec![];
+    for i in 0..10_000u64 {
+        q.enqueue(Pkt::new(i, i % 3, 1500, Ecn::Ect0), i * 100_000, &mut log);
+        if i * 100 % 120 < 100 {
+            sent.extend(q.dequeue(i * 100_000 + 50_000, &mut log).map(|p| p.id));
+        }
+    }
+    assert_eq!(q.error(), None);
+    (log, sent)
+}
+
+#[test]
+fn a_v1_module_runs_unchanged() {
+    // The examples built against ABI v1's header declare v1, import from aqmlab_v1, and give
+    // the verdicts of their v2 builds, packet for packet.
+    for (file, options) in [
+        (
+            "examples/plugins/step.c",
+            &[("threshold_packets", 20.0)][..],
+        ),
+        ("examples/plugins/codel.c", &[("ecn", 1.0)][..]),
+    ] {
+        let v1 = Plugin::load("v1.wasm", &build(file, &["-include", V1_HEADER])).unwrap();
+        let v2 = Plugin::load("v2.wasm", &build(file, &[])).unwrap();
+        assert_eq!((v1.info().abi_version, v2.info().abi_version), (1, 2));
+        let (log1, sent1) = overload(&v1, options);
+        let (log2, sent2) = overload(&v2, options);
+        assert!(!log1.marks().is_empty(), "{file}: the overload is marked");
+        assert_eq!(log1.0, log2.0, "{file}");
+        assert_eq!(sent1, sent2, "{file}");
+    }
+}
+
+#[test]
+fn choice_options_are_read_and_checked() {
+    let p = Plugin::load(
+        "choice.wasm",
+        &build(BROKEN, &["-DCHOICES=\"slow|fast-2\""]),
+    )
+    .unwrap();
+    let mode = &p.info().options[2];
+    assert_eq!(
+        (mode.name.as_str(), mode.unit, &mode.choices[..]),
+        (
+            "mode",
+            Unit::Choice(&[]),
+            &["slow".to_string(), "fast-2".to_string()][..]
+        )
+    );
+    // Its default and bounds are indices; the declared min and max (0, 0) are not read.
+    assert_eq!(
+        (mode.default, mode.min, mode.max),
+        (Some(1.0), Some(0.0), Some(1.0))
+    );
+    match p.build::<Pkt>(&[("mode", 2.0)], 0) {
+        Err(PluginError::Options { message, .. }) => {
+            assert_eq!(message, "mode: 2 must be in [0, 1]")
+        }
+        _ => panic!("index 2 of two choices accepted"),
+    }
+    for (choices, why) in [
+        (
+            "0",
+            "a choice needs its strings (aqmlab_option.choices is NULL)",
+        ),
+        (
+            "\"slow\"",
+            "\"slow\" names 1 choices; give 2 to 64, separated by '|'",
+        ),
+        (
+            "\"slow|slow\"",
+            "choice \"slow\" is named twice in \"slow|slow\"",
+        ),
+        (
+            "\"slow|Fast\"",
+            "choice \"Fast\" of \"slow|Fast\" is not a word",
+        ),
+        (
+            "\"slow||fast\"",
+            "choice \"\" of \"slow||fast\" is not a word",
+        ),
+    ] {
+        let msg = refused(&build(BROKEN, &[&format!("-DCHOICES={choices}")]));
+        has(&msg, &format!("option 2 (mode): {why}"));
+    }
+    // ABI v1 has no choice unit.
+    let msg = refused(&build(BROKEN, &["-include", V1_HEADER, "-DCHOICES=0"]));
+    has(&msg, "option 2 (mode): unit \"choice\" is none of time, delay-target, size, packets, rate, int, float, bool");
+}
+
+#[test]
+fn flags_are_read_by_version() {
+    let p = Plugin::load("values.wasm", &build(BROKEN, &["-DFLAGS=3"])).unwrap();
+    assert_eq!((p.info().owns_limit, p.info().reads_values), (true, true));
+    has(
+        &refused(&build(BROKEN, &["-DFLAGS=4"])),
+        "aqmlab_qdisc.flags 0x4 has bits ABI v2 does not define",
+    );
+    // AQMLAB_READS_VALUES is v2's.
+    has(
+        &refused(&build(BROKEN, &["-include", V1_HEADER, "-DFLAGS=2"])),
+        "aqmlab_qdisc.flags 0x2 has bits ABI v1 does not define",
+    );
+}
+
+#[test]
+fn set_timer_is_for_aqmlab_init_and_needs_a_timer() {
+    // Called from aqmlab_enqueue (how = 7): the call fails, naming the rule.
+    let (e, _, _) = fail(7, 3, Limits::default());
+    has(
+        &e.to_string(),
+        "aqmlab_enqueue at t = 0.000003007 s (3007 ns): aqmlab_set_timer(1000000): allowed only in aqmlab_init",
+    );
+    // Imported without an aqmlab_timer to call.
+    has(
+        &refused(&build(BROKEN, &["-DNO_TIMER"])),
+        "the module imports aqmlab_set_timer but exports no aqmlab_timer",
     );
 }

@@ -292,10 +292,11 @@ fn run_clang(
     )))
 }
 
-/// Load a plugin module (`.wasm`) and return its description: `kind`, `summary`, `source`,
-/// `n_queues`, `owns_limit`, `timer_ns`, `has_dequeue`, `delay_target_option` (a name or
-/// None) and `options` (name, unit, doc, default, min, max; numbers in the unit's terms: ns,
-/// bytes, packets, bit/s). Raises ValueError naming the module and what is wrong.
+/// Load a plugin module (`.wasm`) and return its description: `abi_version`, `kind`,
+/// `summary`, `source`, `n_queues`, `owns_limit`, `reads_packet_values`, `timer_ns`,
+/// `sets_timer`, `has_dequeue`, `delay_target_option` (a name or None) and `options` (name,
+/// unit, doc, default, min, max, choices; numbers in the unit's terms: ns, bytes, packets,
+/// bit/s, a choice's index). Raises ValueError naming the module and what is wrong.
 #[pyfunction]
 fn plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyAny>> {
     let p = plugin::Plugin::from_file(std::path::Path::new(wasm_path))
@@ -306,14 +307,17 @@ fn plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyA
         .iter()
         .map(|o| {
             serde_json::json!({"name": o.name, "unit": o.unit.name(), "doc": o.doc,
-                               "default": o.default, "min": o.min, "max": o.max})
+                               "default": o.default, "min": o.min, "max": o.max,
+                               "choices": o.choices})
         })
         .collect();
     json_to_py(
         py,
         &serde_json::json!({
             "kind": info.kind, "summary": info.summary, "source": info.source,
-            "n_queues": info.n_queues, "owns_limit": info.owns_limit, "timer_ns": info.timer_ns,
+            "abi_version": info.abi_version, "n_queues": info.n_queues,
+            "owns_limit": info.owns_limit, "reads_packet_values": info.reads_values,
+            "timer_ns": info.timer_ns, "sets_timer": info.sets_timer,
             "has_dequeue": info.has_dequeue,
             "delay_target_option": info.delay_target_option.map(|i| info.options[i].name.clone()),
             "options": options,

@@ -1018,7 +1018,10 @@ fn a_marker_is_refused_for_a_discipline_that_ignores_values() {
     let err = sim::run_json(&cfg, &mut |_| true)
         .expect_err("refused")
         .to_string();
-    assert!(err.starts_with("marker: only the ppv and csaqm"), "{err}");
+    assert!(
+        err.starts_with("marker: only disciplines that read packet values"),
+        "{err}"
+    );
     let ppv = json!({"kind": "ppv"});
     let cfg = with_marker(
         &config(

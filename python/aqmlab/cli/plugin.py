@@ -86,17 +86,24 @@ def build(
         except OSError as e:
             fail(ScenarioError(f"cannot write {target} ({e.strerror})"))
     info = module.info
-    timer = f"every {plugin.bound_text('time', info['timer_ns'])} (aqmlab_timer)" if info["timer_ns"] else "none"
+    timer = (
+        "set by aqmlab_init (aqmlab_set_timer)"
+        if info["sets_timer"]
+        else f"every {plugin.bound_text('time', info['timer_ns'])} (aqmlab_timer)"
+        if info["timer_ns"]
+        else "none"
+    )
     dequeue = "aqmlab_dequeue" if info["has_dequeue"] else "the host's (queue 0's head)"
     limit = (
         "the plugin enforces the buffer limit itself (AQMLAB_OWNS_LIMIT)"
         if info["owns_limit"]
         else "the physical buffer drops before the plugin sees an arrival"
     )
+    values = "; reads packet values (AQMLAB_READS_VALUES: the flows get a [marker])" if info["reads_packet_values"] else ""
     lines = [
-        f"{file}: {info['kind']} — {info['summary']}",
+        f"{file}: {info['kind']} — {info['summary']} (ABI v{info['abi_version']})",
         f"source: {info['source']}",
-        f"queues: {info['n_queues']}; dequeue: {dequeue}; timer: {timer}; {limit}",
+        f"queues: {info['n_queues']}; dequeue: {dequeue}; timer: {timer}; {limit}{values}",
         f"delay target: {info['delay_target_option'] or 'none'}; module: {target or module.wasm} ({module.ref})",
     ]
     for line in lines:

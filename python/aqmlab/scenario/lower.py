@@ -96,14 +96,16 @@ def bottleneck(b: Bottleneck, rtt_ref: int) -> dict[str, Any]:
     return {"rate_bps": rate, "buffer_packets": buf_pkts, "buffer_bytes": buf_bytes, "rtt_ref_ns": rtt_ref, "aqm": options}
 
 
-def _plugin_value(unit: str, v: Any, rate: int, rtt_ref: int) -> float:
+def _plugin_value(unit: str, v: Any, rate: int, rtt_ref: int, choices: list[str]) -> float:
     """One plugin option's value as the module receives it (a number in the unit's terms,
     crates/plugin): a time or delay target in ns, a size in bytes (a packet counts
-    PACKET_BYTES), packets, bit/s, a bool as 0 or 1."""
+    PACKET_BYTES), packets, bit/s, a bool as 0 or 1, a choice as its index."""
     if unit == "size":
         return float(size_bytes(u.parse_size(v), rate, rtt_ref))
     if unit == "bool":
         return 1.0 if v else 0.0
+    if unit == "choice":
+        return float(choices.index(v))
     return float(_option_value(unit, v, rate, rtt_ref))
 
 
@@ -113,7 +115,9 @@ def plugin(aqm: PluginAqm, rate: int, rtt_ref: int) -> dict[str, Any]:
     module receives NaN for them)."""
     module = aqm.resolved()
     values = aqm.options()
-    options = {o["name"]: _plugin_value(o["unit"], values[o["name"]], rate, rtt_ref) for o in module.info["options"] if values.get(o["name"]) is not None}
+    options = {
+        o["name"]: _plugin_value(o["unit"], values[o["name"]], rate, rtt_ref, o["choices"]) for o in module.info["options"] if values.get(o["name"]) is not None
+    }
     return {"kind": "plugin", "module": str(module.wasm), "options": options}
 
 

@@ -18,7 +18,6 @@ from aqmlab.inputs.loader import KeyedValueError
 from aqmlab.scenario import lower
 from aqmlab.scenario import units as u
 from aqmlab.scenario.parts import (
-    VALUE_AQMS,
     Bottleneck,
     Flows,
     Host,
@@ -29,6 +28,7 @@ from aqmlab.scenario.parts import (
     Time,
     Workload,
     cc_label,
+    reads_packet_values,
 )
 
 __all__ = ["Scenario"]
@@ -68,7 +68,7 @@ class Scenario(Model):
     def effective_marker(self) -> Marker | None:
         """The marker the run uses: the given one, the equal-share default for a discipline
         that reads packet values, None for the others."""
-        if self.bottleneck.aqm.kind not in VALUE_AQMS:
+        if not reads_packet_values(self.bottleneck.aqm):
             return None
         return self.marker or Marker()
 

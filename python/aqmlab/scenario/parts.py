@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PlainSerializer,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     create_model,
@@ -285,6 +286,8 @@ def _plugin_option_type(o: dict[str, Any]) -> Any:
         return _plugin_quantity(unit, lo, hi)
     if unit == "bool":
         return bool
+    if unit == "choice":
+        return Literal[tuple(o["choices"])]
     bounds = ({"ge": lo} if lo is not None else {}) | ({"le": hi} if hi is not None else {})
     return Annotated[int, Field(**bounds)] if unit == "int" else Annotated[float, Field(allow_inf_nan=False, **bounds)]
 
@@ -319,6 +322,8 @@ class PluginAqm(AqmModel):
     kind: Literal["plugin"] = "plugin"
     #: A C file or .wasm module (relative to the scenario file), or ``sha256:<hex>``.
     module: str
+    #: The module's AQMLAB_READS_VALUES, read when the table is validated.
+    _reads_packet_values: bool = PrivateAttr(False)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -344,7 +349,9 @@ class PluginAqm(AqmModel):
             err = error_from_validation(e, model=model, text=None, file=None)
             raise KeyedValueError(err.key or "", err.detail, relative=True) from None
         values = {o["name"]: getattr(options, f"option_{i}") for i, o in enumerate(module.info["options"])}
-        return handler({"kind": "plugin", "module": module.ref, **values})
+        validated = handler({"kind": "plugin", "module": module.ref, **values})
+        validated._reads_packet_values = bool(module.info["reads_packet_values"])
+        return validated
 
     def resolved(self) -> plugin.Module:
         """The module (in this process's resolutions, else the plugin cache)."""
@@ -354,14 +361,24 @@ class PluginAqm(AqmModel):
         """The option values by name, in canonical spelling (None: unset)."""
         return dict(self.__pydantic_extra__ or {})
 
+    def reads_packet_values(self) -> bool:
+        """Whether the module declares AQMLAB_READS_VALUES (the flows get a marker)."""
+        return self._reads_packet_values
+
 
 if TYPE_CHECKING:
     # The union is built at run time from the engine's registry; a type checker sees its base.
     AqmSpec = AqmModel
 else:
     AqmSpec = Annotated[Union[(*AQM_MODELS.values(), PluginAqm)], Field(discriminator="kind")]  # noqa: UP007 (a union of a run-time tuple has no | form)
-#: The disciplines that read packet values, so that the flows need a `[marker]`.
+#: The built-in disciplines that read packet values, so that the flows need a `[marker]`
+#: (a plugin says so itself: `PluginAqm.reads_packet_values`).
 VALUE_AQMS = tuple(k for k, d in engine.describe_aqms().items() if d["reads_packet_values"])
+
+
+def reads_packet_values(aqm: Any) -> bool:
+    """Whether a discipline (a built-in's model or a plugin's) reads packet values."""
+    return aqm.reads_packet_values() if isinstance(aqm, PluginAqm) else aqm.kind in VALUE_AQMS
 
 
 def available(what: str) -> list[str]:

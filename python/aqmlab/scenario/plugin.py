@@ -249,8 +249,11 @@ def _whole(x: float, what: str) -> int:
     return int(x)
 
 
-def scenario_value(unit: str, x: float) -> Any:
-    """A value in the unit's terms (what the module receives) as a scenario writes it."""
+def scenario_value(unit: str, x: float, choices: list[str] | None = None) -> Any:
+    """A value in the unit's terms (what the module receives) as a scenario writes it; a
+    choice's index as its string."""
+    if unit == "choice":
+        return (choices or [])[_whole(x, "choices")]
     if unit in ("time", "delay-target"):
         return u.format_time(_whole(x, "nanoseconds"))
     if unit == "size":
@@ -272,8 +275,8 @@ def default_value(o: dict[str, Any], module: str) -> Any:
     if o["default"] is None:
         return None
     try:
-        return scenario_value(o["unit"], o["default"])
-    except ValueError as e:
+        return scenario_value(o["unit"], o["default"], o.get("choices"))
+    except (ValueError, IndexError) as e:
         raise ValueError(f"plugin {module} refused: option {o['name']!r}: its default {e}") from None
 
 
@@ -289,7 +292,7 @@ def bound_text(unit: str, x: float) -> str:
 def range_text(o: dict[str, Any]) -> str:
     """The declared range as `aqmlab list aqms` writes the built-ins' (closed bounds)."""
     lo, hi = o["min"], o["max"]
-    if o["unit"] == "bool" or (lo is None and hi is None):
+    if o["unit"] in ("bool", "choice") or (lo is None and hi is None):
         return "–"
     if hi is None:
         return f"≥ {bound_text(o['unit'], lo)}"
@@ -309,7 +312,7 @@ def describe(module: Module, label: str | None = None) -> dict[str, Any]:
         "summary": info["summary"],
         "source": info["source"],
         "one_of": [],
-        "reads_packet_values": False,
+        "reads_packet_values": info["reads_packet_values"],
         "options": [
             {
                 "name": o["name"],
@@ -318,7 +321,7 @@ def describe(module: Module, label: str | None = None) -> dict[str, Any]:
                 "source": "",
                 "default": default_value(o, module.name),
                 "required": False,
-                "choices": None,
+                "choices": o["choices"] if o["unit"] == "choice" else None,
                 "range_text": range_text(o),
             }
             for o in info["options"]
