@@ -368,7 +368,8 @@ def test_plugin_build_writes_the_module_and_prints_what_it_declares(tmp_path: Pa
     stdout = r.stdout
     wasm = (tmp_path / "codel.wasm").read_bytes()
     assert wasm[:4] == b"\0asm" and f"sha256:{hashlib.sha256(wasm).hexdigest()}" in stdout
-    assert "codel_c" in stdout and "queues: 1; dequeue: aqmlab_dequeue; timer: none" in stdout
+    assert "codel_c" in stdout and "(ABI v2)" in stdout
+    assert "queues: 1; enqueue: the host's (every arrival to queue 0, within aqmlab_set_limit); dequeue: aqmlab_dequeue; timer: none" in stdout
     # codel.c's declaration: each option with its default in scenario terms and its range.
     for row in (
         r"target\s*│ delay-target\s*│ 5ms\s*│ ≥ 1ns",

@@ -66,13 +66,10 @@ AQMLAB_EXPORT(aqmlab_init) const char *aqmlab_init(void) {
     ecn = option_values[3] != 0;
     ce_threshold_on = !aqmlab_is_unset(option_values[4]);
     ce_threshold = ce_threshold_on ? (uint64_t)option_values[4] : 0;
+    /* codel_qdisc_enqueue is a tail drop at `limit` packets, which the host does for a plugin
+     * without aqmlab_enqueue: every arrival within the limit joins the queue. */
+    aqmlab_set_limit(limit);
     return 0;
-}
-
-/* codel_qdisc_enqueue: tail-drop at `limit` packets. */
-AQMLAB_EXPORT(aqmlab_enqueue) uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt) {
-    (void)now, (void)pkt;
-    return queues[0].len < limit ? AQMLAB_ACCEPT(0) : AQMLAB_DROP(AQMLAB_DROP_OVERFLOW);
 }
 
 /* codel_control_law: t + interval/√count (count 0 taken as 1). */

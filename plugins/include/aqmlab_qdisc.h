@@ -7,7 +7,7 @@
  *         -I plugins/include -o my_aqm.wasm my_aqm.c
  *
  * (Debian: `apt-get install clang lld`; lld provides wasm-ld.) aqmlab runs the module in a
- * sandbox (crates/plugin): the module may import nothing but the four host functions below,
+ * sandbox (crates/plugin): the module may import nothing but the five host functions below,
  * its memory is capped, and every call into it has an instruction budget; a trap, a runaway
  * call or a broken rule of this ABI ends the run with an error naming the module, the
  * function and the simulated time.
@@ -31,7 +31,9 @@
  *
  *   const aqmlab_qdisc_info aqmlab_qdisc   data: version, queues, timer, options (AQMLAB_QDISC)
  *   const char *aqmlab_init(void)          required: check the options, set up the state
- *   uint32_t aqmlab_enqueue(now, pkt)      required: the verdict on an arrival
+ *   uint32_t aqmlab_enqueue(now, pkt)      the verdict on an arrival: optional with one queue
+ *                                          (default: every arrival joins queue 0, within the
+ *                                          limit aqmlab_set_limit sets)
  *   int32_t  aqmlab_dequeue(now)           optional: the queue to serve (default: queue 0's head)
  *   void     aqmlab_timer(now)             the periodic update: required if info.timer_ns > 0
  *                                          or the module imports aqmlab_set_timer
@@ -42,8 +44,9 @@
  *
  * v2 adds to v1, whose modules the host still runs unchanged: the "choice" unit (an option
  * naming one of several strings, in aqmlab_option.choices, v1's reserved field), the
- * AQMLAB_READS_VALUES flag (the run's packet-value marker feeds aqmlab_pkt.value), and
- * aqmlab_set_timer (the timer's period from an option, set in aqmlab_init).
+ * AQMLAB_READS_VALUES flag (the run's packet-value marker feeds aqmlab_pkt.value),
+ * aqmlab_set_timer (the timer's period from an option, set in aqmlab_init), aqmlab_set_limit
+ * (a packet limit the host enforces) and aqmlab_enqueue optional for one queue.
  *
  * Examples: examples/plugins/step.c (enqueue only), examples/plugins/codel.c (dequeue),
  * examples/plugins/pi2.c (a timer whose period is an option, a choice option).
@@ -260,7 +263,10 @@ AQMLAB_EXPORT(aqmlab_init) const char *aqmlab_init(void);
 /* An arrival: `pkt` (= aqmlab_qdisc.arrival) at `now`. Returns AQMLAB_ACCEPT(queue),
  * AQMLAB_MARK(queue, reason) or AQMLAB_DROP(reason). May also drop queued packets
  * (aqmlab_drop_head) and mark them (aqmlab_mark_head) first. The host stamps enqueue_ns = now
- * on an accepted or marked arrival and appends it to the queue. */
+ * on an accepted or marked arrival and appends it to the queue. Called only for arrivals
+ * within the limit aqmlab_set_limit set. Optional for a plugin with one queue that decides
+ * nothing at enqueue (CoDel): without it the host appends every arrival to queue 0, and a
+ * call per packet is saved. */
 AQMLAB_EXPORT(aqmlab_enqueue) uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt);
 
 /* The link is ready to send at `now`: returns the queue whose head is sent (the host removes
@@ -297,6 +303,11 @@ AQMLAB_IMPORT(random_u64) uint64_t aqmlab_random_u64(void);
  * timer), so that it can follow an option (PIE's and PI2's tupdate). The first tick is at
  * `period_ns`; after a reset the timer keeps its schedule. */
 AQMLAB_IMPORT(set_timer) void aqmlab_set_timer(uint64_t period_ns);
+
+/* Only in aqmlab_init: at most `packets` packets in the plugin's queues together; the host drops
+ * an arrival beyond it ("overflow") before any call, as a Linux qdisc checks sch->limit at
+ * enqueue (sch_codel.c codel_qdisc_enqueue). 0: no limit but the physical buffer's. */
+AQMLAB_IMPORT(set_limit) void aqmlab_set_limit(uint64_t packets);
 
 /* ---- Helpers (inline: no calls into the host) -------------------------------------------- */
 

@@ -4,7 +4,8 @@
 //!
 //! v2 extends v1 without changing a layout (the choice strings take v1's reserved option
 //! field), so the host runs v1 modules too: a v1 module is one that imports from `aqmlab_v1`
-//! and uses none of v2's additions ([`FLAG_READS_VALUES`], the unit `choice`, `set_timer`).
+//! and uses none of v2's additions ([`FLAG_READS_VALUES`], the unit `choice`, `set_timer`,
+//! `set_limit`, a missing `aqmlab_enqueue`).
 
 use aqm::options::Unit;
 use aqm::{DropReason, Ecn, MarkReason};
@@ -49,7 +50,7 @@ pub fn imports(version: u32) -> &'static [Sig] {
 
 /// The host functions of the header's version (module [`IMPORT_MODULE`]); v1's are the
 /// first three.
-pub const IMPORTS: [Sig; 4] = [
+pub const IMPORTS: [Sig; 5] = [
     Sig {
         name: "drop_head",
         params: &[Ty::I32, Ty::I32],
@@ -73,6 +74,12 @@ pub const IMPORTS: [Sig; 4] = [
         params: &[Ty::I64],
         results: &[],
         c: "void aqmlab_set_timer(uint64_t period_ns)",
+    },
+    Sig {
+        name: "set_limit",
+        params: &[Ty::I64],
+        results: &[],
+        c: "void aqmlab_set_limit(uint64_t packets)",
     },
 ];
 

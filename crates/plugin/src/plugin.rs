@@ -73,6 +73,9 @@ pub struct PluginInfo {
     pub timer_ns: Option<Nanos>,
     /// Whether the module imports `aqmlab_set_timer` (sets its timer's period in init).
     pub sets_timer: bool,
+    /// Whether the plugin exports `aqmlab_enqueue` (else the host appends every arrival to
+    /// queue 0).
+    pub has_enqueue: bool,
     /// Whether the plugin exports `aqmlab_dequeue` (else the host sends queue 0's head).
     pub has_dequeue: bool,
     pub options: Vec<PluginOption>,
@@ -254,7 +257,7 @@ impl Plugin {
             }
         };
         func(&abi::INIT, true)?;
-        func(&abi::ENQUEUE, true)?;
+        let has_enqueue = func(&abi::ENQUEUE, false)?;
         let has_dequeue = func(&abi::DEQUEUE, false)?;
         let has_timer = func(&abi::TIMER, false)?;
         match module.get_export(abi::INFO_EXPORT) {
@@ -306,6 +309,7 @@ impl Plugin {
                 reads_values: false,
                 timer_ns: None,
                 sets_timer,
+                has_enqueue,
                 has_dequeue,
                 options: vec![],
                 delay_target_option: None,
@@ -593,6 +597,7 @@ fn is_name(s: &str) -> bool {
 /// against.
 #[derive(Clone, Copy)]
 pub(crate) struct Linkage {
+    pub has_enqueue: bool,
     pub has_dequeue: bool,
     pub has_timer: bool,
     pub sets_timer: bool,
@@ -659,6 +664,18 @@ pub(crate) fn read_info(mem: Mem<'_>, addr: u32, link: Linkage) -> Result<Plugin
             return Err("the module exports aqmlab_timer but aqmlab_qdisc.timer_ns is 0 and it never calls aqmlab_set_timer".into())
         }
         _ => {}
+    }
+    if !link.has_enqueue && (version == 1 || n_queues > 1) {
+        return Err(format!(
+            "missing export {} (ABI v{version}: {}){}",
+            abi::ENQUEUE.name,
+            abi::ENQUEUE.c,
+            if version == 1 {
+                ""
+            } else {
+                "; only a plugin with one queue may leave it out"
+            }
+        ));
     }
     if !link.has_dequeue && n_queues > 1 {
         return Err(format!(
@@ -789,6 +806,7 @@ pub(crate) fn read_info(mem: Mem<'_>, addr: u32, link: Linkage) -> Result<Plugin
         reads_values: flags & abi::FLAG_READS_VALUES != 0,
         timer_ns: (timer_ns > 0).then_some(timer_ns),
         sets_timer: link.sets_timer,
+        has_enqueue: link.has_enqueue,
         has_dequeue: link.has_dequeue,
         options,
         delay_target_option,

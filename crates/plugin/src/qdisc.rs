@@ -59,6 +59,8 @@ pub(crate) struct Host<P> {
     in_init: bool,
     /// The period `aqmlab_set_timer` set, if it was called (0: no timer).
     timer_set: Option<Nanos>,
+    /// The packet limit `aqmlab_set_limit` set, if it was called (0: none).
+    limit_set: Option<u64>,
 }
 
 fn no_class<P>(_: &P) -> u32 {
@@ -87,6 +89,7 @@ impl<P: Packet> Host<P> {
             limits: crate::plugin::store_limits(memory_bytes),
             in_init: false,
             timer_set: None,
+            limit_set: None,
         }
     }
 
@@ -288,7 +291,7 @@ pub(crate) struct Instance<P: 'static> {
     store: Store<Host<P>>,
     memory: Memory,
     init: TypedFunc<(), u32>,
-    enqueue: TypedFunc<(u64, u32), u32>,
+    enqueue: Option<TypedFunc<(u64, u32), u32>>,
     dequeue: Option<TypedFunc<u64, i32>>,
     timer: Option<TypedFunc<u64, ()>>,
 }
@@ -330,9 +333,14 @@ impl<P: Packet + 'static> Instance<P> {
         let init = instance
             .get_typed_func::<(), u32>(&mut store, abi::INIT.name)
             .map_err(typed)?;
-        let enqueue = instance
-            .get_typed_func::<(u64, u32), u32>(&mut store, abi::ENQUEUE.name)
-            .map_err(typed)?;
+        let enqueue = match plugin.info.has_enqueue {
+            true => Some(
+                instance
+                    .get_typed_func::<(u64, u32), u32>(&mut store, abi::ENQUEUE.name)
+                    .map_err(typed)?,
+            ),
+            false => None,
+        };
         let dequeue = match plugin.info.has_dequeue {
             true => Some(
                 instance
@@ -364,7 +372,7 @@ impl<P: Packet + 'static> Instance<P> {
 }
 
 /// The host functions, under `module` (the import module of one ABI version: each version's
-/// functions are the same, v2 adds `set_timer`).
+/// functions are the same, v2 adds `set_timer` and `set_limit`).
 fn define_host_functions<P: Packet + 'static>(linker: &mut Linker<Host<P>>, module: &str) {
     linker
         .func_wrap(
@@ -410,6 +418,22 @@ fn define_host_functions<P: Packet + 'static>(linker: &mut Linker<Host<P>>, modu
                 },
             )
         })
+        .and_then(|l| {
+            l.func_wrap(
+                module,
+                "set_limit",
+                |mut caller: Caller<'_, Host<P>>, packets: u64| {
+                    let host = caller.data_mut();
+                    if !host.in_init {
+                        return Err(host_error(format!(
+                            "aqmlab_set_limit({packets}): allowed only in aqmlab_init"
+                        )));
+                    }
+                    host.limit_set = Some(packets);
+                    Ok(())
+                },
+            )
+        })
         .expect("the ABI's host functions are defined once per import module");
 }
 
@@ -423,6 +447,7 @@ impl Instance<Probe> {
         let (inst, addr) = Instance::new(plugin, host)?;
         let mem = Mem(inst.memory.data(&inst.store));
         let link = Linkage {
+            has_enqueue: plugin.info.has_enqueue,
             has_dequeue: plugin.info.has_dequeue,
             has_timer: plugin.has_timer,
             sets_timer: plugin.info.sets_timer,
@@ -453,6 +478,8 @@ pub struct PluginQdisc<P: 'static> {
     timer_ns: Nanos,
     /// The next timer tick, if the plugin has a timer.
     next_tick: Option<Nanos>,
+    /// The packet limit `aqmlab_set_limit` set (`u64::MAX`: none).
+    limit: u64,
     error: Option<PluginError>,
 }
 
@@ -469,6 +496,10 @@ impl<P: Packet + 'static> PluginQdisc<P> {
         );
         let inst = Self::start(plugin, &values, host)?;
         let period = inst.store.data().timer_set.or(info.timer_ns).unwrap_or(0);
+        let limit = match inst.store.data().limit_set {
+            None | Some(0) => u64::MAX,
+            Some(n) => n,
+        };
         Ok(PluginQdisc {
             plugin: plugin.clone(),
             values,
@@ -477,6 +508,7 @@ impl<P: Packet + 'static> PluginQdisc<P> {
             fuel: plugin.limits.fuel_per_call,
             timer_ns: period,
             next_tick: (period > 0).then_some(period),
+            limit,
             error: None,
         })
     }
@@ -614,6 +646,15 @@ impl<P: Packet + 'static> PluginQdisc<P> {
             out.dropped(pkt, DropReason::Overflow, now);
             return Err(e);
         }
+        if self.inst.store.data().len as u64 >= self.limit {
+            out.dropped(pkt, DropReason::Overflow, now);
+            return Ok(());
+        }
+        let Some(enqueue) = self.inst.enqueue.clone() else {
+            pkt.set_enqueue_ns(now);
+            self.inst.store.data_mut().push(0, pkt);
+            return Ok(());
+        };
         let arrival = self.layout.arrival;
         {
             let inst = &mut self.inst;
@@ -624,7 +665,7 @@ impl<P: Packet + 'static> PluginQdisc<P> {
             inst.store.set_fuel(self.fuel).expect("fuel is on");
         }
         let inst = &mut self.inst;
-        let r = inst.enqueue.call(&mut inst.store, (now, arrival));
+        let r = enqueue.call(&mut inst.store, (now, arrival));
         inst.store.data_mut().replay(now, out);
         let v = match r {
             Ok(v) => v,

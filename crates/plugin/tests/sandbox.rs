@@ -87,8 +87,14 @@ fn an_import_outside_the_abi_is_refused() {
 
 #[test]
 fn a_missing_export_is_refused() {
-    let msg = refused(&build(BROKEN, &["-DNO_ENQUEUE"]));
-    has(&msg, "missing export aqmlab_enqueue (ABI v2: uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt))");
+    // aqmlab_enqueue is optional for one queue since v2 only.
+    let msg = refused(&build(BROKEN, &["-include", V1_HEADER, "-DNO_ENQUEUE"]));
+    has(&msg, "missing export aqmlab_enqueue (ABI v1: uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt))");
+    let msg = refused(&build(PRIO, &["-DNO_ENQUEUE"]));
+    has(&msg, "missing export aqmlab_enqueue (ABI v2: uint32_t aqmlab_enqueue(uint64_t now, const aqmlab_pkt *pkt)); only a plugin with one queue may leave it out");
+    let one_queue =
+        Plugin::load("fifo.wasm", &build(BROKEN, &["-DNO_ENQUEUE", "-DNO_TIMER"])).unwrap();
+    assert!(!one_queue.info().has_enqueue);
 }
 
 #[test]
@@ -243,7 +249,7 @@ fn options_are_checked_by_the_host_and_by_the_plugin() {
         err(&broken, &[("hwo", 1.0)]),
         "hwo: unknown option (the plugin declares: fail_at, how)"
     );
-    assert_eq!(err(&broken, &[("how", 8.0)]), "how: 8 must be in [1, 7]");
+    assert_eq!(err(&broken, &[("how", 9.0)]), "how: 9 must be in [1, 8]");
     assert_eq!(
         err(&broken, &[("fail_at", 1.5)]),
         "fail_at: 1.5 must be a whole number (int)"
@@ -467,8 +473,8 @@ fn the_host_shows_the_plugin_the_queues_and_packets_the_header_describes() {
     );
 }
 
-/// `step.c` and `codel.c` fed the same overload: 1500-byte ECT(0) arrivals every 100 µs,
-/// departures every 120 µs, for a second; returns the log and the ids sent.
+/// `plugin` fed an overload: 1500-byte ECT(0) arrivals every 100 µs, departures every 120 µs,
+/// for a second; returns the log and the ids sent.
 fn overload(plugin: &Plugin, options: &[(&str, f64)]) -> (Log, Vec<u64>) {
     let mut q: PluginQdisc<Pkt> = plugin.build(options, 0).unwrap();
     let mut log = Log::default();
@@ -485,21 +491,22 @@ fn overload(plugin: &Plugin, options: &[(&str, f64)]) -> (Log, Vec<u64>) {
 
 #[test]
 fn a_v1_module_runs_unchanged() {
-    // The examples built against ABI v1's header declare v1, import from aqmlab_v1, and give
-    // the verdicts of their v2 builds, packet for packet.
+    // STEP and the two-queue fixture (a timer, the random stream, drops at enqueue and by the
+    // timer) built against ABI v1's header declare v1, import from aqmlab_v1, and give the
+    // verdicts of their v2 builds, packet for packet.
     for (file, options) in [
         (
             "examples/plugins/step.c",
             &[("threshold_packets", 20.0)][..],
         ),
-        ("examples/plugins/codel.c", &[("ecn", 1.0)][..]),
+        (PRIO, &[("p_drop", 0.01), ("max_sojourn", 1.5e6)][..]),
     ] {
         let v1 = Plugin::load("v1.wasm", &build(file, &["-include", V1_HEADER])).unwrap();
         let v2 = Plugin::load("v2.wasm", &build(file, &[])).unwrap();
         assert_eq!((v1.info().abi_version, v2.info().abi_version), (1, 2));
         let (log1, sent1) = overload(&v1, options);
         let (log2, sent2) = overload(&v2, options);
-        assert!(!log1.marks().is_empty(), "{file}: the overload is marked");
+        assert!(!log1.0.is_empty(), "{file}: the overload is signalled");
         assert_eq!(log1.0, log2.0, "{file}");
         assert_eq!(sent1, sent2, "{file}");
     }
@@ -589,5 +596,32 @@ fn set_timer_is_for_aqmlab_init_and_needs_a_timer() {
     has(
         &refused(&build(BROKEN, &["-DNO_TIMER"])),
         "the module imports aqmlab_set_timer but exports no aqmlab_timer",
+    );
+}
+
+#[test]
+fn without_aqmlab_enqueue_the_host_appends_within_the_limit_set_in_init() {
+    // codel.c has no aqmlab_enqueue: its `limit` is set with aqmlab_set_limit, and the host
+    // drops the arrivals beyond it ("overflow") and appends the others to queue 0 in order.
+    let codel = Plugin::load("codel.wasm", &common::codel_wasm()).unwrap();
+    assert!(!codel.info().has_enqueue);
+    let mut q: PluginQdisc<Pkt> = codel.build(&[("limit", 3.0)], 0).unwrap();
+    let mut log = Log::default();
+    for i in 0..5u64 {
+        q.enqueue(Pkt::new(i, 0, 100, Ecn::NotEct), 10 + i, &mut log);
+    }
+    assert_eq!(
+        log.drops(),
+        vec![(3, DropReason::Overflow, 13), (4, DropReason::Overflow, 14)]
+    );
+    let sent: Vec<(u64, Nanos)> = (0..4)
+        .filter_map(|i| q.dequeue(20 + i, &mut log).map(|p| (p.id, p.enq)))
+        .collect();
+    assert_eq!(sent, vec![(0, 10), (1, 11), (2, 12)]);
+    // set_limit outside aqmlab_init breaks the rule like set_timer.
+    let (e, _, _) = fail(8, 2, Limits::default());
+    has(
+        &e.to_string(),
+        "aqmlab_enqueue at t = 0.000002007 s (2007 ns): aqmlab_set_limit(7): allowed only in aqmlab_init",
     );
 }

@@ -294,7 +294,7 @@ fn run_clang(
 
 /// Load a plugin module (`.wasm`) and return its description: `abi_version`, `kind`,
 /// `summary`, `source`, `n_queues`, `owns_limit`, `reads_packet_values`, `timer_ns`,
-/// `sets_timer`, `has_dequeue`, `delay_target_option` (a name or None) and `options` (name,
+/// `sets_timer`, `has_enqueue`, `has_dequeue`, `delay_target_option` (a name or None) and `options` (name,
 /// unit, doc, default, min, max, choices; numbers in the unit's terms: ns, bytes, packets,
 /// bit/s, a choice's index). Raises ValueError naming the module and what is wrong.
 #[pyfunction]
@@ -318,7 +318,7 @@ fn plugin_info<'py>(py: Python<'py>, wasm_path: &str) -> PyResult<Bound<'py, PyA
             "abi_version": info.abi_version, "n_queues": info.n_queues,
             "owns_limit": info.owns_limit, "reads_packet_values": info.reads_values,
             "timer_ns": info.timer_ns, "sets_timer": info.sets_timer,
-            "has_dequeue": info.has_dequeue,
+            "has_enqueue": info.has_enqueue, "has_dequeue": info.has_dequeue,
             "delay_target_option": info.delay_target_option.map(|i| info.options[i].name.clone()),
             "options": options,
         }),

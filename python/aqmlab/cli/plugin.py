@@ -1,8 +1,6 @@
 """`aqmlab plugin build`: a discipline's C file, or a congestion control's struct_ops BPF C
 file, → its WebAssembly module, and what the module declares (docs/plugins.md)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -93,6 +91,7 @@ def build(
         if info["timer_ns"]
         else "none"
     )
+    enqueue = "aqmlab_enqueue" if info["has_enqueue"] else "the host's (every arrival to queue 0, within aqmlab_set_limit)"
     dequeue = "aqmlab_dequeue" if info["has_dequeue"] else "the host's (queue 0's head)"
     limit = (
         "the plugin enforces the buffer limit itself (AQMLAB_OWNS_LIMIT)"
@@ -103,7 +102,7 @@ def build(
     lines = [
         f"{file}: {info['kind']} — {info['summary']} (ABI v{info['abi_version']})",
         f"source: {info['source']}",
-        f"queues: {info['n_queues']}; dequeue: {dequeue}; timer: {timer}; {limit}{values}",
+        f"queues: {info['n_queues']}; enqueue: {enqueue}; dequeue: {dequeue}; timer: {timer}; {limit}{values}",
         f"delay target: {info['delay_target_option'] or 'none'}; module: {target or module.wasm} ({module.ref})",
     ]
     for line in lines:
@@ -115,7 +114,7 @@ def build(
     )
 
 
-def cc_lines(file: Path, module: CcModule) -> list[str]:
+def cc_lines(file: Path, module: "CcModule") -> list[str]:
     """What a CC module declares, as `plugin build` and `list ccs --plugin` print it."""
     info = module.info
     flags = int(info["flags"])
