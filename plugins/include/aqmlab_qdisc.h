@@ -48,8 +48,9 @@
  * aqmlab_set_timer (the timer's period from an option, set in aqmlab_init), aqmlab_set_limit
  * (a packet limit the host enforces) and aqmlab_enqueue optional for one queue.
  *
- * Examples: examples/plugins/step.c (enqueue only), examples/plugins/codel.c (dequeue),
- * examples/plugins/pi2.c (a timer whose period is an option, a choice option).
+ * Examples: examples/plugins/step.c (enqueue only), examples/plugins/codel.c (dequeue only,
+ * the limit left to the host), examples/plugins/pi2.c (a timer whose period is an option, a
+ * choice option), examples/plugins/dualpi2.c (two queues and a scheduler between them).
  */
 #ifndef AQMLAB_QDISC_H
 #define AQMLAB_QDISC_H
@@ -191,8 +192,8 @@ typedef struct aqmlab_option {
 
 /* Flags. */
 /* The plugin enforces the buffer limit itself and sees every arrival, also those the physical
- * buffer beneath would refuse (as the built-in PPV, FQ-CoDel and DualPI2 do). Without it the
- * host drops those arrivals ("overflow") before the plugin sees them. */
+ * buffer beneath would refuse (as the built-in PPV, GSP, FQ-CoDel and FQ-PIE do). Without it
+ * the host drops those arrivals ("overflow") before the plugin sees them. */
 #define AQMLAB_OWNS_LIMIT 1u
 /* The plugin reads aqmlab_pkt.value: a run gives its flows a packet-value marker (the
  * scenario's [marker], else equal shares), as for the built-in PPV and CSAQM. Without it every

@@ -186,7 +186,7 @@ pub trait Qdisc<P: Packet> {
     /// returned) and clear the control state, keeping the parameters (Linux `qdisc_reset`).
     fn reset(&mut self) -> Vec<P>;
     /// Whether the discipline enforces its buffer limit itself and must see overflowing
-    /// arrivals (PPV, FQ-CoDel, DualPI2). If false, [`PhysicalLimit`] drops them before the
+    /// arrivals (PPV, GSP, FQ-CoDel, FQ-PIE). If false, [`PhysicalLimit`] drops them before the
     /// discipline sees them.
     fn owns_limit(&self) -> bool {
         false

@@ -1,10 +1,12 @@
-//! The plugin ports of STEP, CoDel and PI2 (examples/plugins/step.c, codel.c, pi2.c) against
-//! the built-ins they port (crates/aqm/src/qdisc/step.rs, codel.rs, pi2.rs): the same verdicts,
-//! packet for packet, on random traces; and the schedules the sources give, computed by hand.
+//! The plugin ports of STEP, CoDel, PI2 and DualPI2 (examples/plugins/step.c, codel.c, pi2.c,
+//! dualpi2.c) against the built-ins they port (crates/aqm/src/qdisc/step.rs, codel.rs, pi2.rs,
+//! dualpi2.rs): the same verdicts, packet for packet, on random traces; and the schedules the
+//! sources give, computed by hand.
 
 mod common;
 
 use aqm::codel::{self, Codel};
+use aqm::dualpi2::{self, DualPi2};
 use aqm::pi2::{self, EcnMask, Pi2};
 use aqm::step::{Step, Threshold};
 use aqm::{DropReason, Ecn, MarkReason, Nanos, PhysicalLimit, Qdisc, ScenarioOptions};
@@ -290,6 +292,41 @@ fn pi2_options(params: &pi2::Params, r: &mut impl FnMut(u64) -> u64) -> Vec<(&'s
     .collect()
 }
 
+/// `trace(seed, 6_000)` stretched to span 100 to 400 updates of a controller of period
+/// `tupdate`, so that queues stand for many of them; in one trace of four, a pause of 9 000 to
+/// 15 000 updates (pi2.rs replays at most 10 000 of them at the next call). Returns the trace
+/// and whether its pause passes that cap.
+fn stretched_trace(
+    seed: u64,
+    tupdate: Nanos,
+    r: &mut impl FnMut(u64) -> u64,
+) -> (Vec<(Nanos, Op)>, bool) {
+    let ops = trace(seed, 6_000);
+    let span = ops.last().map_or(1, |o| o.0).max(1);
+    let scale = (tupdate * (100 + r(300)) / span).max(1);
+    let pause = (r(4) == 0).then(|| (r(6_000) as usize, (9_000 + r(6_000)) * tupdate));
+    let ops = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, (t, op))| {
+            let idle = pause.filter(|p| i >= p.0).map_or(0, |p| p.1);
+            (t * scale + idle, op)
+        })
+        .collect();
+    (ops, pause.is_some_and(|p| p.1 > 10_000 * tupdate))
+}
+
+/// A PI gain around dualpi2's `default` for its 16 ms period, larger for shorter periods
+/// `tupdate` (the step per update is α·error + β·change in seconds); now and then 0 or the
+/// default.
+fn random_gain(r: &mut impl FnMut(u64) -> u64, default: f64, tupdate: Nanos) -> f64 {
+    match r(6) {
+        0 => 0.0,
+        1 => default,
+        _ => default * (16 * MS) as f64 / tupdate as f64 * (1 + r(1000)) as f64 / 100.0,
+    }
+}
+
 #[test]
 fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
     // Four timer periods (tupdate, which the plugin gives its timer): dualpi2's 16 ms, Fejes
@@ -305,31 +342,10 @@ fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
         let limit = random_limit(&mut r);
         let which = r(periods.len() as u64) as usize;
         let tupdate = periods[which];
-        // The trace, stretched to span 100 to 400 updates, so that queues stand for many of
-        // them; now and then a pause of 9 000 to 15 000 updates (pi2.rs replays at most
-        // 10 000 of them at the next call).
-        let ops = trace(seed, 6_000);
-        let span = ops.last().map_or(1, |o| o.0).max(1);
-        let scale = (tupdate * (100 + r(300)) / span).max(1);
-        let pause = (r(4) == 0).then(|| (r(6_000) as usize, (9_000 + r(6_000)) * tupdate));
-        long_idles += pause.is_some_and(|p| p.1 > 10_000 * tupdate) as usize;
-        let ops: Vec<(Nanos, Op)> = ops
-            .into_iter()
-            .enumerate()
-            .map(|(i, (t, op))| {
-                let idle = pause.filter(|p| i >= p.0).map_or(0, |p| p.1);
-                (t * scale + idle, op)
-            })
-            .collect();
+        let (ops, long_idle) = stretched_trace(seed, tupdate, &mut r);
+        long_idles += long_idle as usize;
         updates += ops.last().unwrap().0 / tupdate;
-        // Gains around dualpi2's for its 16 ms period, larger for the shorter ones (the step
-        // per update is α·error + β·change in seconds); now and then 0 or the defaults.
         let d = pi2::Params::default();
-        let gain = |r: &mut dyn FnMut(u64) -> u64, default: f64| match r(6) {
-            0 => 0.0,
-            1 => default,
-            _ => default * (16 * MS) as f64 / tupdate as f64 * (1 + r(1000)) as f64 / 100.0,
-        };
         let params = pi2::Params {
             target_ns: if r(4) == 0 {
                 d.target_ns
@@ -337,8 +353,8 @@ fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
                 1 + r(8 * tupdate)
             },
             tupdate_ns: tupdate,
-            alpha: gain(&mut r, d.alpha),
-            beta: gain(&mut r, d.beta),
+            alpha: random_gain(&mut r, d.alpha, tupdate),
+            beta: random_gain(&mut r, d.beta, tupdate),
             k: match r(4) {
                 0 => d.k,
                 1 => 1.0,
@@ -587,6 +603,387 @@ fn plugin_pi2_declares_pi2_rs_s_options() {
         matches!(&e, plugin::PluginError::Options { message, .. } if message.starts_with("ecn_mask: ")),
         "{e}"
     );
+}
+
+/// examples/plugins/dualpi2.c, built.
+fn dualpi2_wasm() -> Vec<u8> {
+    common::build("examples/plugins/dualpi2.c", &[])
+}
+
+/// dualpi2.c's options for the built-in's `params` (ecn_mask as the index of its choice), each
+/// left out now and then when it is the default, so that the defaults are exercised too.
+fn dualpi2_options(
+    params: &dualpi2::Params,
+    r: &mut impl FnMut(u64) -> u64,
+) -> Vec<(&'static str, f64)> {
+    let d = dualpi2::Params::default();
+    let mask = |m: EcnMask| (m == EcnMask::AnyEct) as u8 as f64;
+    [
+        ("target", params.target_ns as f64, d.target_ns as f64),
+        ("tupdate", params.tupdate_ns as f64, d.tupdate_ns as f64),
+        ("alpha", params.alpha, d.alpha),
+        ("beta", params.beta, d.beta),
+        ("k", params.k, d.k),
+        ("step", params.step_ns as f64, d.step_ns as f64),
+        (
+            "min_qlen_step",
+            params.min_qlen_step as f64,
+            d.min_qlen_step as f64,
+        ),
+        ("wc", params.wc as f64, d.wc as f64),
+        ("ecn_mask", mask(params.ecn_mask), mask(d.ecn_mask)),
+        ("limit", params.limit as f64, d.limit as f64),
+    ]
+    .into_iter()
+    .filter(|&(_, v, default)| v != default || r(2) == 0)
+    .map(|(name, v, _)| (name, v))
+    .collect()
+}
+
+/// The built-in DualPI2, counting the dequeues that find both queues backlogged by the queue
+/// its WRR credit serves first (L while the credit is ≤ 0): the scheduler's two branches.
+struct WatchedDualPi2 {
+    q: DualPi2<Pkt>,
+    l_turns: usize,
+    c_turns: usize,
+}
+
+impl Qdisc<Pkt> for WatchedDualPi2 {
+    fn enqueue(&mut self, pkt: Pkt, now: Nanos, out: &mut impl aqm::Verdicts<Pkt>) {
+        self.q.enqueue(pkt, now, out)
+    }
+    fn dequeue(&mut self, now: Nanos, out: &mut impl aqm::Verdicts<Pkt>) -> Option<Pkt> {
+        let (l, all) = (self.q.l_len(), self.q.len());
+        if l > 0 && all > l {
+            if self.q.credit <= 0 {
+                self.l_turns += 1;
+            } else {
+                self.c_turns += 1;
+            }
+        }
+        self.q.dequeue(now, out)
+    }
+    fn len(&self) -> usize {
+        self.q.len()
+    }
+    fn backlog_bytes(&self) -> u64 {
+        self.q.backlog_bytes()
+    }
+    fn head_enqueue_ns(&self) -> Option<Nanos> {
+        self.q.head_enqueue_ns()
+    }
+    fn reset(&mut self) -> Vec<Pkt> {
+        self.q.reset()
+    }
+    fn owns_limit(&self) -> bool {
+        self.q.owns_limit()
+    }
+}
+
+#[test]
+fn plugin_dualpi2_gives_the_built_in_s_verdicts_on_random_traces() {
+    // The timer periods and the stretched traces of the PI2 test; every ECN codepoint, so both
+    // queues fill (ECT(1) and CE in L and ECT(0) in C under l4s_ect, ECT(0) in L under
+    // any_ect, Not-ECT always in C).
+    let periods = [16 * MS, 10 * MS, MS, 250_000];
+    let plugin = Plugin::load("dualpi2.wasm", &dualpi2_wasm()).unwrap();
+    let (mut step_marks, mut at_step, mut coupled_marks, mut prob_marks) = (0, 0, 0, 0);
+    let (mut early, mut l_overload, mut c_overload, mut overflows) = (0, 0, 0, 0);
+    // Coupled marks on L packets at or past the step (which the step would have marked had it
+    // run first), the scheduler's turns, updates, pauses past the replay cap.
+    let (mut coupled_past_step, mut l_turns, mut c_turns) = (0, 0, 0);
+    let (mut updates, mut long_idles) = (0, 0);
+    for seed in 0..120u64 {
+        let mut rng = aqm::rng_from_seed(4000 + seed);
+        let mut r = move |k: u64| rng.next_u64() % k;
+        let limit = random_limit(&mut r);
+        let tupdate = periods[r(periods.len() as u64) as usize];
+        let (ops, long_idle) = stretched_trace(seed, tupdate, &mut r);
+        long_idles += long_idle as usize;
+        updates += ops.last().unwrap().0 / tupdate;
+        // The controller as in the PI2 test; the step within two updates (sojourns in these
+        // traces run from 0 to several updates); min_qlen_step 0, small or up to 100 packets;
+        // wc dualpi2's 10 %, the extremes 0 and 100 % (strict priority to L or to C), or any.
+        let d = dualpi2::Params::default();
+        let params = dualpi2::Params {
+            target_ns: if r(4) == 0 {
+                d.target_ns
+            } else {
+                1 + r(8 * tupdate)
+            },
+            tupdate_ns: tupdate,
+            alpha: random_gain(&mut r, d.alpha, tupdate),
+            beta: random_gain(&mut r, d.beta, tupdate),
+            k: match r(4) {
+                0 => d.k,
+                1 => 1.0,
+                _ => 1.0 + r(3000) as f64 / 1000.0,
+            },
+            step_ns: if r(4) == 0 {
+                d.step_ns
+            } else {
+                1 + r(2 * tupdate)
+            },
+            min_qlen_step: match r(3) {
+                0 => d.min_qlen_step,
+                1 => 1 + r(4),
+                _ => r(100),
+            },
+            wc: match r(5) {
+                0 => d.wc,
+                1 => 0,
+                2 => 100,
+                _ => r(101) as u32,
+            },
+            ecn_mask: if r(2) == 0 {
+                EcnMask::L4sEct
+            } else {
+                EcnMask::AnyEct
+            },
+            limit: if r(3) == 0 { d.limit } else { 1 + r(2000) },
+            ..d
+        };
+        let options = dualpi2_options(&params, &mut r);
+        // In one trace of three, every instant on a grid of step/1 to step/8, so that
+        // sojourns of exactly the step occur (the step marks from there on).
+        let ops: Vec<(Nanos, Op)> = if r(3) == 0 {
+            let grid = (params.step_ns / (1 + r(8))).max(1);
+            ops.into_iter()
+                .map(|(t, op)| (t / grid * grid, op))
+                .collect()
+        } else {
+            ops
+        };
+        let mut built_in = WatchedDualPi2 {
+            q: DualPi2::build(&params, seed).unwrap(),
+            l_turns: 0,
+            c_turns: 0,
+        };
+        let b = run(&mut built_in, &limit, &ops);
+        let mut pq: PluginQdisc<Pkt> = plugin.build(&options, seed).unwrap();
+        let p = run(&mut pq, &limit, &ops);
+        assert_eq!(pq.error(), None);
+        same(&b, &p, &format!("seed {seed}, {params:?}, {limit:?}"));
+        (l_turns, c_turns) = (l_turns + built_in.l_turns, c_turns + built_in.c_turns);
+        for e in &b.0 {
+            match *e {
+                Ev::Drop(p, DropReason::Early, _) => {
+                    assert_eq!(p.ecn, Ecn::NotEct);
+                    early += 1;
+                }
+                Ev::Drop(p, DropReason::Overload, _) if params.ecn_mask.is_scalable(p.ecn) => {
+                    l_overload += 1
+                }
+                Ev::Drop(_, DropReason::Overload, _) => c_overload += 1,
+                Ev::Drop(_, DropReason::Overflow, _) => overflows += 1,
+                Ev::Mark(p, MarkReason::Step, now) => {
+                    step_marks += 1;
+                    at_step += (now - p.enq == params.step_ns) as usize;
+                }
+                Ev::Mark(_, MarkReason::Prob, _) => prob_marks += 1,
+                Ev::Mark(p, MarkReason::Coupled, now) => {
+                    coupled_marks += 1;
+                    coupled_past_step += (now - p.enq >= params.step_ns) as usize;
+                }
+                Ev::Drop(..) | Ev::Mark(..) => panic!("{e:?}: not a DualPI2 verdict"),
+                _ => {}
+            }
+        }
+    }
+    eprintln!("dualpi2: {updates} updates ({long_idles} pauses over 10 000), {step_marks} step marks ({at_step} at a sojourn of exactly the step), {coupled_marks} coupled marks ({coupled_past_step} at or past the step), {prob_marks} classic marks, {early} early drops, {l_overload} L and {c_overload} C overload drops, {overflows} overflows; WRR with both queues backlogged: {l_turns} L turns, {c_turns} C turns");
+    // Every path ran: the step (at exactly its threshold too), the coupled marks (also where the step would have marked),
+    // classic marks and drops, overload drops in both queues, the limit, both branches of the
+    // scheduler, and pauses past the replay cap.
+    assert!(
+        step_marks > 1000
+            && at_step > 100
+            && coupled_marks > 1000
+            && coupled_past_step > 1000
+            && prob_marks > 1000
+            && early > 1000
+            && l_overload > 1000
+            && c_overload > 1000
+            && overflows > 1000
+            && l_turns > 10_000
+            && c_turns > 1000
+            && long_idles > 5,
+        "{step_marks} step marks ({at_step} at the step), {coupled_marks} coupled marks ({coupled_past_step} past the step), {prob_marks} classic marks, {early} early drops, {l_overload}/{c_overload} overload drops, {overflows} overflows, {l_turns}/{c_turns} turns, {long_idles} long pauses"
+    );
+}
+
+#[test]
+fn plugin_dualpi2_serves_the_queues_as_the_wrr_credit_says() {
+    // sch_dualpi2.c dequeue_packet with 1500 B packets in both queues, p′ = 0 (α = β = 0) and
+    // every packet at t = 0 (no sojourn, so no step): the credit starts at 1514·(wc − wl),
+    // wl = 100 − wc (dualpi2_calculate_c_protection); L is served while it is ≤ 0, adding
+    // wc·1500; C otherwise, subtracting wl·1500.
+    //   wc = 10: −121 120, then +15 000 per L packet: 9 L packets bring it to 13 880 > 0, one C
+    //            packet back to −121 120: 9 L, 1 C, 9 L, 1 C, ... (C gets its 10 %);
+    //   wc = 50: 0, L (+75 000), C (−75 000), L, C, ...;
+    //   wc = 0:  −151 400, L adds nothing: L until it is empty;
+    //   wc = 100: 151 400, C subtracts nothing: C until it is empty.
+    let plugin = Plugin::load("dualpi2.wasm", &dualpi2_wasm()).unwrap();
+    for wc in [10, 50, 0, 100] {
+        // Whether the i-th packet sent is from C, as computed above.
+        let from_c = |i: usize| match wc {
+            10 => i % 10 == 9,
+            50 => i % 2 == 1,
+            0 => i >= 100,
+            _ => i < 100,
+        };
+        let mut ops: Vec<(Nanos, Op)> = Vec::new();
+        for id in 0..100 {
+            ops.push((0, Op::Arrive(Pkt::new(2 * id, 0, 1500, Ecn::Ect1))));
+            ops.push((0, Op::Arrive(Pkt::new(2 * id + 1, 1, 1500, Ecn::NotEct))));
+        }
+        ops.extend((0..201).map(|_| (0, Op::Serve)));
+        let options = [("alpha", 0.0), ("beta", 0.0), ("wc", wc as f64)];
+        let mut q: PluginQdisc<Pkt> = plugin.build(&options, 0).unwrap();
+        let got = run(&mut q, &PhysicalLimit::default(), &ops);
+        assert_eq!(q.error(), None);
+        let sent: Vec<bool> = got
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                Ev::Sent(p, _) => Some(p.ecn == Ecn::NotEct),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent.len(), 200, "wc {wc}");
+        assert!(got.marks().is_empty() && got.drops().is_empty(), "wc {wc}");
+        let expected: Vec<bool> = (0..100).map(from_c).collect();
+        assert_eq!(
+            sent[..100],
+            expected[..],
+            "wc {wc}: the first 100 (true: C)"
+        );
+        // The built-in agrees.
+        let params = dualpi2::Params {
+            alpha: 0.0,
+            beta: 0.0,
+            wc,
+            ..dualpi2::Params::default()
+        };
+        let mut b = DualPi2::<Pkt>::build(&params, 0).unwrap();
+        same(
+            &run(&mut b, &PhysicalLimit::default(), &ops),
+            &got,
+            &format!("wc {wc}"),
+        );
+    }
+}
+
+#[test]
+fn plugin_dualpi2_replays_updates_past_its_limit_as_the_built_in() {
+    // dualpi2.rs catches its controller up at every enqueue, also one it drops at its limit,
+    // and replays at most 10 000 missed updates per call; dualpi2.c decides the limit in
+    // aqmlab_enqueue, so that such an arrival restarts its count too. 30 Not-ECT packets fill
+    // limit = 30 at t = 0; arrivals at 6 000 and 12 000 updates (16 ms) are dropped; the 30
+    // packets are served at 12 000 updates. The head's age at update i is 16 ms·i, so with
+    // α = 5e-7 Hz, β = 0, target 15 ms: p′ = α·Σ (0.016·i − 0.015) = 0.576 over the 12 000
+    // updates (0.400 had the first 10 000 been all), and the packets are dropped with p′².
+    let (tupdate, n) = (16 * MS, 30);
+    let mut ops: Vec<(Nanos, Op)> = (0..n)
+        .map(|id| (0, Op::Arrive(Pkt::new(id, 0, 1500, Ecn::NotEct))))
+        .collect();
+    for (id, i) in [(n, 6_000), (n + 1, 12_000)] {
+        ops.push((i * tupdate, Op::Arrive(Pkt::new(id, 0, 1500, Ecn::NotEct))));
+    }
+    ops.extend((0..n).map(|_| (12_000 * tupdate, Op::Serve)));
+    let params = dualpi2::Params {
+        alpha: 5e-7,
+        beta: 0.0,
+        limit: n,
+        ..dualpi2::Params::default()
+    };
+    let mut b = DualPi2::<Pkt>::build(&params, 3).unwrap();
+    let built_in = run(&mut b, &PhysicalLimit::default(), &ops);
+    let sum: f64 = (1..=12_000).map(|i| 0.016 * i as f64 - 0.015).sum();
+    assert!(
+        (b.vars.prob - 5e-7 * sum).abs() < 1e-9,
+        "p′ = {}",
+        b.vars.prob
+    );
+    assert!((b.vars.prob - 0.576).abs() < 1e-3, "p′ = {}", b.vars.prob);
+    let plugin = Plugin::load("dualpi2.wasm", &dualpi2_wasm()).unwrap();
+    let options = [("alpha", 5e-7), ("beta", 0.0), ("limit", n as f64)];
+    let mut q: PluginQdisc<Pkt> = plugin.build(&options, 3).unwrap();
+    let got = run(&mut q, &PhysicalLimit::default(), &ops);
+    assert_eq!(q.error(), None);
+    same(
+        &built_in,
+        &got,
+        "updates replayed across drops at the limit",
+    );
+    let (overflow, early): (Vec<_>, Vec<_>) = got
+        .drops()
+        .into_iter()
+        .partition(|d| d.1 == DropReason::Overflow);
+    assert_eq!(overflow.len(), 2);
+    assert!(
+        (3..20).contains(&early.len()),
+        "{} of 28 signalled packets dropped at p′² = 0.33",
+        early.len()
+    );
+}
+
+#[test]
+fn plugin_dualpi2_declares_dualpi2_rs_s_options() {
+    // Names, order, units, bounds and defaults as dualpi2.rs's Options and ABOUT: ecn_mask a
+    // choice of the same strings (its bounds the indices), tupdate the timer's period, set by
+    // aqmlab_init (none declared); two queues; the limit its own, not the physical buffer's.
+    use aqm::options::Unit;
+    let plugin = Plugin::load("dualpi2.wasm", &dualpi2_wasm()).unwrap();
+    let declared = &plugin.info().options;
+    let about = dualpi2::Options::ABOUT.options;
+    let d = dualpi2::Options::default();
+    let defaults = [
+        d.target as f64,
+        d.tupdate as f64,
+        d.alpha,
+        d.beta,
+        d.k,
+        d.step as f64,
+        d.min_qlen_step as f64,
+        d.wc as f64,
+        0.0,
+        d.limit as f64,
+    ];
+    assert_eq!(declared.len(), about.len());
+    for ((o, a), default) in declared.iter().zip(about).zip(defaults) {
+        assert_eq!(o.name, a.name);
+        match a.unit {
+            Unit::Choice(c) => {
+                assert_eq!(
+                    (o.unit, o.min, o.max),
+                    (Unit::Choice(&[]), Some(0.0), Some(1.0))
+                );
+                assert_eq!(o.choices, c);
+            }
+            unit => {
+                assert_eq!(o.unit, unit, "{}", o.name);
+                assert!(o.choices.is_empty());
+                // Open at 0 for whole ns and packets is closed at 1.
+                let min = a.range.min.map(|m| m + a.range.min_open as u8 as f64);
+                assert_eq!((o.min, o.max), (min, a.range.max), "{}", o.name);
+            }
+        }
+        assert_eq!(o.default, Some(default), "{}", o.name);
+    }
+    let info = plugin.info();
+    assert_eq!((info.abi_version, info.n_queues), (2, 2));
+    assert_eq!((info.timer_ns, info.sets_timer), (None, true));
+    assert_eq!(info.delay_target_option, Some(0));
+    let built_in = DualPi2::<Pkt>::build(&dualpi2::Params::default(), 0).unwrap();
+    assert_eq!(info.owns_limit, built_in.owns_limit());
+    // ecn_mask takes the indices of its two strings only; wc is a percentage.
+    for (option, value) in [("ecn_mask", 2.0), ("wc", 101.0)] {
+        let e = plugin.build::<Pkt>(&[(option, value)], 0).err().unwrap();
+        assert!(
+            matches!(&e, plugin::PluginError::Options { message, .. } if message.starts_with(&format!("{option}: "))),
+            "{e}"
+        );
+    }
 }
 
 #[test]
