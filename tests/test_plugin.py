@@ -35,6 +35,7 @@ from aqmlab.sweep.spec import load_sweep
 ROOT = Path(__file__).resolve().parents[1]
 STEP = ROOT / "examples" / "plugins" / "step.c"
 CODEL = ROOT / "examples" / "plugins" / "codel.c"
+DUALPI2 = ROOT / "examples" / "plugins" / "dualpi2.c"
 
 #: A module that accepts every arrival and divides by zero at arrival `trap_at`.
 TRAP_C = r"""#include "aqmlab_qdisc.h"
@@ -157,6 +158,20 @@ def test_the_codel_example_gives_the_builtin_codels_results(options: dict[str, o
     assert mine.summary["metrics"][signal] > 0.001
     # Its delay target is its `target` option (delay_target_option), as the built-in's.
     assert mine.summary["metrics"]["sojourn_mean_rel_target"] == theirs.summary["metrics"]["sojourn_mean_rel_target"] is not None
+
+
+def test_the_dualpi2_example_gives_the_builtin_dualpi2s_results() -> None:
+    # Two Prague flows (ECT(1): the L queue) beside an ECN Cubic and a Not-ECT Reno one (the C
+    # queue), 40 Mbit/s: both queues, the step, coupled and classic signals in one run.
+    def through(aqm: dict[str, object]) -> aqmlab.Result:
+        flows = [{"cc": "prague", "count": 2, "rtt": "10ms"}, {"cc": "cubic", "rtt": "20ms", "ecn": True}, {"cc": "reno", "rtt": "20ms"}]
+        return aqmlab.run(Scenario(duration="3s", seed=4, bottleneck={"rate": "40Mbps", "buffer": "2bdp", "aqm": aqm}, flows=flows))
+
+    mine = through({"kind": "plugin", "module": str(DUALPI2), "tupdate": "10ms"})
+    theirs = through({"kind": "dualpi2", "tupdate": "10ms"})
+    assert _same_results(mine, theirs)
+    classes = {c["cc"]: c for c in mine.summary["classes"]}
+    assert classes["prague"]["mark_ratio"] > 0.01 and classes["cubic"]["mark_ratio"] > 0 and classes["reno"]["drop_ratio"] > 0
 
 
 def test_a_size_in_packets_counts_1500_bytes_for_a_plugin() -> None:
