@@ -1,7 +1,5 @@
 """`aqmlab atlas`: fairness and harm of every CC pair under every AQM over buffer × RTT ratio."""
 
-from __future__ import annotations
-
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -47,7 +45,7 @@ def atlas(
             except ScenarioError as e:
                 fail(e)
 
-            def on_plan(runs: list[Run], cells: int) -> None:
+            def on_plan(runs: "list[Run]", cells: int) -> None:
                 # A run that cannot fit in memory is refused (ScenarioError) before anything runs.
                 say_cost(atlas_cost(s, runs, cells, output, workers=workers, on_cluster=cluster is not None), quiet=quiet, dry_run=dry_run)
 

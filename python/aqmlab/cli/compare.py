@@ -1,21 +1,16 @@
 """`aqmlab compare`: one scenario on the simulator and the emulator, the metrics side by side."""
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aqmlab.analysis.compare import compare_rows
 from aqmlab.cli.common import err, fail, out
 from aqmlab.cli.emulate import load_or_fail, run_emulator
 from aqmlab.inputs.errors import ScenarioError
-from aqmlab.store.atomic import write_text
 
 
 def compare(
@@ -26,6 +21,7 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON")] = False,
 ) -> None:
     """Run a scenario on the simulator and on the emulator; print the metrics side by side."""
+    from aqmlab.analysis.compare import compare_rows
     from aqmlab.emu.emulate import preflight  # start-up time: the emulator loads pyarrow and the scenario model
     from aqmlab.simulate.run import run as run_sim  # start-up time: as above
 
@@ -41,6 +37,9 @@ def compare(
                 fail(ScenarioError(f"{t} exists and is not empty (pass --overwrite to replace it)"))
     show = not quiet and not as_json and err.is_terminal
     if show:
+        # start-up time: the bar is drawn on a terminal only
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         with Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(), console=err, transient=True
         ) as bar:
@@ -55,6 +54,7 @@ def compare(
     report: Path | None = None
     if output is not None:
         from aqmlab.report.compare import write_compare_report  # start-up time: matplotlib
+        from aqmlab.store.atomic import write_text
 
         write_text(output / "compare.json", json.dumps(rows, indent=1) + "\n")
         report = write_compare_report(output, output / "report.html")

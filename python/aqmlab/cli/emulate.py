@@ -1,14 +1,11 @@
 """`aqmlab emulate`: a scenario on the emulator backend (docs/emulator.md)."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from aqmlab.cli.common import err, fail, out
 from aqmlab.cli.run import print_summary, write_page
@@ -24,7 +21,7 @@ if TYPE_CHECKING:
 LATE_P50_WARN_NS = 100_000
 
 
-def load_or_fail(path: Path) -> Scenario:
+def load_or_fail(path: Path) -> "Scenario":
     from aqmlab.scenario import load_scenario  # start-up time: the scenario model loads pydantic and the engine
 
     try:
@@ -34,11 +31,14 @@ def load_or_fail(path: Path) -> Scenario:
         raise
 
 
-def run_emulator(s: Scenario, target: Path | None, overwrite: bool, show: bool, keep_work: bool = False) -> Any:
+def run_emulator(s: "Scenario", target: Path | None, overwrite: bool, show: bool, keep_work: bool = False) -> Any:
     from aqmlab.emu.emulate import emulate
 
     try:
         if show:
+            # start-up time: the bar is drawn on a terminal only
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
             with Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),

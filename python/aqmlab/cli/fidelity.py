@@ -1,13 +1,10 @@
 """`aqmlab fidelity`: the simulator against the emulator on a fixed set of cases (docs/fidelity.md)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from aqmlab.cli.common import err, fail, out
@@ -75,6 +72,9 @@ def fidelity(
     show = not quiet and err.is_terminal
     try:
         if show:
+            # start-up time: the bar is drawn on a terminal only
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
                 task = bar.add_task("fidelity", total=len(chosen))
                 docs = F.run_suite(

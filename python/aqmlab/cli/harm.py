@@ -1,7 +1,5 @@
 """`aqmlab harm`: the harm each class of a scenario suffers against its solo baseline."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,8 +1,6 @@
 """`aqmlab list ccs` and `aqmlab list aqms`: what this build provides, with parameters,
 defaults and sources."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Any
 

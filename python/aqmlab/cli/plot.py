@@ -2,8 +2,6 @@
 directories over time (throughput, cwnd, smoothed RTT, queueing delay; several runs on the same
 axes for comparison)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`aqmlab report`: the HTML page of a run, sweep, compare or harm directory."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

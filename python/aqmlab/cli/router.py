@@ -1,7 +1,5 @@
 """`aqmlab router`: the emulator's bottleneck router alone, in the user's own network setup."""
 
-from __future__ import annotations
-
 import os
 import sys
 from pathlib import Path

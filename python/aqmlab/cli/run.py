@@ -1,15 +1,11 @@
 """`aqmlab run` and `aqmlab validate`."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from aqmlab.cli.common import err, fail, out
 from aqmlab.inputs.errors import ScenarioError
@@ -18,7 +14,7 @@ if TYPE_CHECKING:
     from aqmlab.scenario import Scenario
 
 
-def _load(path: Path) -> Scenario:
+def _load(path: Path) -> "Scenario":
     from aqmlab.scenario import load_scenario  # start-up time: the scenario model loads pydantic and the engine
 
     try:
@@ -51,6 +47,8 @@ def _num(x: Any, fmt: str = ".3f") -> str:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table  # start-up time: `run -q` prints no table
+
     m = summary["metrics"]
     t = Table(title=f"{summary['scenario']['name']} — per class", title_justify="left")
     for col in ("class", "flows", "goodput", "rel. throughput", "Jain", "mark ratio", "drop ratio"):
@@ -110,6 +108,8 @@ def run(
     show = not quiet and not as_json and sys.stderr.isatty()
     try:
         if show:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn  # start-up time: shown on a terminal only
+
             with Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),

@@ -1,19 +1,15 @@
 """`aqmlab search`: the worst case of a scenario space, shrunk, checked on other seeds, and
 (with --replay-emu) replayed on the emulator."""
 
-from __future__ import annotations
-
 import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from aqmlab.cli.common import err, fail, out
 from aqmlab.inputs.errors import ScenarioError
-from aqmlab.store.atomic import write_text
 
 if TYPE_CHECKING:
     # Imported where used: the search pulls in optuna, which `aqmlab --help` need not load.
@@ -69,7 +65,7 @@ def search(
             raise typer.Exit(exit_status(got)) from None
 
 
-def say_cost(cost: Cost, *, quiet: bool, dry_run: bool) -> None:
+def say_cost(cost: "Cost", *, quiet: bool, dry_run: bool) -> None:
     """The estimate before a search or an atlas starts (on stdout for --dry-run, whose answer it
     is; else on stderr, beside the progress), and its warning, once, whatever --quiet says."""
     if dry_run:
@@ -81,12 +77,15 @@ def say_cost(cost: Cost, *, quiet: bool, dry_run: bool) -> None:
         err.print(warning, highlight=False, soft_wrap=True, markup=False)
 
 
-def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
+def _search_and_shrink(s: "Search", output: Path, ev: "Evaluator", quiet: bool, show: bool, t0: float, no_shrink: bool, replay_emu: bool) -> None:
     from aqmlab.report.search import write_search_report  # start-up time: matplotlib
     from aqmlab.search.runner import run_search, shrink  # start-up time: as in `search`
 
     try:
         if show:
+            # start-up time: the bar is drawn on a terminal only
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             with Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("points"), TimeElapsedColumn(), console=err
             ) as bar:
@@ -141,7 +140,7 @@ def _search_and_shrink(s: Search, output: Path, ev: Evaluator, quiet: bool, show
         out.print(f"report: {html.resolve()}", highlight=False, soft_wrap=True)
 
 
-def _emu_preflight(s: Search) -> None:
+def _emu_preflight(s: "Search") -> None:
     """Refuse --replay-emu before anything runs when the emulator cannot run the scenario."""
     from aqmlab.emu.emulate import preflight  # start-up time: the emulator loads pyarrow and the scenario model
 
@@ -157,9 +156,10 @@ def _emu_preflight(s: Search) -> None:
         raise ScenarioError(f"cannot replay on the emulator: {e.detail}", key="--replay-emu") from None
 
 
-def _replay(s: Search, output: Path, shrunk: dict[str, Any] | None) -> dict[str, Any]:
+def _replay(s: "Search", output: Path, shrunk: dict[str, Any] | None) -> dict[str, Any]:
     """Run the shrunk case (else the worst point) on the emulator with the search's first seed."""
     from aqmlab.emu.emulate import emulate  # start-up time: as in _emu_preflight
+    from aqmlab.store.atomic import write_text
 
     params = shrunk["shrunk"]["params"] if shrunk else None
     patch = shrunk["shrunk"]["patch"] if shrunk else {}

@@ -1,7 +1,5 @@
 """`aqmlab sweep` and `aqmlab reproduce` (`aqmlab report` and `aqmlab plot` are in report.py and plot.py)."""
 
-from __future__ import annotations
-
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from aqmlab.cli.common import err, fail, out
@@ -21,7 +18,7 @@ if TYPE_CHECKING:
     from aqmlab.sweep.spec import Run, Sweep
 
 
-def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry_run: bool, quiet: bool) -> SweepResult | None:
+def _execute(sw: "Sweep", output: Path, jobs: int | None, cluster: str | None, dry_run: bool, quiet: bool) -> "SweepResult | None":
     from aqmlab.sweep.runner import plan, run_sweep, start_workers  # start-up time: the runner loads pandas and pyarrow
 
     if not dry_run and cluster is None:
@@ -44,6 +41,9 @@ def _execute(sw: Sweep, output: Path, jobs: int | None, cluster: str | None, dry
     show = not quiet and err.is_terminal
     try:
         if show:
+            # start-up time: the bar is drawn on a terminal only
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
             with Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -109,7 +109,7 @@ def _stopped_by_signals() -> Iterator[None]:
             raise typer.Exit(exit_status(got)) from None
 
 
-def _check_estimates(sw: Sweep, runs: list[Run]) -> None:
+def _check_estimates(sw: "Sweep", runs: "list[Run]") -> None:
     """Refuse a sweep any of whose runs cannot fit in memory; say, in one line, when runs are
     expected to take over an hour each."""
     from aqmlab.simulate.estimate import LONG_RUN_S, check_fits, estimate  # start-up time: loads the engine
