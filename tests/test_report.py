@@ -316,3 +316,37 @@ def test_the_completion_time_tables_are_the_runs_own_bins_and_nearest_rank_quant
     # The table's row for that run's small flows: completed count, mean, p50, p99 (4 digits).
     cells = f"<td>{len(small)}</td>" + r"\s*<td>[^<]*</td>\s*<td>[^<]*</td>\s*" + f"<td>{p50:.4g}</td>" + r"\s*" + f"<td>{p99:.4g}</td>"
     assert re.search(cells, html), (p50, p99)
+
+
+def test_a_figure_is_saved_with_the_pixels_of_matplotlibs_own_png(tmp_path):
+    # The page drops the alpha channel of an opaque figure (every report's): the same pixels,
+    # fewer bytes to compress; a figure with transparency keeps it.
+    import io
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from PIL import Image
+
+    from aqmlab.report.page import PNG_DPI, Page
+
+    def figure(transparent: bool):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.fill_between([0, 1, 2], [0, 1, 0.5], color="tab:blue", alpha=0.3)
+        ax.plot([0, 1, 2], [1, 0, 1], lw=2)
+        ax.set_title("pixels")
+        if transparent:
+            fig.patch.set_alpha(0.0)
+        return fig
+
+    for transparent in (False, True):
+        page = Page("t", tmp_path / f"figs-{transparent}", jobs=1)
+        page.figure(figure(transparent), "f", "caption")
+        saved = Image.open(tmp_path / f"figs-{transparent}" / "01-f.png")
+        own = io.BytesIO()
+        fig = figure(transparent)
+        fig.savefig(own, format="png", dpi=PNG_DPI, bbox_inches="tight")
+        plt.close(fig)
+        theirs = Image.open(own)
+        assert saved.mode == ("RGBA" if transparent else "RGB")
+        assert saved.info["dpi"] == theirs.info["dpi"] and saved.info["Software"] == theirs.info["Software"]
+        assert np.array_equal(np.asarray(saved.convert("RGBA")), np.asarray(theirs.convert("RGBA")))

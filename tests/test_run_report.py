@@ -7,14 +7,17 @@ bad input refused in one line."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 from click.testing import Result
 from typer.testing import CliRunner
@@ -90,7 +93,12 @@ def _record(mp: pytest.MonkeyPatch) -> None:
     figure = Page.figure
 
     def record(self: Page, fig: Any, name: str, *args: Any, **kwargs: Any) -> None:
-        DRAWN[(str(self.fig_dir), name)] = [a.get_gid() for a in fig.findobj() if a.get_gid()]
+        # A figure handed over as the function that builds it (drawn by a worker process) is
+        # built here too, to read its artists.
+        built = fig() if callable(fig) else fig
+        DRAWN[(str(self.fig_dir), name)] = [a.get_gid() for a in built.findobj() if a.get_gid()]
+        if callable(fig):
+            plt.close(built)
         figure(self, fig, name, *args, **kwargs)
 
     mp.setattr(Page, "figure", record)
@@ -292,3 +300,25 @@ def test_compare_draws_cwnd_beside_throughput_and_the_delay_cdf_on_a_log_axis(ru
     assert sum(n for n in FLOWS["plain"].values()) == 4
     assert all(lines == 4 for _, _, lines in panels), panels
     assert [label for _, label, _ in panels if label] == ["throughput per flow (Mbit/s)", "cwnd per flow (packets)"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: the page draws its figures in its own process")
+def test_the_page_is_written_without_loading_matplotlib_where_workers_draw_the_figures(runs: Path, tmp_path: Path) -> None:
+    # A process of its own: this one has loaded matplotlib already. The figures are drawn by
+    # worker processes from the arrays the page's process hands over: the same files as the
+    # page of the same run drawn by the `runs` fixture.
+    out = tmp_path / "site" / "report.html"
+    code = (
+        "import sys\n"
+        "from aqmlab.report.run import write_run_report\n"
+        f"write_run_report({str(runs / 'mixed')!r}, {str(out)!r})\n"
+        "print(sorted(m for m in ('matplotlib', 'PIL') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout
+    assert _figures(out) == ["flows", "cc_state", "bottleneck"]
+    for name in ("flows", "cc_state", "bottleneck"):
+        here = next((runs / "mixed" / "report-figures").glob(f"*-{name}.png"))
+        there = next((out.parent / "report-figures").glob(f"*-{name}.png"))
+        assert here.read_bytes() == there.read_bytes(), name

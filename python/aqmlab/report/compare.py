@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import matplotlib.pyplot as plt
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from aqmlab.report.page import Page
 from aqmlab.report.run import delay_cdf, log_delay_axis
-from aqmlab.store.result import Result, load_result
+
+if TYPE_CHECKING:
+    from aqmlab.store.result import Result
+
+# matplotlib, pandas and pyarrow are imported where used: `aqmlab report` imports this module
+# for `is_compare_dir` whatever directory it is given.
 
 __all__ = ["is_compare_dir", "write_compare_report"]
 
@@ -41,6 +43,10 @@ def _fmt(x: Any, f: str, diff: bool = False) -> str:
 
 
 def _goodput(page: Page, res: dict[str, Result]) -> None:
+    import pandas as pd
+
+    from aqmlab.report._agg import plt
+
     per = {k: res[k].classes.set_index("class")["goodput_bps"] / 1e6 for k, _, _ in _BACKENDS}
     t = pd.DataFrame({lab: per[k] for k, lab, _ in _BACKENDS})
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(t) + 2.0), 3.2))
@@ -55,6 +61,10 @@ def _goodput(page: Page, res: dict[str, Result]) -> None:
 
 
 def _delay_cdf(page: Page, res: dict[str, Result]) -> None:
+    import pandas as pd
+
+    from aqmlab.report._agg import plt
+
     fig, ax = plt.subplots(figsize=(6.0, 3.2))
     rows = {}
     spans = []
@@ -85,6 +95,10 @@ def _delay_cdf(page: Page, res: dict[str, Result]) -> None:
 
 
 def _sojourn_over_time(page: Page, res: dict[str, Result]) -> None:
+    import pandas as pd
+
+    from aqmlab.report._agg import plt
+
     fig, ax = plt.subplots(figsize=(7.0, 3.0))
     cols = {}
     for k, lab, colour in _BACKENDS:
@@ -103,6 +117,10 @@ def _sojourn_over_time(page: Page, res: dict[str, Result]) -> None:
 def _throughput_over_time(page: Page, res: dict[str, Result]) -> None:
     """Per-flow throughput (top) and cwnd (below, where the backend's samples have it: the
     simulator's sender state, the emulator's TCP_INFO snd_cwnd), one column per backend."""
+    import pandas as pd
+
+    from aqmlab.report._agg import plt
+
     frames = {k: res[k].timeseries for k, _, _ in _BACKENDS}
     if all(f.empty for f in frames.values()):
         return
@@ -140,6 +158,10 @@ def _throughput_over_time(page: Page, res: dict[str, Result]) -> None:
 
 def write_compare_report(directory: str | Path, output: str | Path) -> Path:
     """Write the HTML page of a compare directory; figures also go to <output stem>-figures/."""
+    import pandas as pd
+
+    from aqmlab.store.result import load_result
+
     d = Path(directory)
     out = Path(output)
     rows = json.loads((d / "compare.json").read_text(encoding="utf-8"))

@@ -5,10 +5,12 @@ under it in a collapsed table. A figure whose parts link elsewhere (the atlas's 
 embedded as inline SVG instead, since an <img> cannot carry links.
 
 Drawing is most of a report's time, so figures are drawn in worker processes, one per core,
-while the caller goes on: `figure` takes a Figure (pickled to a worker) or a function that
-builds one there, and `write` waits for them. The workers are forked from a server that has
-loaded matplotlib once (multiprocessing's forkserver), so each starts at once; a figure that
-cannot be pickled is drawn in the caller's process."""
+while the caller goes on reading and computing: `figure` takes a Figure (pickled to a worker)
+or a function that builds one there, and `write` waits for them. The workers are forked from a
+server that has loaded matplotlib once (multiprocessing's forkserver), started when the page
+is, so each worker starts at once; the caller itself need not load matplotlib at all when it
+hands over functions (this module loads it only to draw here). A figure that cannot be pickled
+is drawn in the caller's process, as is every figure with `jobs=1`."""
 
 from __future__ import annotations
 
@@ -25,16 +27,13 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
+from aqmlab.store.atomic import write_text
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
-
-from aqmlab.store.atomic import write_text  # noqa: E402
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 __all__ = ["Page", "PNG_DPI"]
 
@@ -57,7 +56,12 @@ class _Target:
 def _draw(made: Figure | Callable[[], Figure], to: _Target) -> bytes:
     """Draw a figure, or the figure a function builds: write its PNG (and its SVG, if asked)
     and return the PNG's bytes."""
-    fig = made if isinstance(made, Figure) else made()
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    from aqmlab.report._agg import OpaquePngCanvas, plt
+
+    fig = made() if callable(made) else made
+    OpaquePngCanvas(fig)
     bbox = "tight" if to.crop else None
     if not to.crop and isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
         # What tight_layout leaves behind: it does nothing when drawn, but its presence
@@ -96,11 +100,11 @@ class _Drawing:
 
 class Page:
     def __init__(self, title: str, fig_dir: Path, width_px: int = 1200, *, svg: bool = False, jobs: int | None = None, preload: Sequence[str] = ()):
-        """`svg`: also save each figure as SVG. `jobs`: processes drawing figures, this one
-        included (default: one per core this process may use; 1 draws each figure here, when
-        added).
-        `preload`: the modules whose functions build the figures, loaded once for every worker
-        (when this page starts the forkserver) rather than by each."""
+        """`svg`: also save each figure as SVG. `jobs`: processes drawing figures (default: one
+        per core this process may use; 1 draws each figure here, when added).
+        `preload`: the modules whose functions build the figures, and what those need (pandas,
+        where they take DataFrames), loaded once for every worker (when this page starts the
+        forkserver) rather than by each."""
         self.title = title
         self.fig_dir = fig_dir
         self.width_px = width_px
@@ -116,12 +120,14 @@ class Page:
         self._drawings: dict[str, _Drawing] = {}
         if self._jobs > 1 and "forkserver" in mp.get_all_start_methods():
             ctx = mp.get_context("forkserver")
-            ctx.set_forkserver_preload([__name__, *preload])
+            # "__main__": a script's (the `aqmlab` console script's), which each worker would
+            # otherwise run again as it starts, loading the command line (≈ 0.3 s) for nothing.
+            ctx.set_forkserver_preload(["__main__", __name__, "aqmlab.report._agg", *preload])
             # Started now, so that it has loaded matplotlib by the time the first figure comes.
             multiprocessing.forkserver.ensure_running()
-            # One worker fewer than `jobs`: this process draws too, once it has handed every
-            # figure over (`render`), so no core waits for a worker to start.
-            self._pool = ProcessPoolExecutor(max_workers=self._jobs - 1, mp_context=ctx)
+            # A worker per core: this process only waits for them once it has handed every
+            # figure over (drawing here would mean loading matplotlib here too).
+            self._pool = ProcessPoolExecutor(max_workers=self._jobs, mp_context=ctx)
             self._handoff = ThreadPoolExecutor(max_workers=1)
 
     def heading(self, text: str) -> None:
@@ -148,7 +154,9 @@ class Page:
                 job = b""
         drawn: Future[Future[bytes]] | bytes
         if job and self._pool is not None and self._handoff is not None:
-            if isinstance(fig, Figure):
+            if not callable(fig):
+                from aqmlab.report._agg import plt
+
                 plt.close(fig)
             drawn = self._handoff.submit(self._pool.submit, _draw_pickled, job, to)
         else:
@@ -164,6 +172,8 @@ class Page:
     def inline_svg(self, fig: Figure, css_class: str) -> None:
         """Embed `fig` as inline SVG in a <div class=css_class>, its text left as text and its
         artists' URLs (Artist.set_urls) as working links."""
+        from aqmlab.report._agg import plt
+
         buf = io.StringIO()
         with plt.rc_context({"svg.fonttype": "none"}):
             fig.savefig(buf, format="svg")
@@ -176,25 +186,20 @@ class Page:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text(out, self.render())
 
-    def _finish(self, d: _Drawing, *, queued_only: bool) -> None:
-        """Draw here a figure a worker has not begun; with `queued_only` False, else wait for it."""
-        if not isinstance(d.png, Future):
-            return
-        try:
-            drawing = d.png.result()
-            if drawing.cancel():
+    def _finish(self, d: _Drawing) -> bytes:
+        """The figure's PNG, once drawn: waits for its worker."""
+        if isinstance(d.png, Future):
+            try:
+                d.png = d.png.result().result()
+            except (BrokenProcessPool, OSError, EOFError, RuntimeError):
+                # No worker could start, or one died: most often a script without the
+                # `if __name__ == "__main__":` guard that multiprocessing needs (its traceback
+                # says so), which the forkserver or the worker runs again; drawn here instead.
                 d.png = _draw_pickled(d.job, d.to)
-            elif not queued_only:
-                d.png = drawing.result()
-        except BrokenProcessPool:
-            # A worker died: most often a script without the `if __name__ == "__main__":`
-            # guard that multiprocessing needs (its traceback says so); drawn here instead.
-            d.png = _draw_pickled(d.job, d.to)
+        return d.png
 
     def _figure_html(self, d: _Drawing) -> str:
-        self._finish(d, queued_only=False)
-        assert isinstance(d.png, bytes)
-        png = d.png
+        png = self._finish(d)
         width, _ = _png_size(png)
         links = f'<a href="{self.fig_dir.name}/{d.stem}.png">PNG</a>'
         if d.to.svg is not None:
@@ -207,9 +212,6 @@ class Page:
     def render(self) -> str:
         """The page's HTML, once every figure is drawn."""
         try:
-            # This process takes every figure no worker has begun, then waits for the rest.
-            for d in self._drawings.values():
-                self._finish(d, queued_only=True)
             parts = [self._figure_html(self._drawings[p]) if p in self._drawings else p for p in self.parts]
         finally:
             if self._handoff is not None:

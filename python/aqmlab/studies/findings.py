@@ -391,12 +391,16 @@ def _is_run_metric(metric: str) -> bool:
     return metric == "utilization" or metric.startswith(("run_", "sojourn_"))
 
 
-def evaluate_all(directory: str | Path, study: str) -> list[Verdict]:
-    """Judge every finding of `study` on the sweep in `directory`."""
+def evaluate_all(directory: str | Path, study: str, *, index: pd.DataFrame | None = None) -> list[Verdict]:
+    """Judge every finding of `study` on the sweep in `directory`; `index`: its index, when
+    the caller has read it already (the report)."""
 
     d = Path(directory)
     doc = json.loads((d / "sweep.json").read_text(encoding="utf-8"))
-    df = pd.read_parquet(d / "index.parquet") if (d / "index.parquet").is_file() else pd.DataFrame()
+    if index is not None:
+        df = index
+    else:
+        df = pd.read_parquet(d / "index.parquet") if (d / "index.parquet").is_file() else pd.DataFrame()
     grid: dict[str, list[Any]] = {}
     for r in doc["runs"]:
         for k, v in r["params"].items():
