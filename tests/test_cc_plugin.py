@@ -12,14 +12,12 @@ for a scenario file."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -520,9 +518,9 @@ def test_a_sweep_puts_a_plugin_cc_beside_a_builtin(tmp_path: Path) -> None:
     runs = plan(sw)
     assert [r.params["flows.0.cc"] for r in runs] == ["reno", "reno.bpf.c"] and len({r.hash for r in runs}) == 2
     assert cc_label(runs[1].scenario.flows[0].cc) == "aqmlab_reno"
-    # Workers started now, with this test's cache in their environment, get canonical scenarios.
-    with ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn")) as pool:
-        res = run_sweep(sw, tmp_path / "out", pool=pool)
+    # The sweep's workers get canonical scenarios and the sweep's plugin cache, whatever the
+    # environment their server started with.
+    res = run_sweep(sw, tmp_path / "out")
     assert (res.ran, res.failed) == (2, [])
     summaries = [json.loads((tmp_path / "out" / "runs" / r.hash / "summary.json").read_text(encoding="utf-8")) for r in runs]
     # The kernel's Reno functions are the built-in Reno: the same numbers, another name.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
 import os
 import pickle
 import re
@@ -18,7 +17,6 @@ import subprocess
 import sys
 import tomllib
 import zipfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,7 +27,7 @@ import aqmlab
 from aqmlab import engine
 from aqmlab.cli.main import app
 from aqmlab.scenario import Scenario, ScenarioError, load_scenario, parse_scenario, plugin
-from aqmlab.sweep.runner import plan, run_sweep
+from aqmlab.sweep.runner import plan, run_sweep, start_workers
 from aqmlab.sweep.spec import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,11 +309,13 @@ def test_a_scenario_built_in_python_finds_its_module_from_the_working_directory(
 # ------------------------------------------------------------------------------------------
 
 
-def _pool() -> ProcessPoolExecutor:
-    """Workers started now, with this test's plugin cache in their environment: the sweep's
-    own pool forks from a server started once per process, with the environment of the test
-    that started it."""
-    return ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("spawn"))
+def _start_workers_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's local workers fork from a server started once per process: start it (if no
+    test has yet) with another plugin cache in its environment. A sweep hands its workers the
+    cache it uses (`execute`'s plugin_cache), so it must not matter."""
+    with monkeypatch.context() as m:
+        m.setenv(plugin.CACHE_ENV, str(tmp_path / "another-cache"))
+        start_workers()
 
 
 def test_a_sweep_resolves_the_module_once_and_varies_its_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -332,8 +332,8 @@ def test_a_sweep_resolves_the_module_once_and_varies_its_option(tmp_path: Path, 
     runs = plan(sw)
     assert len(runs) == 2 and len({r.hash for r in runs}) == 2
     assert calls == [str(tmp_path / "plugins" / "step.c")]
-    with _pool() as pool:
-        res = run_sweep(sw, tmp_path / "out", pool=pool)
+    _start_workers_elsewhere(tmp_path, monkeypatch)
+    res = run_sweep(sw, tmp_path / "out")
     assert (res.ran, res.failed) == (2, [])
     delay = {}
     for r in runs:
@@ -357,12 +357,12 @@ def test_a_trap_ends_the_run_naming_the_module_function_and_time(tmp_path: Path)
     assert "divide by zero" in last and not (tmp_path / "out").exists()
 
 
-def test_in_a_sweep_a_trap_is_a_failed_run_and_the_sweep_goes_on(tmp_path: Path) -> None:
+def test_in_a_sweep_a_trap_is_a_failed_run_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(tmp_path / "trap.c", TRAP_C)
     text = SCENARIO.replace('duration = "2s"', 'duration = "1s"').replace("{aqm}", '{ kind = "plugin", module = "trap.c", trap_at = "${n}" }')
     sw = load_sweep(_write(tmp_path / "sweep.toml", text + "\n[sweep]\nn = [100, 1000000000]\n"))
-    with _pool() as pool:
-        res = run_sweep(sw, tmp_path / "out", pool=pool)
+    _start_workers_elsewhere(tmp_path, monkeypatch)
+    res = run_sweep(sw, tmp_path / "out")
     assert res.ran == 1 and len(res.failed) == 1
     failed_hash, message = res.failed[0]
     assert re.search(r"plugin trap\.wasm: aqmlab_enqueue at t = 0\.\d+ s", message), message

@@ -33,7 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aqmlab.scenario import Scenario
+from aqmlab.scenario import Scenario, plugin
 from aqmlab.simulate.run import run
 from aqmlab.store.atomic import write_json, write_parquet
 from aqmlab.store.lock import writes_directory
@@ -56,10 +56,15 @@ def is_complete(directory: Path, expected_hash: str) -> bool:
     return all((directory / f"{t}.parquet").is_file() and (directory / f"{t}.parquet").stat().st_size > 0 for t in TABLES)
 
 
-def execute(canonical_json: str, expected_hash: str, target: str) -> dict[str, Any]:
-    """Run one scenario and store it (in a worker process, local or on a Dask worker)."""
+def execute(canonical_json: str, expected_hash: str, target: str, plugin_cache: str | None = None) -> dict[str, Any]:
+    """Run one scenario and store it (in a worker process, local or on a Dask worker).
+    `plugin_cache` is the plugin cache the sweep's process uses (`plugin.cache_dir()`): a
+    local worker is forked from multiprocessing's forkserver, whose environment is the one it
+    started with, so the cache is passed rather than inherited."""
 
     started = time.time()
+    if plugin_cache is not None:
+        os.environ[plugin.CACHE_ENV] = str(Path(plugin_cache).parent)
     scenario = Scenario.model_validate(json.loads(canonical_json))
     if scenario.hash() != expected_hash:
         raise RuntimeError(f"scenario hash changed in the worker ({scenario.hash()} != {expected_hash})")
@@ -239,7 +244,7 @@ def _run_local(
                 pool = local_pool(jobs)
             pending: dict[Future[dict[str, Any]], Run] = {}
             for r in todo:
-                fut = pool.submit(execute, r.scenario.canonical_json(), r.hash, str(runs_dir / r.hash))
+                fut = pool.submit(execute, r.scenario.canonical_json(), r.hash, str(runs_dir / r.hash), str(plugin.cache_dir()))
                 pending[fut] = r
                 fut.add_done_callback(finished.put)
             while pending:
