@@ -551,33 +551,20 @@ fn plugin_pi2_moves_p_as_rfc_9332_a1_says() {
     );
 }
 
-#[test]
-fn plugin_pi2_declares_pi2_rs_s_options() {
-    // Names, order, units, bounds and defaults as pi2.rs's Options and ABOUT: ecn_mask a
-    // choice of the same strings (its bounds the indices), tupdate the timer's period, set by
-    // aqmlab_init (none declared).
+/// That a plugin's declared options are a built-in's `about`: names, order, units (a choice
+/// with the same strings, its bounds the indices), bounds and `defaults` (in the unit's terms).
+fn declares_as(declared: &[plugin::PluginOption], about: &[aqm::options::Opt], defaults: &[f64]) {
     use aqm::options::Unit;
-    let plugin = Plugin::load("pi2.wasm", &pi2_wasm()).unwrap();
-    let declared = &plugin.info().options;
-    let about = pi2::Options::ABOUT.options;
-    let d = pi2::Options::default();
-    let defaults = [
-        d.target as f64,
-        d.tupdate as f64,
-        d.alpha,
-        d.beta,
-        d.k,
-        0.0,
-        d.limit as f64,
-    ];
     assert_eq!(declared.len(), about.len());
-    for ((o, a), default) in declared.iter().zip(about).zip(defaults) {
+    assert_eq!(defaults.len(), about.len());
+    for ((o, a), &default) in declared.iter().zip(about).zip(defaults) {
         assert_eq!(o.name, a.name);
         match a.unit {
             Unit::Choice(c) => {
+                let last = (c.len() - 1) as f64;
                 assert_eq!(
                     (o.unit, o.min, o.max),
-                    (Unit::Choice(&[]), Some(0.0), Some(1.0))
+                    (Unit::Choice(&[]), Some(0.0), Some(last))
                 );
                 assert_eq!(o.choices, c);
             }
@@ -591,6 +578,27 @@ fn plugin_pi2_declares_pi2_rs_s_options() {
         }
         assert_eq!(o.default, Some(default), "{}", o.name);
     }
+}
+
+#[test]
+fn plugin_pi2_declares_pi2_rs_s_options() {
+    // Names, order, units, bounds and defaults as pi2.rs's Options and ABOUT: ecn_mask a
+    // choice of the same strings (its bounds the indices), tupdate the timer's period, set by
+    // aqmlab_init (none declared).
+    let plugin = Plugin::load("pi2.wasm", &pi2_wasm()).unwrap();
+    let declared = &plugin.info().options;
+    let about = pi2::Options::ABOUT.options;
+    let d = pi2::Options::default();
+    let defaults = [
+        d.target as f64,
+        d.tupdate as f64,
+        d.alpha,
+        d.beta,
+        d.k,
+        0.0,
+        d.limit as f64,
+    ];
+    declares_as(declared, about, &defaults);
     assert_eq!(plugin.info().abi_version, 2);
     assert_eq!(
         (plugin.info().timer_ns, plugin.info().sets_timer),
@@ -932,7 +940,6 @@ fn plugin_dualpi2_declares_dualpi2_rs_s_options() {
     // Names, order, units, bounds and defaults as dualpi2.rs's Options and ABOUT: ecn_mask a
     // choice of the same strings (its bounds the indices), tupdate the timer's period, set by
     // aqmlab_init (none declared); two queues; the limit its own, not the physical buffer's.
-    use aqm::options::Unit;
     let plugin = Plugin::load("dualpi2.wasm", &dualpi2_wasm()).unwrap();
     let declared = &plugin.info().options;
     let about = dualpi2::Options::ABOUT.options;
@@ -949,27 +956,7 @@ fn plugin_dualpi2_declares_dualpi2_rs_s_options() {
         0.0,
         d.limit as f64,
     ];
-    assert_eq!(declared.len(), about.len());
-    for ((o, a), default) in declared.iter().zip(about).zip(defaults) {
-        assert_eq!(o.name, a.name);
-        match a.unit {
-            Unit::Choice(c) => {
-                assert_eq!(
-                    (o.unit, o.min, o.max),
-                    (Unit::Choice(&[]), Some(0.0), Some(1.0))
-                );
-                assert_eq!(o.choices, c);
-            }
-            unit => {
-                assert_eq!(o.unit, unit, "{}", o.name);
-                assert!(o.choices.is_empty());
-                // Open at 0 for whole ns and packets is closed at 1.
-                let min = a.range.min.map(|m| m + a.range.min_open as u8 as f64);
-                assert_eq!((o.min, o.max), (min, a.range.max), "{}", o.name);
-            }
-        }
-        assert_eq!(o.default, Some(default), "{}", o.name);
-    }
+    declares_as(declared, about, &defaults);
     let info = plugin.info();
     assert_eq!((info.abi_version, info.n_queues), (2, 2));
     assert_eq!((info.timer_ns, info.sets_timer), (None, true));
