@@ -229,6 +229,16 @@ impl<P: Packet> Host<P> {
         Ok(1)
     }
 
+    /// The rule of the setters (`aqmlab_set_timer`, `aqmlab_set_limit`): only in `aqmlab_init`.
+    fn init_only(&self, function: &str, arg: u64) -> Result<(), wasmtime::Error> {
+        match self.in_init {
+            true => Ok(()),
+            false => Err(host_error(format!(
+                "{function}({arg}): allowed only in aqmlab_init"
+            ))),
+        }
+    }
+
     /// Hand the events of the last call to `out`, in the order they happened.
     #[inline]
     fn replay(&mut self, now: Nanos, out: &mut impl Verdicts<P>) {
@@ -408,11 +418,7 @@ fn define_host_functions<P: Packet + 'static>(linker: &mut Linker<Host<P>>, modu
                 "set_timer",
                 |mut caller: Caller<'_, Host<P>>, period_ns: u64| {
                     let host = caller.data_mut();
-                    if !host.in_init {
-                        return Err(host_error(format!(
-                            "aqmlab_set_timer({period_ns}): allowed only in aqmlab_init"
-                        )));
-                    }
+                    host.init_only("aqmlab_set_timer", period_ns)?;
                     host.timer_set = Some(period_ns);
                     Ok(())
                 },
@@ -424,11 +430,7 @@ fn define_host_functions<P: Packet + 'static>(linker: &mut Linker<Host<P>>, modu
                 "set_limit",
                 |mut caller: Caller<'_, Host<P>>, packets: u64| {
                     let host = caller.data_mut();
-                    if !host.in_init {
-                        return Err(host_error(format!(
-                            "aqmlab_set_limit({packets}): allowed only in aqmlab_init"
-                        )));
-                    }
+                    host.init_only("aqmlab_set_limit", packets)?;
                     host.limit_set = Some(packets);
                     Ok(())
                 },
