@@ -327,6 +327,29 @@ fn random_gain(r: &mut impl FnMut(u64) -> u64, default: f64, tupdate: Nanos) -> 
     }
 }
 
+/// The PI controller's parameters for a random trace, from the defaults `(target, α, β, k)`:
+/// the target now and then the default, else up to 8 updates; the gains by `random_gain`; k
+/// the default, 1, or up to 4.
+fn random_controller(
+    r: &mut impl FnMut(u64) -> u64,
+    (target, alpha, beta, k): (Nanos, f64, f64, f64),
+    tupdate: Nanos,
+) -> (Nanos, f64, f64, f64) {
+    let target = if r(4) == 0 {
+        target
+    } else {
+        1 + r(8 * tupdate)
+    };
+    let alpha = random_gain(r, alpha, tupdate);
+    let beta = random_gain(r, beta, tupdate);
+    let k = match r(4) {
+        0 => k,
+        1 => 1.0,
+        _ => 1.0 + r(3000) as f64 / 1000.0,
+    };
+    (target, alpha, beta, k)
+}
+
 #[test]
 fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
     // Four timer periods (tupdate, which the plugin gives its timer): dualpi2's 16 ms, Fejes
@@ -346,20 +369,14 @@ fn plugin_pi2_gives_the_built_in_s_verdicts_on_random_traces() {
         long_idles += long_idle as usize;
         updates += ops.last().unwrap().0 / tupdate;
         let d = pi2::Params::default();
+        let (target_ns, alpha, beta, k) =
+            random_controller(&mut r, (d.target_ns, d.alpha, d.beta, d.k), tupdate);
         let params = pi2::Params {
-            target_ns: if r(4) == 0 {
-                d.target_ns
-            } else {
-                1 + r(8 * tupdate)
-            },
+            target_ns,
             tupdate_ns: tupdate,
-            alpha: random_gain(&mut r, d.alpha, tupdate),
-            beta: random_gain(&mut r, d.beta, tupdate),
-            k: match r(4) {
-                0 => d.k,
-                1 => 1.0,
-                _ => 1.0 + r(3000) as f64 / 1000.0,
-            },
+            alpha,
+            beta,
+            k,
             ecn_mask: if r(2) == 0 {
                 EcnMask::L4sEct
             } else {
@@ -713,20 +730,14 @@ fn plugin_dualpi2_gives_the_built_in_s_verdicts_on_random_traces() {
         // traces run from 0 to several updates); min_qlen_step 0, small or up to 100 packets;
         // wc dualpi2's 10 %, the extremes 0 and 100 % (strict priority to L or to C), or any.
         let d = dualpi2::Params::default();
+        let (target_ns, alpha, beta, k) =
+            random_controller(&mut r, (d.target_ns, d.alpha, d.beta, d.k), tupdate);
         let params = dualpi2::Params {
-            target_ns: if r(4) == 0 {
-                d.target_ns
-            } else {
-                1 + r(8 * tupdate)
-            },
+            target_ns,
             tupdate_ns: tupdate,
-            alpha: random_gain(&mut r, d.alpha, tupdate),
-            beta: random_gain(&mut r, d.beta, tupdate),
-            k: match r(4) {
-                0 => d.k,
-                1 => 1.0,
-                _ => 1.0 + r(3000) as f64 / 1000.0,
-            },
+            alpha,
+            beta,
+            k,
             step_ns: if r(4) == 0 {
                 d.step_ns
             } else {
