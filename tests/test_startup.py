@@ -125,3 +125,20 @@ def test_the_script_and_app_are_the_same_cli() -> None:
         a, r = (CliRunner().invoke(x, args, env={"COLUMNS": "120"}) for x in (app, root))
         assert (a.exit_code, a.output) == (r.exit_code, r.output), args
         assert a.exit_code in (0, 2), (args, a.exit_code, a.output)
+
+
+def test_reading_a_runs_tables_needs_no_pandas(tmp_path: Path) -> None:
+    # load_result reads each table with the file's own reader: pyarrow's dataset layer
+    # (pq.read_table) would import pandas before any DataFrame is asked for. The tables are
+    # the ones pyarrow's read_table gives.
+    out = tmp_path / "out"
+    aqmlab.run(aqmlab.load_scenario(str(BENCH_TINY))).save(str(out))
+    loaded = _loaded_after(f"import aqmlab\nr = aqmlab.load_result({str(out)!r})\nassert r.arrow['flows'].num_rows == 1")
+    assert "pyarrow" in loaded and "pandas" not in loaded
+    import pyarrow.parquet as pq
+
+    from aqmlab.store.result import TABLES, read_table
+
+    for name in TABLES:
+        assert read_table(out / f"{name}.parquet").equals(pq.read_table(out / f"{name}.parquet"), check_metadata=True), name
+    assert read_table(out / "timeseries.parquet", columns=["t_s"]).column_names == ["t_s"]

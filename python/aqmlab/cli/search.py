@@ -164,9 +164,9 @@ def _replay(s: "Search", output: Path, shrunk: dict[str, Any] | None) -> dict[st
     params = shrunk["shrunk"]["params"] if shrunk else None
     patch = shrunk["shrunk"]["patch"] if shrunk else {}
     if params is None:
-        import pyarrow.parquet as pq  # start-up time: pyarrow
+        from aqmlab.store.result import read_table  # start-up time: pyarrow
 
-        df = pq.read_table(output / "trials.parquet").to_pandas()
+        df = read_table(output / "trials.parquet").to_pandas()
         row = df.loc[df["objective"].idxmin() if s.objective.sense == "min" else df["objective"].idxmax()]
         params = {v.name: (row[v.name].item() if hasattr(row[v.name], "item") else row[v.name]) for v in s.space}
     sc = s.scenario(params, s.seeds[0], patch)

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from aqmlab.report.page import Page  # noqa: E402
+from aqmlab.store.result import read_table  # noqa: E402
 
 __all__ = ["write_atlas_report"]
 
@@ -114,7 +115,7 @@ def write_atlas_report(directory: str | Path, output: str | Path | None = None) 
     d = Path(directory)
     out = Path(output) if output else d / "atlas.html"
     doc = json.loads((d / "atlas.json").read_text(encoding="utf-8"))
-    df = pd.read_parquet(d / "atlas.parquet")
+    df = read_table(d / "atlas.parquet").to_pandas()
     if "error" not in df:
         df["error"] = None
     aqms = doc["aqms"]

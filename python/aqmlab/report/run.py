@@ -98,19 +98,19 @@ def _check_run_dir(d: Path) -> None:
 
 
 def _load(d: Path, label: str | None = None) -> _Run:
-    import pyarrow.parquet as pq
+    from aqmlab.store.result import read_table
 
     _check_run_dir(d)
     summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
-    ts = pq.read_table(d / "timeseries.parquet", columns=_TS_COLUMNS).to_pandas()
-    classes = pq.read_table(d / "classes.parquet").to_pandas()
+    ts = read_table(d / "timeseries.parquet", columns=_TS_COLUMNS).to_pandas()
+    classes = read_table(d / "classes.parquet").to_pandas()
     order = [c["name"] for c in summary["classes"]] or list(classes["class"])
     return _Run(
         label=label or d.name,
         summary=summary,
         ts=ts,
-        queue=pq.read_table(d / "queue.parquet").to_pandas(),
-        hist=pq.read_table(d / "sojourn_hist.parquet").to_pandas(),
+        queue=read_table(d / "queue.parquet").to_pandas(),
+        hist=read_table(d / "sojourn_hist.parquet").to_pandas(),
         classes=classes,
         order=order,
     )

@@ -13,10 +13,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 
 from aqmlab.report.page import Page  # noqa: E402
 from aqmlab.search.runner import Search  # noqa: E402
+from aqmlab.store.result import read_table  # noqa: E402
 
 __all__ = ["write_search_report"]
 
@@ -24,7 +24,7 @@ __all__ = ["write_search_report"]
 def write_search_report(search: Search, directory: str | Path, output: str | Path | None = None) -> Path:
     d = Path(directory)
     out = Path(output) if output else d / "report.html"
-    df = pq.read_table(d / "trials.parquet").to_pandas().sort_values("point")
+    df = read_table(d / "trials.parquet").to_pandas().sort_values("point")
     obj = search.objective
     worse_first = obj.sense == "max"
     page = Page(f"Search {search.name}: {obj}", out.with_name(out.stem + "-figures"))

@@ -246,9 +246,9 @@ def write_report(directory: str | Path, output: str | Path, *, study: str | None
     # The page first: it starts the processes that draw the figures, which load matplotlib
     # while this one loads pyarrow and pandas and reads the runs.
     page = Page(f"aqmlab report — {doc['name']}", out.parent / f"{out.stem}-figures", svg=svg, preload=_PRELOAD)
-    import pyarrow.parquet as pq
+    from aqmlab.store.result import read_table
 
-    index = pq.read_table(d / "index.parquet").to_pandas()
+    index = read_table(d / "index.parquet").to_pandas()
     # The findings open the page but are judged last: that loads pydantic's models (≈ 0.5 s),
     # which the figures, handed over first, need not wait for.
     findings_at = len(page.parts)
@@ -367,14 +367,14 @@ def _cells(per_run: pd.DataFrame, col: str | None, row: str | None) -> list[tupl
 
 
 def _delay_cdfs(page: Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
-    import pyarrow.parquet as pq
+    from aqmlab.store.result import read_table
 
     cells: list[tuple[str, list[tuple[str, np.ndarray, np.ndarray]]]] = []
     for name, g in _cells(per_run, col, row)[:12]:
         lines = []
         for _, r in g.sort_values(x).iterrows():
             # Two columns as arrays: a full study's report reads thousands of these.
-            h = pq.read_table(d / "runs" / r["run"] / "sojourn_hist.parquet", columns=["bin_hi_ms", "count"])
+            h = read_table(d / "runs" / r["run"] / "sojourn_hist.parquet", columns=["bin_hi_ms", "count"])
             count = h["count"].to_numpy()
             if not count.sum():
                 continue
@@ -408,12 +408,12 @@ def _delay_cdf_figure(cells: list[tuple[str, list[tuple[str, np.ndarray, np.ndar
 
 
 def _throughput_over_time(page: Page, d: Path, per_run: pd.DataFrame, x: str, col: str | None, row: str | None) -> None:
-    import pyarrow.parquet as pq
+    from aqmlab.store.result import read_table
 
     picks = [(name, g.sort_values(x).iloc[len(g) // 2]) for name, g in _cells(per_run, col, row)][:8]
     panels = []
     for name, r in picks:
-        ts = pq.read_table(d / "runs" / r["run"] / "timeseries.parquet", columns=["t_s", "flow", "class", "throughput_bps"]).to_pandas()
+        ts = read_table(d / "runs" / r["run"] / "timeseries.parquet", columns=["t_s", "flow", "class", "throughput_bps"]).to_pandas()
         lines = [(f"{cls} #{flow}", g["t_s"].to_numpy(), (g["throughput_bps"] / 1e6).to_numpy()) for (cls, flow), g in ts.groupby(["class", "flow"], sort=True)]
         panels.append((f"{name} · {x}={r[x]}", lines, len(ts["flow"].unique()) <= 6))
     page.figure(
@@ -452,6 +452,8 @@ def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) 
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from aqmlab.store.result import read_table
+
     tables = []
     # Per run and flow-size bin, the engine's own summary (`results::metrics::fct_by_size`:
     # the scenario's bins, nearest-rank quantiles), so the tables say what the run says.
@@ -460,7 +462,7 @@ def _completion_times(page: Page, d: Path, runs: pd.DataFrame, axes: list[str]) 
     # Most runs have no finite flows: their table's row count is in its footer.
     finite = runs[[pq.read_metadata(d / "runs" / h / "fct.parquet").num_rows > 0 for h in runs["run"]]]
     for _, r in finite.iterrows():
-        f = pq.read_table(d / "runs" / r["run"] / "fct.parquet").to_pandas()
+        f = read_table(d / "runs" / r["run"] / "fct.parquet").to_pandas()
         label = " · ".join(str(r[a]) for a in varying)
         f["label"] = label or r["run"]
         tables.append(f)
@@ -573,6 +575,7 @@ def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] |
     import pyarrow.parquet as pq
 
     from aqmlab.analysis.convergence import convergence, events, windowed_jain  # start-up time: as in write_report (they load the engine)
+    from aqmlab.store.result import read_table
 
     # A sweep's report asks this of every run, and most have no event: the table's footer
     # answers when it can, and otherwise only the columns the events are made of are read,
@@ -593,7 +596,7 @@ def _run_events(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series] |
     flows = cols.to_pandas()
     if pq.read_metadata(run_dir / "fct.parquet").num_rows:
         return None  # arrivals: thousands of short flows come and go; their yardstick is the FCT
-    ts = pq.read_table(run_dir / "timeseries.parquet", columns=["t_s", "flow", "throughput_bps"]).to_pandas()
+    ts = read_table(run_dir / "timeseries.parquet", columns=["t_s", "flow", "throughput_bps"]).to_pandas()
     if ts.empty:
         return None
     ev = events(flows, float(ts["t_s"].max()))

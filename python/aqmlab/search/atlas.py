@@ -63,6 +63,7 @@ from aqmlab.scenario.units import parse_rate, parse_time
 from aqmlab.search.runner import RunList, scenario_toml
 from aqmlab.store.atomic import write_parquet, write_text
 from aqmlab.store.lock import writes_directory
+from aqmlab.store.result import read_table
 from aqmlab.sweep.interrupt import remove_leftovers, stop_workers
 from aqmlab.sweep.runner import local_pool, run_sweep
 from aqmlab.sweep.spec import Run
@@ -603,7 +604,7 @@ def run_atlas(
         raise
     if pool is not None:
         pool.shutdown()
-    return pd.read_parquet(d / "atlas.parquet")
+    return read_table(d / "atlas.parquet").to_pandas()
 
 
 def _write_cells(d: Path, spec: AtlasSpec, maps: dict[tuple[tuple[str, str], str], list[Cell]], runs: int, simulated: int, rnd: int) -> None:

@@ -45,6 +45,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from aqmlab.inputs.errors import ScenarioError, read_utf8
 from aqmlab.inputs.loader import InputModel, KeyedValueError, NonEmptyStr, dotted, load
+from aqmlab.store.result import read_table
 from aqmlab.studies import study_path
 from aqmlab.sweep.spec import load_sweep
 
@@ -400,7 +401,7 @@ def evaluate_all(directory: str | Path, study: str, *, index: pd.DataFrame | Non
     if index is not None:
         df = index
     else:
-        df = pd.read_parquet(d / "index.parquet") if (d / "index.parquet").is_file() else pd.DataFrame()
+        df = read_table(d / "index.parquet").to_pandas() if (d / "index.parquet").is_file() else pd.DataFrame()
     grid: dict[str, list[Any]] = {}
     for r in doc["runs"]:
         for k, v in r["params"].items():

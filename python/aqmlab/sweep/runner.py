@@ -31,13 +31,12 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from aqmlab.scenario import Scenario, plugin
 from aqmlab.simulate.run import run
 from aqmlab.store.atomic import write_json, write_parquet
 from aqmlab.store.lock import writes_directory
-from aqmlab.store.result import TABLES
+from aqmlab.store.result import TABLES, read_table
 from aqmlab.sweep.interrupt import deferred, remove_leftovers, stop_workers
 from aqmlab.sweep.spec import Run, Sweep, SweepError
 
@@ -338,4 +337,4 @@ def load(directory: str | Path) -> pd.DataFrame:
     path = d / "index.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"{d} is not a sweep directory (no index.parquet)")
-    return pq.read_table(path).to_pandas()
+    return read_table(path).to_pandas()

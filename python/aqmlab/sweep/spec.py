@@ -208,13 +208,14 @@ class Sweep:
                 excluded.setdefault(tuple(ex), set()).add(tuple(ex.values()))
             except TypeError:
                 continue  # a table or a list: no axis label equals it
+        names = self.axis_names
+        cases = [a.name for a in self.axes if a.kind == "cases"]
         out = []
         for combo in itertools.product(*[a.values for a in self.axes]):
-            point = {a.name: lv for a, lv in zip(self.axes, combo)}
+            point = dict(zip(names, combo))
             if any(tuple(point[k][0] for k in keys) in labels for keys, labels in excluded.items()):
                 continue
-            pinned = [a for a in self.axes if a.kind == "cases" and isinstance(point[a.name][1].get("only"), dict)]
-            if any(not all(point[k][0] == v for k, v in point[a.name][1]["only"].items()) for a in pinned):
+            if any(not all(point[k][0] == v for k, v in only.items()) for c in cases if isinstance(only := point[c][1].get("only"), dict)):
                 continue
             out.append(point)
         return out
