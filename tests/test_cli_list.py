@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import aqmlab
 
 
-def _list(what: str) -> str:
+def _run_list(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, COLUMNS="200")
-    r = subprocess.run([sys.executable, "-m", "aqmlab", "list", what], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([sys.executable, "-m", "aqmlab", "list", *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def _list(*args: str) -> str:
+    r = _run_list(*args)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -32,6 +37,25 @@ def test_list_aqms_covers_every_kind() -> None:
     for kind in _native.qdiscs():
         assert f"│ {kind}" in out, kind
     assert "sch_red.c" in out and "sch_choke.c" in out
+    # One line per discipline, its options by name; their details are asked for by kind.
+    assert "target, interval, limit, ecn, ce_threshold" in out and "5ms" not in out
+
+
+def test_list_aqms_kind_shows_its_options_in_full() -> None:
+    out = _list("aqms", "codel", "ppv")
+    # RFC 8289 §4.4 and §4.3: TARGET 5 ms, INTERVAL 100 ms; sch_codel.c codel_init: limit 1000.
+    assert re.search(r"│ target\s*│ delay-target\s*│ 5ms\s*│", out), out
+    assert re.search(r"│ interval\s*│ time\s*│ 100ms\s*│", out) and re.search(r"│ limit\s*│ packets\s*│ 1000pkt\s*│", out)
+    assert "│ codel" in out and "│ ppv" in out and "│ pie " not in out
+    # PPV reads packet values: the marker's defaults follow (Nádas et al.: the marker's TVF).
+    assert "[marker] tvf = equal" in out
+    assert "[marker]" not in _list("aqms", "codel")
+
+
+def test_list_aqms_refuses_an_unknown_kind() -> None:
+    r = _run_list("aqms", "codle")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "no discipline 'codle' (did you mean 'codel'?)" in r.stderr
 
 
 def test_the_native_stub_declares_what_the_module_has() -> None:

@@ -84,8 +84,8 @@ def option_table(about: dict[str, Any]) -> str:
 
 
 def aqm_table(entries: list[tuple[str, dict[str, Any]]]) -> Table:
-    """Disciplines as `aqmlab list aqms` shows them: (kind, description) pairs, each
-    description shaped as `engine.describe_aqms()`'s entries."""
+    """Disciplines' options in full, as `aqmlab list aqms KIND…` shows them: (kind,
+    description) pairs, each description shaped as `engine.describe_aqms()`'s entries."""
     t = Table(title="queue disciplines (aqm = { kind = ..., option = ... }; '–' = unset: derived as the source does)", title_justify="left")
     for col in ("kind", "option", "unit", "default", "range", "source"):
         t.add_column(col)
@@ -111,34 +111,72 @@ def plugin_entry(file: Path) -> tuple[str, dict[str, Any]]:
         fail(ScenarioError(str(e)))
 
 
+def overview_table(entries: list[tuple[str, dict[str, Any]]]) -> Table:
+    """Disciplines as `aqmlab list aqms` shows them without a kind: one row each, its options
+    by name."""
+    t = Table(title="queue disciplines (aqm = { kind = ..., option = ... }; each one's options in full: aqmlab list aqms KIND)", title_justify="left")
+    for col in ("kind", "options", "source"):
+        t.add_column(col)
+    for kind, about in entries:
+        t.add_row(kind, ", ".join(o["name"] for o in about["options"]) or "–", about["source"])
+    return t
+
+
 @app.command("aqms")
 def aqms(
+    kinds: list[str] = typer.Argument(
+        None,
+        metavar="KIND",
+        help="Disciplines whose options to show in full (unit, default, range, source); none: every discipline, one line each.",
+        show_default=False,
+    ),
     markdown: bool = typer.Option(False, "--markdown", help="Print each discipline's option table in Markdown (as docs/scenario.md has them)."),
-    plugins: list[Path] = typer.Option([], "--plugin", help="Also a plugin discipline: its C file or .wasm module (repeatable; docs/plugins.md)."),
+    plugins: list[Path] = typer.Option(
+        [], "--plugin", help="Also a plugin discipline, its options in full: its C file or .wasm module (repeatable; docs/plugins.md)."
+    ),
 ) -> None:
-    """Queue disciplines and their options (unit, default, range, source), from the engine;
-    with --plugin, also what a plugin module declares."""
+    """Queue disciplines, one line each; with KIND…, their options (unit, default, range,
+    source), from the engine; with --plugin, also what a plugin module declares."""
     from aqmlab.engine import describe_aqms  # start-up time: as in `ccs`
-    from aqmlab.scenario import Marker  # start-up time: the scenario model loads pydantic, which `list ccs` need not
 
+    builtin = describe_aqms()
+    unknown = [k for k in kinds or () if k not in builtin]
+    if unknown:
+        from difflib import get_close_matches
+
+        from aqmlab.cli.common import fail
+        from aqmlab.inputs.errors import ScenarioError
+
+        near = get_close_matches(unknown[0], list(builtin), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else f" (kinds: {', '.join(builtin)})"
+        fail(ScenarioError(f"no discipline {unknown[0]!r}{hint}"))
     extra = [plugin_entry(f) for f in plugins]
     if markdown:
-        for kind, about in describe_aqms().items():
-            print(f"<!-- options:{kind} -->\n{option_table(about)}\n<!-- /options -->\n")
+        for kind, about in builtin.items():
+            if not kinds or kind in kinds:
+                print(f"<!-- options:{kind} -->\n{option_table(about)}\n<!-- /options -->\n")
         for kind, about in extra:
             print(f"<!-- {kind} -->\n{option_table(about)}\n")
         return
-    out.print(aqm_table([*describe_aqms().items(), *extra]))
-    m = Marker.model_fields
-    out.print(
-        "packet values for "
-        + " and ".join(k for k, a in describe_aqms().items() if a["reads_packet_values"])
-        + ": [marker] "
-        + ", ".join(f"{k} = {m[k].get_default(call_default_factory=True) or '{}'}" for k in ("tvf", "weights", "rate_window"))
-        + f" ({Marker.SOURCE})",
-        markup=False,
-        highlight=False,
-    )
+    if not kinds:
+        out.print(overview_table(list(builtin.items())))
+    detailed = [(k, builtin[k]) for k in dict.fromkeys(kinds or ())] + extra
+    if detailed:
+        out.print(aqm_table(detailed))
+    if any(about["reads_packet_values"] for _, about in detailed):
+        # start-up time: the scenario model loads pydantic, which the other listings need not
+        from aqmlab.scenario import Marker
+
+        m = Marker.model_fields
+        out.print(
+            "packet values for "
+            + " and ".join(k for k, a in builtin.items() if a["reads_packet_values"])
+            + ": [marker] "
+            + ", ".join(f"{k} = {m[k].get_default(call_default_factory=True) or '{}'}" for k in ("tvf", "weights", "rate_window"))
+            + f" ({Marker.SOURCE})",
+            markup=False,
+            highlight=False,
+        )
 
 
 @app.command("studies")
